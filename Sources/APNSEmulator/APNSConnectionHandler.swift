@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOSSL
+import NIOTLS
+
+/// One APNs connection. It works on HTTP/2 frames directly (no child channel per stream), reads
+/// each request to its end, lets ``RequestProcessor`` judge it, and writes the answer framed as
+/// APNs frames it. It also plays APNs's connection behaviour: the stream-limit ramp, GOAWAY with
+/// a JSON reason, idle timeouts and the injected faults.
+final class APNSConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    struct PendingStream {
+        var headers: HPACKHeaders
+        var body: ByteBuffer
+        /// The body passed the largest size any APNs request may have; the rest is not kept.
+        var oversized = false
+    }
+
+    /// No APNs request body may be larger (broadcasts and VoIP allow 5120 bytes).
+    static let bodyCap = 5120
+
+    private let processor: RequestProcessor
+    private let listener: APNSEmulator.Listener
+    private let connectionID: Int
+    private let seed: UInt64
+    private var connection: ConnectionContext?
+    private var context: ChannelHandlerContext?
+    private var streams: [HTTP2StreamID: PendingStream] = [:]
+    private var delayed: [HTTP2StreamID: Scheduled<Void>] = [:]
+    private var advertisedLimit = 1
+    private var loweredByFault = false
+    private var needsFlush = false
+    private var highestStreamID: HTTP2StreamID = .rootStream
+    private var goAwaySent = false
+    private var goAwayBoundary: HTTP2StreamID?
+    private var lastActivity = NIODeadline.now()
+    private var idleCheck: Scheduled<Void>?
+
+    private var configuration: APNSEmulator.Configuration { self.processor.configuration }
+
+    init(processor: RequestProcessor, listener: APNSEmulator.Listener, connectionID: Int, seed: UInt64) {
+        self.processor = processor
+        self.listener = listener
+        self.connectionID = connectionID
+        self.seed = seed
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if !self.listener.tls, context.channel.isActive { self.connectionEstablished(context: context, certificate: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.idleCheck?.cancel()
+        for task in self.delayed.values { task.cancel() }
+        self.delayed.removeAll()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if !self.listener.tls, self.connection == nil { self.connectionEstablished(context: context, certificate: nil) }
+        context.fireChannelActive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+            let der = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? $0.toDERBytes() }
+            let certificate = der.flatMap { ProviderCertificateInfo(derEncoded: $0) }
+            if der != nil, certificate == nil {
+                self.sendGoAway(context: context, reason: .badCertificate, code: .noError, lastStreamID: .rootStream)
+                context.close(promise: nil)
+                return
+            }
+            self.connectionEstablished(context: context, certificate: certificate)
+        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
+            let size = window.inboundWindowSize, size < self.configuration.connectionWindowSize / 2
+        {
+            self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.configuration.connectionWindowSize - size)))
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    private func connectionEstablished(context: ChannelHandlerContext, certificate: ProviderCertificateInfo?) {
+        guard self.connection == nil else { return }
+        self.connection = ConnectionContext(
+            id: self.connectionID, environment: self.listener.environment, certificate: certificate, seed: self.seed
+        )
+        let extra = self.configuration.connectionWindowSize - 65_535
+        if extra > 0 {
+            self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: extra)))
+        }
+        if let certificate {
+            guard certificate.environments.contains(self.listener.environment) else {
+                self.sendGoAway(context: context, reason: .badCertificateEnvironment, code: .noError, lastStreamID: .rootStream)
+                self.flushIfNeeded(context: context)
+                context.close(promise: nil)
+                return
+            }
+            // Certificate connections get the full stream limit right after the handshake.
+            self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
+        }
+        self.flushIfNeeded(context: context)
+        self.scheduleIdleCheck(context: context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        switch frame.payload {
+        case .headers(let headers):
+            if frame.streamID > self.highestStreamID { self.highestStreamID = frame.streamID }
+            if self.streams[frame.streamID] == nil {
+                self.streams[frame.streamID] = PendingStream(headers: headers.headers, body: context.channel.allocator.buffer(capacity: 0))
+            }
+            if headers.endStream { self.complete(context: context, streamID: frame.streamID) }
+        case .data(let data):
+            guard var pending = self.streams[frame.streamID] else { return }
+            if case .byteBuffer(var buffer) = data.data, !pending.oversized {
+                let room = Self.bodyCap + 1 - pending.body.readableBytes
+                if buffer.readableBytes > room {
+                    pending.oversized = true
+                    if room > 0, let slice = buffer.readSlice(length: room) { pending.body.writeImmutableBuffer(slice) }
+                } else {
+                    pending.body.writeBuffer(&buffer)
+                }
+            }
+            self.streams[frame.streamID] = pending
+            if data.endStream {
+                self.complete(context: context, streamID: frame.streamID)
+            } else if pending.oversized {
+                // Too large for any APNs request: answer now (413) and ask the client to stop sending.
+                self.complete(context: context, streamID: frame.streamID)
+                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.noError)))
+            }
+        case .rstStream:
+            self.streams[frame.streamID] = nil
+            self.delayed.removeValue(forKey: frame.streamID)?.cancel()
+        default:
+            break  // SETTINGS and PING are answered by NIOHTTP2; PRIORITY is ignored, as APNs does.
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.flushIfNeeded(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Protocol errors have already been answered by NIOHTTP2 (GOAWAY or RST_STREAM); TLS and
+        // I/O errors end this connection only.
+        if error is NIOSSLError || error is IOError { context.close(promise: nil) }
+    }
+
+    // MARK: requests
+
+    private func complete(context: ChannelHandlerContext, streamID: HTTP2StreamID) {
+        guard let pending = self.streams.removeValue(forKey: streamID), var connection = self.connection else { return }
+        self.lastActivity = .now()
+        if let boundary = self.goAwayBoundary, streamID > boundary { return }
+        let headers = RequestHeaders(pending.headers)
+        let route = RequestProcessor.route(headers.path)
+        var delay: Int64 = 0
+        if let fault = self.processor.state.takeFault(scope: RequestProcessor.scope(of: route)) {
+            switch fault {
+            case .status(let status, let reason):
+                let id = self.processor.responseID(headers.requestID ?? headers.apnsID, &connection)
+                self.connection = connection
+                let idHeader = headers.path?.hasPrefix("/3/") == false ? "apns-request-id" : "apns-id"
+                let outcome = self.processor.reject(reason, status: status, idHeader: idHeader, id: id)
+                self.processor.state.recordRejection(reason)
+                self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
+                return
+            case .latency(let milliseconds):
+                delay = milliseconds
+            case .goAway(let reason):
+                let boundary = HTTP2StreamID(max(0, Int(streamID) - 2))
+                self.goAwayBoundary = boundary
+                self.sendGoAway(context: context, reason: reason, code: .noError, lastStreamID: boundary)
+                self.flushIfNeeded(context: context)
+                self.closeWhenDrained(context: context)
+                return
+            case .dropConnection:
+                context.close(promise: nil)
+                return
+            case .refuseStream:
+                self.refuse(context: context, streamID: streamID)
+                return
+            case .streamLimit(let limit):
+                self.loweredByFault = limit < self.configuration.maxConcurrentStreams
+                self.setStreamLimit(context: context, max(0, limit))
+                let inFlight = (Array(self.streams.keys) + Array(self.delayed.keys)).sorted()
+                for excess in inFlight.dropFirst(max(0, limit - 1)) { self.refuse(context: context, streamID: excess) }
+            }
+        }
+        let outcome = self.processor.process(headers, body: pending.body, connection: &connection)
+        self.connection = connection
+        if outcome.firstAuthentication, !self.loweredByFault, self.advertisedLimit < self.configuration.maxConcurrentStreams {
+            self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
+        }
+        if self.configuration.dropStreamLimitAfterRejection, !self.loweredByFault, connection.authenticated {
+            if !outcome.accepted, outcome.status != 410 {
+                if self.advertisedLimit != 1 { self.setStreamLimit(context: context, 1) }
+            } else if outcome.accepted, self.advertisedLimit != self.configuration.maxConcurrentStreams {
+                self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
+            }
+        }
+        guard delay > 0 else {
+            self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
+            return
+        }
+        let loop = context.eventLoop.assumeIsolated()
+        self.delayed[streamID] = loop.scheduleTask(in: .milliseconds(delay)) {
+            guard self.delayed.removeValue(forKey: streamID) != nil, let context = self.context else { return }
+            self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
+            self.flushIfNeeded(context: context)
+        }
+    }
+
+    private func respond(context: ChannelHandlerContext, streamID: HTTP2StreamID, outcome: Outcome, headers: RequestHeaders) {
+        var block = HPACKHeaders()
+        block.reserveCapacity(outcome.headers.count + 1)
+        block.add(name: ":status", value: String(outcome.status))
+        for (name, value) in outcome.headers {
+            // Per-request ids would only churn the peer's dynamic table.
+            let unique = name == "apns-id" || name == "apns-unique-id" || name == "apns-request-id" || name == "apns-channel-id"
+            block.add(name: name, value: value, indexing: unique ? .nonIndexable : .indexable)
+        }
+        self.write(context: context, HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: block, endStream: outcome.body == nil))))
+        if let body = outcome.body {
+            let buffer = context.channel.allocator.buffer(bytes: body)
+            self.write(context: context, HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(buffer), endStream: true))))
+        }
+        self.processor.state.log(
+            RequestLogEntry(
+                atMilliseconds: self.processor.clock.nowMilliseconds, connectionID: self.connectionID,
+                method: headers.method ?? "", path: headers.path ?? "", status: outcome.status,
+                reason: outcome.reason?.rawValue, pushType: headers.pushType, topic: headers.topic,
+                apnsID: outcome.headers.first(where: { $0.0 == "apns-id" || $0.0 == "apns-request-id" })?.1
+            )
+        )
+        if self.goAwayBoundary != nil { self.closeWhenDrained(context: context) }
+    }
+
+    private func refuse(context: ChannelHandlerContext, streamID: HTTP2StreamID) {
+        self.streams[streamID] = nil
+        self.delayed.removeValue(forKey: streamID)?.cancel()
+        self.processor.state.count { $0.refusedStreams += 1 }
+        self.write(context: context, HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
+    }
+
+    // MARK: connection control
+
+    private func setStreamLimit(context: ChannelHandlerContext, _ limit: Int) {
+        self.advertisedLimit = limit
+        self.write(
+            context: context,
+            HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)])))
+        )
+    }
+
+    private func sendGoAway(context: ChannelHandlerContext, reason: APNSReason, code: HTTP2ErrorCode, lastStreamID: HTTP2StreamID) {
+        guard !self.goAwaySent else { return }
+        self.goAwaySent = true
+        let debug = context.channel.allocator.buffer(bytes: APNSErrorResponse(reason: reason).body)
+        self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: code, opaqueData: debug)))
+    }
+
+    /// Graceful shutdown: GOAWAY `{"reason":"Shutdown"}`, answer what was already received, close.
+    func shutdown() {
+        guard let context = self.context else { return }
+        self.goAwayBoundary = self.highestStreamID
+        self.sendGoAway(context: context, reason: .shutdown, code: .noError, lastStreamID: self.highestStreamID)
+        self.flushIfNeeded(context: context)
+        self.closeWhenDrained(context: context)
+    }
+
+    private func closeWhenDrained(context: ChannelHandlerContext) {
+        let boundary = self.goAwayBoundary ?? .rootStream
+        let waiting = self.streams.keys.contains { $0 <= boundary } || self.delayed.keys.contains { $0 <= boundary }
+        if !waiting {
+            self.flushIfNeeded(context: context)
+            context.close(promise: nil)
+            return
+        }
+        // Give requests that were under way a moment to finish, then close regardless.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .seconds(1)) {
+            self.context?.close(promise: nil)
+        }
+    }
+
+    private func scheduleIdleCheck(context: ChannelHandlerContext) {
+        guard let seconds = self.configuration.idleTimeoutSeconds, seconds > 0 else { return }
+        let timeout = TimeAmount.seconds(seconds)
+        self.idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastActivity + timeout) {
+            guard let context = self.context else { return }
+            if self.streams.isEmpty, self.delayed.isEmpty, self.lastActivity + timeout <= .now() {
+                self.goAwayBoundary = self.highestStreamID
+                self.sendGoAway(context: context, reason: .idleTimeout, code: .noError, lastStreamID: self.highestStreamID)
+                self.flushIfNeeded(context: context)
+                context.close(promise: nil)
+            } else {
+                self.scheduleIdleCheck(context: context)
+            }
+        }
+    }
+
+    private func write(context: ChannelHandlerContext, _ frame: HTTP2Frame) {
+        context.write(self.wrapOutboundOut(frame), promise: nil)
+        self.needsFlush = true
+    }
+
+    private func flushIfNeeded(context: ChannelHandlerContext) {
+        if self.needsFlush {
+            self.needsFlush = false
+            context.flush()
+        }
+    }
+}

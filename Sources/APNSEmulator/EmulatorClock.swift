@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import Synchronization
+
+/// The emulator's wall clock: the system time plus an offset that tests (or the control API)
+/// can move, so one-hour token expiry, the 20-minute token-update rule, storage expiry and 410
+/// timestamps can be exercised without waiting.
+public final class EmulatorClock: Sendable {
+    private let offsetMilliseconds: Mutex<Int64>
+    private let fixedMilliseconds: Mutex<Int64?>
+
+    /// The system clock, optionally shifted.
+    public init(offsetSeconds: Int64 = 0) {
+        self.offsetMilliseconds = Mutex(offsetSeconds * 1000)
+        self.fixedMilliseconds = Mutex(nil)
+    }
+
+    /// A clock that stands still at `epochSeconds` until advanced.
+    public init(fixedAt epochSeconds: Int64) {
+        self.offsetMilliseconds = Mutex(0)
+        self.fixedMilliseconds = Mutex(epochSeconds * 1000)
+    }
+
+    /// Milliseconds since 1970.
+    public var nowMilliseconds: Int64 {
+        if let fixed = self.fixedMilliseconds.withLock({ $0 }) {
+            return fixed + self.offsetMilliseconds.withLock { $0 }
+        }
+        return Int64((Date().timeIntervalSince1970 * 1000).rounded()) + self.offsetMilliseconds.withLock { $0 }
+    }
+
+    /// Seconds since 1970.
+    public var nowSeconds: Int64 { self.nowMilliseconds / 1000 }
+
+    /// Moves the clock forward (or back, with a negative value).
+    public func advance(seconds: Int64) {
+        self.advance(milliseconds: seconds * 1000)
+    }
+
+    public func advance(milliseconds: Int64) {
+        self.offsetMilliseconds.withLock { $0 += milliseconds }
+    }
+}

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Synchronization
+
+extension EmulatorState {
+    /// What the registry says about a token a push is addressed to.
+    enum TokenVerdict: Sendable, Equatable {
+        case deliverable
+        case unknown
+        case wrongEnvironment
+        case notForTopic
+        case unregistered(atMilliseconds: Int64)
+        case expired
+        case rateLimited
+    }
+
+    /// A push that passed every check, ready to be delivered or stored.
+    struct AcceptedPush: Sendable {
+        var apnsID: String
+        var uniqueID: String
+        var pushType: String
+        var topic: String
+        var priority: Int
+        var collapseID: String?
+        var expiration: Int64?
+        var payload: [UInt8]
+        var channelID: String? = nil
+    }
+
+    func verdict(
+        token: Substring,
+        environment: APNSEnvironment,
+        topic: Substring,
+        now: Int64,
+        rateLimit: (count: Int, seconds: Int)?
+    ) -> TokenVerdict {
+        self.storage.withLock { storage in
+            let key = String(token).lowercased()
+            guard let record = storage.devices[key] else { return .unknown }
+            guard record.snapshot.environment == environment else { return .wrongEnvironment }
+            guard record.snapshot.topic == topic else { return .notForTopic }
+            if let at = record.snapshot.uninstalledAtMilliseconds { return .unregistered(atMilliseconds: at) }
+            if record.snapshot.tokenExpiredAtMilliseconds != nil { return .expired }
+            if let rateLimit {
+                let windowStart = now - Int64(rateLimit.seconds) * 1000
+                var window = record.rateWindow.filter { $0 > windowStart }
+                guard window.count < rateLimit.count else {
+                    storage.devices[key]!.rateWindow = window
+                    return .rateLimited
+                }
+                window.append(now)
+                storage.devices[key]!.rateWindow = window
+            }
+            return .deliverable
+        }
+    }
+
+    /// Records an accepted device push and delivers it: at once to an online device, into the
+    /// single storage slot of an offline one (expiration permitting).
+    func accept(_ push: AcceptedPush, token: Substring?, now: Int64) {
+        let calls = self.storage.withLock { storage -> [(Listener, ReceivedNotification)] in
+            storage.counters.accepted += 1
+            guard let token, let record = storage.devices[String(token).lowercased()] else {
+                storage.counters.acceptedForUnknownTokens += 1
+                return []
+            }
+            let key = record.snapshot.token
+            let notification = ReceivedNotification(
+                uniqueID: push.uniqueID, apnsID: push.apnsID, acceptedAtMilliseconds: now,
+                deliveredAtMilliseconds: now, pushType: push.pushType, topic: push.topic, priority: push.priority,
+                collapseID: push.collapseID, expiration: push.expiration, payload: push.payload,
+                channelID: nil, wasStored: false
+            )
+            if push.pushType == "alert", !record.snapshot.notificationsEnabled {
+                storage.counters.discarded += 1
+                return []
+            }
+            if push.pushType == "liveactivity", let channel = Self.startedChannel(push.payload) {
+                storage.devices[key]!.channels.insert(channel)
+            }
+            guard record.snapshot.online else {
+                Self.store(notification, token: key, storage: &storage, now: now)
+                return []
+            }
+            return Self.deliver(notification, token: key, storage: &storage, inboxCapacity: self.inboxCapacity)
+        }
+        for (listener, notification) in calls { listener(notification) }
+    }
+
+    /// The channel a Live Activity start push subscribes its activity to (`input-push-channel`).
+    private static func startedChannel(_ payload: [UInt8]) -> String? {
+        guard let json = try? JSONValue.parse(payload), let aps = json["aps"],
+            aps["event"]?.stringValue == "start"
+        else { return nil }
+        return aps["input-push-channel"]?.stringValue
+    }
+
+    private static func store(_ notification: ReceivedNotification, token: String, storage: inout Storage, now: Int64) {
+        guard let expiration = notification.expiration.map({ $0 * 1000 }) ?? Optional(now + maximumStorageMilliseconds),
+            expiration != 0
+        else {
+            storage.counters.discarded += 1  // expiration 0: one attempt, never stored
+            return
+        }
+        let expiresAt = min(expiration, now + maximumStorageMilliseconds)
+        guard expiresAt > now else {
+            storage.counters.expired += 1
+            return
+        }
+        if storage.devices[token]!.stored != nil { storage.counters.discarded += 1 }
+        var stored = notification
+        stored.wasStored = true
+        storage.devices[token]!.stored = Stored(notification: stored, expiresAt: expiresAt)
+        storage.counters.stored += 1
+    }
+
+    /// Puts a notification in the device's inbox and returns the listeners to call (outside the lock).
+    static func deliver(
+        _ notification: ReceivedNotification,
+        token: String,
+        storage: inout Storage,
+        inboxCapacity: Int
+    ) -> [(Listener, ReceivedNotification)] {
+        var record = storage.devices[token]!
+        if let collapseID = notification.collapseID,
+            let index = record.inbox.firstIndex(where: { $0.collapseID == collapseID && $0.topic == notification.topic })
+        {
+            record.inbox.remove(at: index)
+            storage.counters.collapsed += 1
+        }
+        record.inbox.append(notification)
+        if record.inbox.count > inboxCapacity { record.inbox.removeFirst(record.inbox.count - inboxCapacity) }
+        record.snapshot.receivedCount += 1
+        if let channel = notification.channelID { record.seenChannelMessages.insert(channel + "/" + notification.uniqueID) }
+        storage.devices[token] = record
+        storage.counters.delivered += 1
+        return (storage.listeners[token] ?? [:]).sorted { $0.key < $1.key }.map { ($0.value, notification) }
+    }
+
+    /// Delivers the stored notification (and stored channel messages) to a device that came online.
+    static func flushStored(token: String, storage: inout Storage, now: Int64, inboxCapacity: Int) -> [(Listener, ReceivedNotification)] {
+        var calls: [(Listener, ReceivedNotification)] = []
+        if let stored = storage.devices[token]!.stored {
+            storage.devices[token]!.stored = nil
+            if stored.expiresAt > now {
+                var notification = stored.notification
+                notification.deliveredAtMilliseconds = now
+                calls += Self.deliver(notification, token: token, storage: &storage, inboxCapacity: inboxCapacity)
+            } else {
+                storage.counters.expired += 1
+            }
+        }
+        for channelID in storage.devices[token]!.channels.sorted() {
+            guard let stored = storage.channels[channelID]?.stored, stored.expiresAt > now,
+                !storage.devices[token]!.seenChannelMessages.contains(channelID + "/" + stored.notification.uniqueID)
+            else { continue }
+            var notification = stored.notification
+            notification.deliveredAtMilliseconds = now
+            calls += Self.deliver(notification, token: token, storage: &storage, inboxCapacity: inboxCapacity)
+        }
+        return calls
+    }
+
+    static func sweepExpired(storage: inout Storage, now: Int64) {
+        for (token, record) in storage.devices {
+            if let stored = record.stored, stored.expiresAt <= now {
+                storage.devices[token]!.stored = nil
+                storage.counters.expired += 1
+            }
+        }
+    }
+
+    func recordRejection(_ reason: APNSReason) {
+        self.storage.withLock { $0.counters.rejected[reason.rawValue, default: 0] += 1 }
+    }
+}

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import NIOCore
+import NIOHPACK
+import Synchronization
+
+/// The APNs-relevant fields of a request's header block, read in one pass.
+struct RequestHeaders {
+    var method: String?
+    var path: String?
+    var authorization: String?
+    var apnsID: String?
+    var expiration: String?
+    var priority: String?
+    var topic: String?
+    var collapseID: String?
+    var pushType: String?
+    var channelID: String?
+    var requestID: String?
+    /// An `apns-*` header or `authorization` appeared more than once.
+    var hasDuplicates = false
+
+    init(_ headers: HPACKHeaders) {
+        func set(_ field: inout String?, _ value: String) {
+            if field != nil { self.hasDuplicates = true }
+            field = value
+        }
+        for (name, value, _) in headers {
+            switch name {
+            case ":method": self.method = value
+            case ":path": self.path = value
+            case "authorization": set(&self.authorization, value)
+            case "apns-id": set(&self.apnsID, value)
+            case "apns-expiration": set(&self.expiration, value)
+            case "apns-priority": set(&self.priority, value)
+            case "apns-topic": set(&self.topic, value)
+            case "apns-collapse-id": set(&self.collapseID, value)
+            case "apns-push-type": set(&self.pushType, value)
+            case "apns-channel-id": set(&self.channelID, value)
+            case "apns-request-id": set(&self.requestID, value)
+            default: continue
+            }
+        }
+    }
+}
+
+/// Per-connection facts the checks read and update.
+struct ConnectionContext {
+    let id: Int
+    let environment: APNSEnvironment
+    /// Set when the client presented a certificate: the connection uses certificate auth.
+    let certificate: ProviderCertificateInfo?
+    var boundTeamID: String?
+    var boundKeyID: String?
+    /// The bearer string in use and when it last changed (for `TooManyProviderTokenUpdates`).
+    var currentBearer: Substring?
+    var bearerChangedAt: Int64 = 0
+    /// The last bearer whose signature checked out, and its claims.
+    var verifiedBearer: Substring?
+    var verifiedClaims: ProviderTokenClaims?
+    /// A request has been authenticated on this connection (APNs then raises the stream limit).
+    var authenticated = false
+    var random: Xoshiro256
+
+    init(id: Int, environment: APNSEnvironment, certificate: ProviderCertificateInfo?, seed: UInt64) {
+        self.id = id
+        self.environment = environment
+        self.certificate = certificate
+        self.random = Xoshiro256(seed: seed)
+    }
+}
+
+/// The answer to one request, as frames will carry it.
+struct Outcome {
+    var status: Int
+    var headers: [(String, String)]
+    var body: [UInt8]?
+    var reason: APNSReason?
+    /// This request authenticated the connection for the first time: raise the stream limit.
+    var firstAuthentication = false
+
+    var accepted: Bool { self.status < 300 }
+}
+
+/// Validates APNs requests with the emulator's own parsing and applies accepted ones to the state.
+struct RequestProcessor: Sendable {
+    let configuration: APNSEmulator.Configuration
+    let state: EmulatorState
+    let clock: EmulatorClock
+    let tokenCache: VerifiedTokenCache
+
+    enum Route {
+        case device(token: Substring)
+        case broadcast(bundleID: Substring)
+        case channels(bundleID: Substring, all: Bool)
+        case unknown
+    }
+
+    static func route(_ path: String?) -> Route {
+        guard let path else { return .unknown }
+        if path.hasPrefix("/3/device/") {
+            return .device(token: path.dropFirst(10))
+        }
+        if path.hasPrefix("/4/broadcasts/apps/") {
+            let bundle = path.dropFirst(19)
+            return bundle.isEmpty || bundle.contains("/") ? .unknown : .broadcast(bundleID: bundle)
+        }
+        if path.hasPrefix("/1/apps/") {
+            let rest = path.dropFirst(8)
+            if rest.hasSuffix("/all-channels") {
+                let bundle = rest.dropLast(13)
+                return bundle.isEmpty || bundle.contains("/") ? .unknown : .channels(bundleID: bundle, all: true)
+            }
+            if rest.hasSuffix("/channels") {
+                let bundle = rest.dropLast(9)
+                return bundle.isEmpty || bundle.contains("/") ? .unknown : .channels(bundleID: bundle, all: false)
+            }
+        }
+        return .unknown
+    }
+
+    static func scope(of route: Route) -> FaultScope {
+        switch route {
+        case .device: return .device
+        case .broadcast: return .broadcast
+        case .channels: return .channels
+        case .unknown: return .all
+        }
+    }
+
+    func process(_ headers: RequestHeaders, body: ByteBuffer, connection: inout ConnectionContext) -> Outcome {
+        let route = Self.route(headers.path)
+        let outcome: Outcome
+        switch route {
+        case .device(let token):
+            outcome = self.processDevicePush(headers, token: token, body: body, connection: &connection)
+        case .broadcast(let bundleID):
+            outcome = self.processBroadcast(headers, bundleID: bundleID, body: body, connection: &connection)
+        case .channels(let bundleID, let all):
+            outcome = self.processChannelManagement(headers, bundleID: bundleID, all: all, body: body, connection: &connection)
+        case .unknown:
+            outcome = self.reject(.badPath, status: 404, idHeader: "apns-id", id: self.responseID(headers.apnsID, &connection))
+        }
+        if let reason = outcome.reason { self.state.recordRejection(reason) }
+        return outcome
+    }
+
+    /// The id to answer with: the client's own when it is a UUID, else a fresh one.
+    func responseID(_ requested: String?, _ connection: inout ConnectionContext) -> String {
+        if let requested, UUIDText.isCanonical(requested) { return requested.lowercased() }
+        return UUIDText.random(using: &connection.random)
+    }
+
+    func reject(
+        _ reason: APNSReason,
+        status: Int,
+        idHeader: String,
+        id: String,
+        timestamp: Int64? = nil
+    ) -> Outcome {
+        Outcome(
+            status: status,
+            headers: [("content-type", "application/json"), (idHeader, id)],
+            body: APNSErrorResponse(reason: reason, timestampMilliseconds: timestamp).body,
+            reason: reason
+        )
+    }
+}
+
+/// Provider tokens whose signature has been checked, so a busy connection pays for ECDSA once
+/// per token, not per request. Bounded: cleared when full.
+final class VerifiedTokenCache: Sendable {
+    private let entries = Mutex<[String: String]>([:])
+    private let capacity = 4096
+
+    /// The key id `bearer` was verified with, if it was.
+    func keyID(for bearer: Substring) -> String? {
+        self.entries.withLock { $0[String(bearer)] }
+    }
+
+    func insert(_ bearer: Substring, keyID: String) {
+        self.entries.withLock { entries in
+            if entries.count >= self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[String(bearer)] = keyID
+        }
+    }
+
+    func removeAll() {
+        self.entries.withLock { $0.removeAll() }
+    }
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// The kinds of token an app can hold, each registered for one topic of its app.
+///
+/// This table is the emulator's own, written apart from the client-side model on purpose: the
+/// emulator must catch a client whose push-type/topic rules are wrong, not share its mistakes.
+public enum TokenKind: String, Sendable, Hashable, CaseIterable, Codable {
+    /// `registerForRemoteNotifications`: alert and background pushes.
+    case device
+    /// PushKit VoIP.
+    case voip
+    /// PushKit complication (watchOS).
+    case complication
+    /// PushKit File Provider.
+    case fileprovider
+    /// Location Push Service Extension.
+    case location
+    /// Push to Talk channel token.
+    case pushtotalk
+    /// A Live Activity's update token.
+    case liveactivity
+    /// ActivityKit push-to-start token.
+    case pushToStart = "push-to-start"
+    /// WidgetKit push token.
+    case widgets
+    /// Controls push token.
+    case controls
+    /// MDM: the topic is the push certificate's UID.
+    case mdm
+
+    /// The topic this token is registered for, given the app's bundle id.
+    public func topic(bundleID: String) -> String {
+        switch self {
+        case .device, .mdm: return bundleID
+        case .voip: return bundleID + ".voip"
+        case .complication: return bundleID + ".complication"
+        case .fileprovider: return bundleID + ".pushkit.fileprovider"
+        case .location: return bundleID + ".location-query"
+        case .pushtotalk: return bundleID + ".voip-ptt"
+        case .liveactivity, .pushToStart: return bundleID + ".push-type.liveactivity"
+        case .widgets: return bundleID + ".push-type.widgets"
+        case .controls: return bundleID + ".push-type.controls"
+        }
+    }
+
+    /// Bytes of a fresh token: 32 like classic device tokens, longer for Live Activities.
+    var tokenByteCount: Int {
+        switch self {
+        case .liveactivity, .pushToStart: return 80
+        default: return 32
+        }
+    }
+}
+
+/// The emulator's own reading of `apns-push-type` values and the topic suffix each needs.
+enum WirePushType {
+    /// push type → required topic suffix (`nil`: any topic, as for MDM).
+    static let suffixes: [String: String?] = [
+        "alert": "",
+        "background": "",
+        "complication": ".complication",
+        "controls": ".push-type.controls",
+        "fileprovider": ".pushkit.fileprovider",
+        "liveactivity": ".push-type.liveactivity",
+        "location": ".location-query",
+        "mdm": nil,
+        "pushtotalk": ".voip-ptt",
+        "voip": ".voip",
+        "widgets": ".push-type.widgets",
+    ]
+
+    static let allSuffixes: [String] = suffixes.values.compactMap { $0 }.filter { !$0.isEmpty }
+
+    /// Whether `topic` has the shape `pushType` needs.
+    static func topicFits(_ topic: Substring, pushType: String) -> Bool {
+        guard let entry = suffixes[pushType] else { return false }
+        guard let suffix = entry else { return true }
+        if suffix.isEmpty {
+            return !allSuffixes.contains(where: { topic.hasSuffix($0) })
+        }
+        return topic.hasSuffix(suffix) && topic.utf8.count > suffix.utf8.count
+    }
+
+    static func maximumPayload(_ pushType: String) -> Int {
+        pushType == "voip" ? 5120 : 4096
+    }
+
+    /// Certificate connections cannot carry these (token auth only).
+    static func needsTokenAuthentication(_ pushType: String) -> Bool {
+        pushType == "location" || pushType == "liveactivity"
+    }
+}

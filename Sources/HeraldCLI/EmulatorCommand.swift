@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSEmulator
+import APNSModels
+public import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+struct EmulatorCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "emulator",
+        abstract: "Run the APNs emulator: an HTTP/2 server that answers like APNs, with virtual devices.",
+        discussion: """
+            On first start it creates a CA in the data directory and writes ca.pem there: make your
+            client trust that file. Register your signing key (--key-file/--key-id/--team-id, or
+            POST /v1/keys on the control port), create devices with POST /v1/devices, push to
+            https://127.0.0.1:<port>/3/device/<token>. docs/emulator.md describes the control API.
+            """
+    )
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "TLS port playing APNs development (sandbox); 0 turns it off.")
+    var port = 2197
+
+    @Option(help: "TLS port playing APNs production; 0 turns it off.")
+    var productionPort = 2196
+
+    @Option(help: "Cleartext HTTP/2 (h2c) port playing development; off unless given.")
+    var h2cPort: Int?
+
+    @Option(help: "Port of the control API (JSON over HTTP/1.1).")
+    var controlPort = 2198
+
+    @Option(help: "Where the CA certificate and key are kept.")
+    var dataDir = ".herald/emulator"
+
+    @Option(help: "A .p8 signing key to trust at start (needs --key-id and --team-id).")
+    var keyFile: String?
+
+    @Option(help: "Key id of --key-file.")
+    var keyId: String?
+
+    @Option(help: "Team id of --key-file.")
+    var teamId: String?
+
+    @Option(help: "MAX_CONCURRENT_STREAMS after the first authenticated request.")
+    var maxStreams = 1000
+
+    @Option(help: "Close connections idle this many seconds with GOAWAY IdleTimeout.")
+    var idleTimeout: Int64?
+
+    @Flag(help: "Accept pushes to tokens no virtual device holds (load testing).")
+    var acceptUnknownTokens = false
+
+    @Flag(help: "Drop the stream limit to 1 after a rejected request, as APNs was seen to do.")
+    var dropStreamsAfterRejection = false
+
+    @Option(help: "Log level (trace, debug, info, notice, warning, error).")
+    var logLevel: Logger.Level = .info
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = self.logLevel
+            return handler
+        }
+        let logger = Logger(label: "herald.emulator")
+        var configuration = APNSEmulator.Configuration(listeners: [], controlHost: self.host, controlPort: self.controlPort, dataDirectory: self.dataDir)
+        if self.port > 0 { configuration.listeners.append(.init(environment: .development, host: self.host, port: self.port)) }
+        if self.productionPort > 0 {
+            configuration.listeners.append(.init(environment: .production, host: self.host, port: self.productionPort))
+        }
+        if let h2cPort = self.h2cPort { configuration.listeners.append(.init(environment: .development, host: self.host, port: h2cPort, tls: false)) }
+        guard !configuration.listeners.isEmpty else { throw ValidationError("every APNs port is off") }
+        configuration.maxConcurrentStreams = self.maxStreams
+        configuration.idleTimeoutSeconds = self.idleTimeout
+        configuration.acceptUnknownTokens = self.acceptUnknownTokens
+        configuration.dropStreamLimitAfterRejection = self.dropStreamsAfterRejection
+
+        let emulator = try APNSEmulator(configuration: configuration, logger: logger)
+        if let keyFile = self.keyFile {
+            guard let keyId = self.keyId, let teamId = self.teamId else {
+                throw ValidationError("--key-file needs --key-id and --team-id")
+            }
+            let key = try SigningKey(pem: try String(contentsOfFile: keyFile, encoding: .utf8), keyID: keyId, teamID: teamId)
+            emulator.register(key: key)
+            logger.info("trusting signing key", metadata: ["key.id": "\(keyId)", "key.team": "\(teamId)"])
+        }
+        logger.info("CA certificate for clients to trust", metadata: ["emulator.ca": "\(self.dataDir)/ca.pem"])
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: emulator)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

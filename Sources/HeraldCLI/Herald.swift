@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+import ArgumentParser
+
+@main
+struct Herald: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald",
+        abstract: "Herald: a self-hosted push-notification provider for Apple platforms.",
+        subcommands: [EmulatorCommand.self, TokenCommand.self]
+    )
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSEmulator
+public import APNSModels
+import Foundation
+
+/// A running emulator with what a test needs around it: a trusted signing key, the CA file on
+/// disk, curl clients for both environments and for the control API, and a clock to move.
+public struct EmulatorFixture: Sendable {
+    public let emulator: APNSEmulator
+    public let directory: TemporaryDirectory
+    public let caFile: String
+    public let key: SigningKey
+    public static let bundleID = "com.example.app"
+    public static let teamID = "TEAM123456"
+    public static let keyID = "KEY1234567"
+
+    public var clock: EmulatorClock { self.emulator.clock }
+
+    /// curl against the development (sandbox) TLS port.
+    public var development: Curl {
+        Curl(baseURL: "https://localhost:\(self.emulator.ports[.development]!)", caFile: self.caFile, directory: self.directory)
+    }
+
+    /// curl against the production TLS port.
+    public var production: Curl {
+        Curl(baseURL: "https://localhost:\(self.emulator.ports[.production]!)", caFile: self.caFile, directory: self.directory)
+    }
+
+    /// A provider token from the fixture's key, issued now by the emulator's clock unless told otherwise.
+    public func bearer(_ key: SigningKey? = nil, issuedAt: Int64? = nil) throws -> String {
+        "bearer " + (try (key ?? self.key).providerToken(issuedAt: issuedAt ?? self.clock.nowSeconds))
+    }
+
+    /// Headers of a valid alert push for `topic`.
+    public func alertHeaders(topic: String = EmulatorFixture.bundleID, pushType: String = "alert") throws -> [(String, String)] {
+        [("authorization", try self.bearer()), ("apns-topic", topic), ("apns-push-type", pushType)]
+    }
+
+    /// A control-API request through curl (HTTP/1.1).
+    @discardableResult
+    public func control(_ method: String, _ path: String, json: String? = nil) throws -> CurlResponse {
+        var arguments = ["-s", "-S", "-X", method, "-D", "-", "-H", "user-agent:"]
+        if let json { arguments += ["--data-binary", json, "-H", "content-type: application/json"] }
+        arguments.append("http://127.0.0.1:\(self.emulator.controlPort!)\(path)")
+        let result = try ProcessRunner.run("curl", arguments)
+        let text = result.standardOutput
+        guard let split = text.range(of: "\r\n\r\n") else {
+            throw CurlError(exitCode: result.exitCode, message: result.standardError)
+        }
+        let head = text[..<split.lowerBound]
+        let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+        return CurlResponse(status: status, headers: [:], body: String(text[split.upperBound...]), newConnections: 1, httpVersion: "1.1")
+    }
+
+    /// Creates a virtual device through the control API and returns its token.
+    public func createDevice(
+        bundleID: String = EmulatorFixture.bundleID,
+        environment: String = "development",
+        kind: String = "device",
+        online: Bool = true
+    ) throws -> String {
+        let response = try self.control(
+            "POST", "/v1/devices",
+            json: #"{"bundleId":"\#(bundleID)","environment":"\#(environment)","kind":"\#(kind)","online":\#(online)}"#
+        )
+        guard response.status == 201, let token = response.json?["token"] as? String else {
+            throw CurlError(exitCode: 0, message: "device creation answered \(response.status): \(response.body)")
+        }
+        return token
+    }
+
+    /// The device's inbox as parsed JSON objects.
+    public func inbox(_ token: String) throws -> [[String: Any]] {
+        (try self.control("GET", "/v1/devices/\(token)/inbox").json?["notifications"] as? [[String: Any]]) ?? []
+    }
+
+    /// The emulator's counters as parsed JSON.
+    public func counters() throws -> [String: Any] {
+        try self.control("GET", "/v1/counters").json ?? [:]
+    }
+}
+
+/// Starts an emulator on free ports with a CA in a temporary directory and one trusted key,
+/// runs `body`, then stops it and removes the directory.
+public func withEmulatorFixture<Result>(
+    clock: EmulatorClock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970)),
+    configure: (inout APNSEmulator.Configuration) -> Void = { _ in },
+    _ body: (EmulatorFixture) async throws -> Result
+) async throws -> Result {
+    let directory = try TemporaryDirectory(prefix: "herald-emulator")
+    defer { directory.remove() }
+    var configuration = APNSEmulator.Configuration.testing()
+    configuration.dataDirectory = directory.path + "/data"
+    configure(&configuration)
+    return try await withAPNSEmulator(configuration: configuration, clock: clock) { emulator in
+        let key = SigningKey.generate(keyID: EmulatorFixture.keyID, teamID: EmulatorFixture.teamID)
+        emulator.register(key: key)
+        let caFile = try directory.write("ca.pem", emulator.certificateAuthorityPEM)
+        return try await body(EmulatorFixture(emulator: emulator, directory: directory, caFile: caFile, key: key))
+    }
+}

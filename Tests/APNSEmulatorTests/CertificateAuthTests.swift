@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSEmulator
+import APNSModels
+import HeraldTesting
+import Testing
+
+/// Certificate-based connections: client certificates issued by the emulator's CA.
+@Suite struct CertificateAuthTests {
+    static let body = #"{"aps":{"alert":"Hello"}}"#
+
+    /// Issues a certificate through the control API and writes it and its key to files.
+    func issue(_ fixture: EmulatorFixture, _ json: String) throws -> (certificate: String, key: String) {
+        let response = try fixture.control("POST", "/v1/certificates", json: json)
+        #expect(response.status == 201)
+        let certificate = try #require(response.json?["certificate"] as? String)
+        let key = try #require(response.json?["privateKey"] as? String)
+        let name = String(json.hashValue.magnitude)
+        return (try fixture.directory.write("\(name).crt", certificate), try fixture.directory.write("\(name).key", key))
+    }
+
+    func curl(_ fixture: EmulatorFixture, _ client: (certificate: String, key: String), port: Int? = nil) -> Curl {
+        Curl(
+            baseURL: "https://localhost:\(port ?? fixture.emulator.ports[.development]!)", caFile: fixture.caFile,
+            directory: fixture.directory, clientCertificate: client
+        )
+    }
+
+    @Test("a provider certificate pushes without a JWT, to the topics it lists")
+    func certificatePush() async throws {
+        try await withEmulatorFixture { fixture in
+            let client = try self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
+            let device = try fixture.createDevice()
+            let voip = try fixture.createDevice(kind: "voip")
+            let curl = self.curl(fixture, client)
+            let ok = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")], json: Self.body))
+            #expect(ok.status == 200)
+            let call = try curl.send(CurlRequest(path: "/3/device/\(voip)", headers: [("apns-topic", "com.example.app.voip"), ("apns-push-type", "voip")], json: "{}"))
+            #expect(call.status == 200)
+            let missing = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
+            #expect(missing.reason == "MissingTopic")
+            let other = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.other")], json: Self.body))
+            #expect(other.reason == "BadTopic")
+            let liveActivity = try fixture.createDevice(kind: "liveactivity")
+            let la = try curl.send(
+                CurlRequest(
+                    path: "/3/device/\(liveActivity)",
+                    headers: [("apns-topic", "com.example.app.push-type.liveactivity"), ("apns-push-type", "liveactivity")],
+                    json: #"{"aps":{"timestamp":1,"event":"update","content-state":{}}}"#
+                )
+            )
+            #expect(la.reason == "TopicDisallowed")
+        }
+    }
+
+    @Test("a single-topic certificate may leave out apns-topic")
+    func singleTopic() async throws {
+        try await withEmulatorFixture { fixture in
+            let client = try self.issue(fixture, #"{"bundleId":"com.example.app","topics":["com.example.app"]}"#)
+            let device = try fixture.createDevice()
+            let response = try self.curl(fixture, client).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
+            #expect(response.status == 200)
+        }
+    }
+
+    @Test("certificate connections get the full stream limit at once")
+    func streamLimit() async throws {
+        try await withEmulatorFixture { fixture in
+            let client = try self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
+            let device = try fixture.createDevice()
+            let log = try ConnectionTests.nghttp(
+                fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")],
+                extra: ["--cert", client.certificate, "--key", client.key]
+            )
+            #expect(ConnectionTests.advertisedStreamLimits(log) == [1, 1000])
+            #expect(log.contains(":status: 200"))
+        }
+    }
+
+    @Test("a certificate of the other environment gets GOAWAY BadCertificateEnvironment")
+    func wrongEnvironment() async throws {
+        try await withEmulatorFixture { fixture in
+            let client = try self.issue(fixture, #"{"bundleId":"com.example.app","environments":["production"]}"#)
+            let device = try fixture.createDevice()
+            let log = try ConnectionTests.nghttp(
+                fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")],
+                extra: ["--cert", client.certificate, "--key", client.key]
+            )
+            #expect(log.contains("recv GOAWAY"))
+            #expect(log.contains("BadCertificateEnvironment"))
+            // The same certificate works on the production port.
+            let production = try self.curl(fixture, client, port: fixture.emulator.ports[.production]!)
+            let productionDevice = try fixture.createDevice(environment: "production")
+            #expect(try production.send(CurlRequest(path: "/3/device/\(productionDevice)", headers: [("apns-topic", "com.example.app")], json: Self.body)).status == 200)
+        }
+    }
+
+    @Test("a certificate without a UID gets GOAWAY BadCertificate; one from another CA fails the handshake")
+    func badCertificates() async throws {
+        try await withEmulatorFixture { fixture in
+            let data = fixture.directory.path + "/data"
+            let key = fixture.directory.path + "/nouid.key"
+            let csr = fixture.directory.path + "/nouid.csr"
+            let certificate = fixture.directory.path + "/nouid.crt"
+            for arguments in [
+                ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key],
+                ["req", "-new", "-key", key, "-subj", "/CN=No UID", "-out", csr],
+                ["x509", "-req", "-in", csr, "-CA", data + "/ca.pem", "-CAkey", data + "/ca-key.pem", "-CAcreateserial", "-days", "2", "-out", certificate],
+            ] {
+                #expect(try ProcessRunner.run("openssl", arguments).exitCode == 0)
+            }
+            let device = try fixture.createDevice()
+            let log = try ConnectionTests.nghttp(
+                fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], extra: ["--cert", certificate, "--key", key]
+            )
+            #expect(log.contains("BadCertificate"), "\(log)")
+
+            let strangerKey = fixture.directory.path + "/stranger.key"
+            let stranger = fixture.directory.path + "/stranger.crt"
+            #expect(
+                try ProcessRunner.run(
+                    "openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", strangerKey,
+                        "-out", stranger, "-subj", "/UID=com.example.app", "-days", "2"]
+                ).exitCode == 0
+            )
+            #expect(throws: CurlError.self) {
+                try self.curl(fixture, (stranger, strangerKey)).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], json: Self.body))
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSEmulator
+import APNSModels
+import HeraldTesting
+import Testing
+
+/// Connection behaviour seen through nghttp's frame log: SETTINGS, the stream ramp, GOAWAY.
+@Suite struct ConnectionTests {
+    /// The values of SETTINGS_MAX_CONCURRENT_STREAMS the server sent, in order.
+    static func advertisedStreamLimits(_ log: String) -> [Int] {
+        var limits: [Int] = []
+        var inServerSettings = false
+        for line in log.split(separator: "\n") {
+            if line.contains("recv SETTINGS frame") { inServerSettings = !line.contains("flags=0x01") ; continue }
+            if line.contains("] recv") || line.contains("] send") { inServerSettings = false }
+            if inServerSettings, let range = line.range(of: "SETTINGS_MAX_CONCURRENT_STREAMS(0x03):") {
+                limits.append(Int(line[range.upperBound...].prefix { $0.isNumber }) ?? -1)
+            }
+        }
+        return limits
+    }
+
+    static func nghttp(_ fixture: EmulatorFixture, path: String, headers: [(String, String)], extra: [String] = []) throws -> String {
+        var arguments = ["-nv", "--no-verify-peer"] + extra
+        for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
+        arguments += ["-d", try fixture.directory.write("body.json", #"{"aps":{"alert":"hi"}}"#)]
+        arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)\(path)")
+        return try ProcessRunner.run("nghttp", arguments).standardOutput
+    }
+
+    @Test("token connections start at one stream and get 1000 after the first authenticated request")
+    func streamRamp() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
+            #expect(Self.advertisedStreamLimits(log) == [1, 1000])
+            #expect(log.contains(":status: 200"))
+            #expect(log.contains("SETTINGS_MAX_FRAME_SIZE(0x05):16384"))
+            #expect(log.contains("SETTINGS_MAX_HEADER_LIST_SIZE(0x06):8000"))
+        }
+    }
+
+    @Test("a request that fails authentication does not raise the limit")
+    func noRampWithoutAuthentication() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            let headers = try fixture.alertHeaders().filter { $0.0 != "authorization" }
+            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: headers)
+            #expect(Self.advertisedStreamLimits(log) == [1])
+            #expect(log.contains("MissingProviderToken"))
+        }
+    }
+
+    @Test("the raised limit follows the configuration")
+    func configuredLimit() async throws {
+        try await withEmulatorFixture(configure: { $0.maxConcurrentStreams = 500 }) { fixture in
+            let token = try fixture.createDevice()
+            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
+            #expect(Self.advertisedStreamLimits(log) == [1, 500])
+        }
+    }
+
+    @Test("h2load with 100 streams per connection: every request answered once the limit is raised")
+    func manyStreams() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            var arguments = ["-n", "2000", "-c", "2", "-m", "100"]
+            for (name, value) in try fixture.alertHeaders() { arguments += ["-H", "\(name): \(value)"] }
+            arguments += ["-d", try fixture.directory.write("body.json", #"{"aps":{"alert":"hi"}}"#)]
+            arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)/3/device/\(token)")
+            let output = try ProcessRunner.run("h2load", arguments, timeout: 120).standardOutput
+            #expect(output.contains("2000 succeeded"), "\(output)")
+            #expect(output.contains("2000 2xx"))
+            let counters = try fixture.counters()
+            #expect(counters["accepted"] as? Int == 2000)
+            #expect(counters["delivered"] as? Int == 2000)
+            #expect(try fixture.inbox(token).count == 100)  // the inbox keeps the newest 100
+        }
+    }
+
+    @Test("idle connections get GOAWAY with IdleTimeout")
+    func idleTimeout() async throws {
+        try await withEmulatorFixture(configure: { $0.idleTimeoutSeconds = 1 }) { fixture in
+            let (closed, frames) = try RawHTTP2.exchange(
+                port: fixture.emulator.ports[.development]!, tls: true, caFile: fixture.caFile, send: RawHTTP2.preface, readFor: 4
+            )
+            #expect(closed)
+            let goAway = frames.compactMap(\.goAway).first
+            #expect(goAway?.errorCode == 0)
+            #expect(goAway?.debug == #"{"reason":"IdleTimeout"}"#)
+        }
+    }
+
+    @Test("stopping the emulator sends GOAWAY Shutdown to open connections")
+    func shutdownGoAway() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        var configuration = APNSEmulator.Configuration.testing(tls: false)
+        configuration.dataDirectory = directory.path
+        let emulator = try APNSEmulator(configuration: configuration)
+        try await emulator.start()
+        let port = emulator.cleartextPorts[.development]!
+        async let exchange = RawHTTP2.exchange(port: port, tls: false, send: RawHTTP2.preface, readFor: 6)
+        try await Task.sleep(for: .milliseconds(1500))
+        await emulator.stop()
+        let (closed, frames) = try await exchange
+        #expect(closed)
+        #expect(frames.compactMap(\.goAway).first?.debug == #"{"reason":"Shutdown"}"#)
+    }
+}

@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSEmulator
+import APNSModels
+import Foundation
+import HeraldTesting
+import Testing
+
+/// What happens behind the wire: virtual devices, storage, expiry, collapse, uninstall.
+@Suite struct DeliveryTests {
+    func push(
+        _ fixture: EmulatorFixture,
+        _ token: String,
+        body: String = #"{"aps":{"alert":"Hello"}}"#,
+        pushType: String = "alert",
+        topic: String = EmulatorFixture.bundleID,
+        extra: [(String, String)] = []
+    ) throws -> CurlResponse {
+        try fixture.development.send(
+            CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(topic: topic, pushType: pushType) + extra, json: body)
+        )
+    }
+
+    static let kinds: [(kind: String, pushType: String, topic: String, body: String)] = [
+        ("device", "alert", "com.example.app", #"{"aps":{"alert":{"title":"T","body":"B"}}}"#),
+        ("device", "background", "com.example.app", #"{"aps":{"content-available":1}}"#),
+        ("voip", "voip", "com.example.app.voip", #"{"callUUID":"1","handle":"bob"}"#),
+        ("complication", "complication", "com.example.app.complication", #"{"aps":{"content-available":1}}"#),
+        ("fileprovider", "fileprovider", "com.example.app.pushkit.fileprovider", #"{"container-identifier":"x"}"#),
+        ("location", "location", "com.example.app.location-query", #"{"aps":{}}"#),
+        ("pushtotalk", "pushtotalk", "com.example.app.voip-ptt", #"{"activeSpeaker":"Ann"}"#),
+        ("liveactivity", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":1}}}"#),
+        ("push-to-start", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"x"}}}"#),
+        ("widgets", "widgets", "com.example.app.push-type.widgets", #"{"aps":{"content-changed":true}}"#),
+        ("controls", "controls", "com.example.app.push-type.controls", #"{"aps":{"content-changed":true}}"#),
+    ]
+
+    @Test("every token kind receives its push type on its topic", arguments: DeliveryTests.kinds)
+    func everyKind(kind: String, pushType: String, topic: String, body: String) async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice(kind: kind)
+            if kind == "liveactivity" || kind == "push-to-start" { #expect(token.count == 160) } else { #expect(token.count == 64) }
+            let priority = pushType == "background" ? [("apns-priority", "5")] : []
+            let response = try self.push(fixture, token, body: body, pushType: pushType, topic: topic, extra: priority)
+            #expect(response.status == 200, "\(response.body)")
+            let inbox = try fixture.inbox(token)
+            #expect(inbox.count == 1)
+            #expect(inbox.first?["pushType"] as? String == pushType)
+            #expect(inbox.first?["topic"] as? String == topic)
+            // The same push to a bare device token is for another topic.
+            if kind != "device" {
+                let device = try fixture.createDevice()
+                #expect(try self.push(fixture, device, body: body, pushType: pushType, topic: topic, extra: priority).reason == "DeviceTokenNotForTopic")
+            }
+        }
+    }
+
+    @Test("an offline device keeps only the newest notification and gets it when back online")
+    func storeAndForward() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice(online: false)
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"first"}}"#).status == 200)
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"second"}}"#).status == 200)
+            #expect(try fixture.inbox(token).isEmpty)
+            var counters = try fixture.counters()
+            #expect(counters["stored"] as? Int == 2)
+            #expect(counters["discarded"] as? Int == 1)
+            #expect(try fixture.control("PATCH", "/v1/devices/\(token)", json: #"{"online":true}"#).status == 200)
+            let inbox = try fixture.inbox(token)
+            #expect(inbox.count == 1)
+            #expect((inbox.first?["payload"] as? [String: Any]).flatMap { ($0["aps"] as? [String: Any])?["alert"] as? String } == "second")
+            #expect(inbox.first?["wasStored"] as? Bool == true)
+            counters = try fixture.counters()
+            #expect(counters["delivered"] as? Int == 1)
+        }
+    }
+
+    @Test("expiration 0 is never stored; stored notifications expire; 30 days at most")
+    func expiry() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice(online: false)
+            let now = fixture.clock.nowSeconds
+            #expect(try self.push(fixture, token, extra: [("apns-expiration", "0")]).status == 200)
+            #expect(try fixture.control("GET", "/v1/devices/\(token)").json?["hasStoredNotification"] as? Bool == false)
+            #expect(try self.push(fixture, token, extra: [("apns-expiration", String(now + 60))]).status == 200)
+            fixture.clock.advance(seconds: 61)
+            try fixture.control("PATCH", "/v1/devices/\(token)", json: #"{"online":true}"#)
+            #expect(try fixture.inbox(token).isEmpty)
+            let counters = try fixture.counters()
+            #expect(counters["expired"] as? Int == 1)
+            #expect(counters["discarded"] as? Int == 1)
+
+            // No header: kept for 30 days, not a day more.
+            try fixture.control("PATCH", "/v1/devices/\(token)", json: #"{"online":false}"#)
+            #expect(try self.push(fixture, token, extra: [("apns-expiration", String(fixture.clock.nowSeconds + 90 * 86_400))]).status == 200)
+            fixture.clock.advance(seconds: 30 * 86_400 + 1)
+            #expect((try fixture.counters())["expired"] as? Int == 2)
+        }
+    }
+
+    @Test("a collapse id replaces the earlier notification")
+    func collapse() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"3-1"}}"#, extra: [("apns-collapse-id", "score")]).status == 200)
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"other"}}"#).status == 200)
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"3-2"}}"#, extra: [("apns-collapse-id", "score")]).status == 200)
+            let inbox = try fixture.inbox(token)
+            #expect(inbox.count == 2)
+            #expect(inbox.last?["collapseId"] as? String == "score")
+            #expect((inbox.last?["payload"] as? [String: Any]).flatMap { ($0["aps"] as? [String: Any])?["alert"] as? String } == "3-2")
+            #expect((try fixture.counters())["collapsed"] as? Int == 1)
+        }
+    }
+
+    @Test("after uninstall pushes get 410 Unregistered with the uninstall time in ms")
+    func uninstall() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            #expect(try self.push(fixture, token).status == 200)
+            fixture.clock.advance(seconds: 100)
+            let uninstalled = try fixture.control("POST", "/v1/devices/\(token)/uninstall").json
+            let at = uninstalled?["uninstalledAtMilliseconds"] as? Int
+            #expect(at == Int(fixture.clock.nowMilliseconds))
+            let response = try self.push(fixture, token)
+            #expect(response.status == 410)
+            #expect(response.reason == "Unregistered")
+            #expect(response.json?["timestamp"] as? Int == at)
+        }
+    }
+
+    @Test("disabled notifications: alerts accepted but discarded; background pushes still arrive")
+    func notificationsDisabled() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            try fixture.control("PATCH", "/v1/devices/\(token)", json: #"{"notificationsEnabled":false}"#)
+            #expect(try self.push(fixture, token).status == 200)
+            #expect(try self.push(fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "5")]).status == 200)
+            let inbox = try fixture.inbox(token)
+            #expect(inbox.map { $0["pushType"] as? String } == ["background"])
+            #expect((try fixture.counters())["discarded"] as? Int == 1)
+        }
+    }
+
+    @Test("the live event stream shows each notification as it arrives")
+    func liveStream() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            let port = fixture.emulator.controlPort!
+            async let stream = ProcessRunner.run("curl", ["-s", "-N", "--max-time", "3", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"], timeout: 10)
+            try await Task.sleep(for: .milliseconds(700))
+            #expect(try self.push(fixture, token, body: #"{"aps":{"alert":"live!"}}"#).status == 200)
+            let output = try await stream.standardOutput
+            #expect(output.contains("event: notification"))
+            #expect(output.contains(#""alert":"live!""#))
+        }
+    }
+
+    @Test("background pushes at priority 10 are refused; liveactivity over the right topic only")
+    func priorityRules() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            let response = try self.push(fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "10")])
+            #expect(response.reason == "BadPriority")
+            #expect(try self.push(fixture, token, pushType: "liveactivity").reason == "TopicDisallowed")
+        }
+    }
+
+    @Test("bodies that are not a JSON object are refused")
+    func invalidJSON() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try fixture.createDevice()
+            for body in ["{", "[1,2]", "\"text\"", #"{"aps":}"#] {
+                #expect(try self.push(fixture, token, body: body).reason == "BadRequestPayload", "\(body)")
+            }
+        }
+    }
+}
