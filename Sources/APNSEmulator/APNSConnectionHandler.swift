@@ -68,7 +68,14 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
+        if let window = event as? NIOHTTP2WindowUpdatedEvent {
+            if window.streamID == .rootStream, let size = window.inboundWindowSize, size < self.configuration.connectionWindowSize / 2 {
+                self.write(
+                    context: context,
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.configuration.connectionWindowSize - size))
+                )
+            }
+        } else if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
             let der = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? $0.toDERBytes() }
             let certificate = der.flatMap { ProviderCertificateInfo(derEncoded: $0) }
             if der != nil, certificate == nil {
@@ -77,10 +84,6 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 return
             }
             self.connectionEstablished(context: context, certificate: certificate)
-        } else if let window = event as? NIOHTTP2WindowUpdatedEvent, window.streamID == .rootStream,
-            let size = window.inboundWindowSize, size < self.configuration.connectionWindowSize / 2
-        {
-            self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.configuration.connectionWindowSize - size)))
         }
         context.fireUserInboundEventTriggered(event)
     }

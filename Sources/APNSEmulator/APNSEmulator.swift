@@ -189,7 +189,14 @@ public final class APNSEmulator: Service, Sendable {
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         if let tlsContext { try sync.addHandler(NIOSSLServerHandler(context: tlsContext)) }
-                        try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: settings))
+                        // The emulator checks headers itself (APNs's reasons, not generic protocol errors),
+                        // so NIOHTTP2's own header-block and content-length checks are off.
+                        try sync.addHandler(
+                            NIOHTTP2Handler(
+                                mode: .server, initialSettings: settings, headerBlockValidation: .disabled,
+                                contentLengthValidation: .disabled
+                            )
+                        )
                         try sync.addHandler(
                             APNSConnectionHandler(processor: processor, listener: listener, connectionID: id, seed: seedBase &+ UInt64(id))
                         )

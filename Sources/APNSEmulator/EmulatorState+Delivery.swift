@@ -35,8 +35,7 @@ extension EmulatorState {
         rateLimit: (count: Int, seconds: Int)?
     ) -> TokenVerdict {
         self.storage.withLock { storage in
-            let key = String(token).lowercased()
-            guard let record = storage.devices[key] else { return .unknown }
+            guard let key = Self.key(for: token, in: storage), let record = storage.devices[key] else { return .unknown }
             guard record.snapshot.environment == environment else { return .wrongEnvironment }
             guard record.snapshot.topic == topic else { return .notForTopic }
             if let at = record.snapshot.uninstalledAtMilliseconds { return .unregistered(atMilliseconds: at) }
@@ -55,30 +54,38 @@ extension EmulatorState {
         }
     }
 
+    /// The registry key of a token as sent: tokens are stored in lowercase, clients may send either.
+    static func key(for token: Substring, in storage: Storage) -> String? {
+        let exact = String(token)
+        if storage.devices[exact] != nil { return exact }
+        let lower = exact.lowercased()
+        return storage.devices[lower] != nil ? lower : nil
+    }
+
     /// Records an accepted device push and delivers it: at once to an online device, into the
     /// single storage slot of an offline one (expiration permitting).
     func accept(_ push: AcceptedPush, token: Substring?, now: Int64) {
         let calls = self.storage.withLock { storage -> [(Listener, ReceivedNotification)] in
             storage.counters.accepted += 1
-            guard let token, let record = storage.devices[String(token).lowercased()] else {
+            guard let token, let key = Self.key(for: token, in: storage) else {
                 storage.counters.acceptedForUnknownTokens += 1
                 return []
             }
-            let key = record.snapshot.token
+            let (online, notificationsEnabled) = storage.devices[key].map { ($0.snapshot.online, $0.snapshot.notificationsEnabled) }!
             let notification = ReceivedNotification(
                 uniqueID: push.uniqueID, apnsID: push.apnsID, acceptedAtMilliseconds: now,
                 deliveredAtMilliseconds: now, pushType: push.pushType, topic: push.topic, priority: push.priority,
                 collapseID: push.collapseID, expiration: push.expiration, payload: push.payload,
                 channelID: nil, wasStored: false
             )
-            if push.pushType == "alert", !record.snapshot.notificationsEnabled {
+            if push.pushType == "alert", !notificationsEnabled {
                 storage.counters.discarded += 1
                 return []
             }
             if push.pushType == "liveactivity", let channel = Self.startedChannel(push.payload) {
                 storage.devices[key]!.channels.insert(channel)
             }
-            guard record.snapshot.online else {
+            guard online else {
                 Self.store(notification, token: key, storage: &storage, now: now)
                 return []
             }
@@ -121,20 +128,22 @@ extension EmulatorState {
         storage: inout Storage,
         inboxCapacity: Int
     ) -> [(Listener, ReceivedNotification)] {
-        var record = storage.devices[token]!
+        // Mutate the record in place: a copy held across the mutation would copy the whole inbox.
         if let collapseID = notification.collapseID,
-            let index = record.inbox.firstIndex(where: { $0.collapseID == collapseID && $0.topic == notification.topic })
+            let index = storage.devices[token]!.inbox.firstIndex(where: { $0.collapseID == collapseID && $0.topic == notification.topic })
         {
-            record.inbox.remove(at: index)
+            storage.devices[token]!.inbox.remove(at: index)
             storage.counters.collapsed += 1
         }
-        record.inbox.append(notification)
-        if record.inbox.count > inboxCapacity { record.inbox.removeFirst(record.inbox.count - inboxCapacity) }
-        record.snapshot.receivedCount += 1
-        if let channel = notification.channelID { record.seenChannelMessages.insert(channel + "/" + notification.uniqueID) }
-        storage.devices[token] = record
+        storage.devices[token]!.inbox.append(notification)
+        if storage.devices[token]!.inbox.count > inboxCapacity { storage.devices[token]!.inbox.removeFirst() }
+        storage.devices[token]!.snapshot.receivedCount += 1
+        if let channel = notification.channelID {
+            storage.devices[token]!.seenChannelMessages.insert(channel + "/" + notification.uniqueID)
+        }
         storage.counters.delivered += 1
-        return (storage.listeners[token] ?? [:]).sorted { $0.key < $1.key }.map { ($0.value, notification) }
+        guard let listeners = storage.listeners[token], !listeners.isEmpty else { return [] }
+        return listeners.sorted { $0.key < $1.key }.map { ($0.value, notification) }
     }
 
     /// Delivers the stored notification (and stored channel messages) to a device that came online.

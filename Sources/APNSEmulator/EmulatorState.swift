@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 public import APNSModels
+import DequeModule
 import Synchronization
 
 /// Everything the emulator remembers across connections: keys, virtual devices, channels,
@@ -20,7 +21,7 @@ public final class EmulatorState: Sendable {
 
     struct DeviceRecord: Sendable {
         var snapshot: DeviceSnapshot
-        var inbox: [ReceivedNotification] = []
+        var inbox: Deque<ReceivedNotification> = []
         var stored: Stored?
         var rateWindow: [Int64] = []
         var channels: Set<String> = []
@@ -177,7 +178,7 @@ public final class EmulatorState: Sendable {
 
     /// What the device shows, oldest first (a collapse id replaces its earlier notification).
     public func inbox(token: String) -> [ReceivedNotification]? {
-        self.storage.withLock { $0.devices[token.lowercased()]?.inbox }
+        self.storage.withLock { $0.devices[token.lowercased()].map { Array($0.inbox) } }
     }
 
     @discardableResult

@@ -57,16 +57,16 @@ extension RequestProcessor {
             .failure(AuthFailure(reason: reason, status: status))
         }
         guard let authorization, authorization.utf8.count > 7,
-            authorization.prefix(7).lowercased() == "bearer "
+            authorization.utf8.prefix(7).elementsEqual("bearer ".utf8, by: { $0 | 0x20 == $1 | 0x20 })
         else {
             return failure(.missingProviderToken)
         }
-        let bearer = authorization.dropFirst(7)
+        let bearer = authorization[authorization.utf8.index(authorization.utf8.startIndex, offsetBy: 7)...]
 
         // Parse and verify the signature, unless this connection or the cache already did.
         let claims: ProviderTokenClaims
         let key: RegisteredKey
-        if bearer == connection.verifiedBearer, let verified = connection.verifiedClaims,
+        if authorization == connection.verifiedAuthorization, let verified = connection.verifiedClaims,
             let known = self.state.key(id: verified.keyID)
         {
             claims = verified
@@ -84,7 +84,7 @@ extension RequestProcessor {
             }
             claims = parsed
             key = known
-            connection.verifiedBearer = bearer
+            connection.verifiedAuthorization = authorization
             connection.verifiedClaims = parsed
         }
 
@@ -99,14 +99,14 @@ extension RequestProcessor {
         let issuedAt = claims.issuedAt * 1000
         if now - issuedAt > Self.tokenLifetimeMilliseconds { return failure(.expiredProviderToken) }
         if issuedAt - now > Self.tokenLifetimeMilliseconds { return failure(.invalidProviderToken) }
-        if let current = connection.currentBearer, current != bearer {
+        if let current = connection.currentAuthorization, current != authorization {
             if now - connection.bearerChangedAt < Self.tokenUpdateIntervalMilliseconds {
                 return failure(.tooManyProviderTokenUpdates, 429)
             }
-            connection.currentBearer = bearer
+            connection.currentAuthorization = authorization
             connection.bearerChangedAt = now
-        } else if connection.currentBearer == nil {
-            connection.currentBearer = bearer
+        } else if connection.currentAuthorization == nil {
+            connection.currentAuthorization = authorization
             connection.bearerChangedAt = now
         }
         if let topic, !key.allows(topic: topic) { return failure(.invalidProviderToken) }

@@ -31,7 +31,7 @@ extension RequestProcessor {
                 if headers.method != "POST" { return fail(.methodNotAllowed, 405) }
             case .path:
                 if token.isEmpty { return fail(.missingDeviceToken, 400) }
-                if token.contains("/") || token.contains("?") { return fail(.badPath, 404) }
+                if token.utf8.contains(UInt8(ascii: "/")) || token.utf8.contains(UInt8(ascii: "?")) { return fail(.badPath, 404) }
             case .duplicateHeaders:
                 if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
             case .authentication:

@@ -52,11 +52,11 @@ struct ConnectionContext {
     let certificate: ProviderCertificateInfo?
     var boundTeamID: String?
     var boundKeyID: String?
-    /// The bearer string in use and when it last changed (for `TooManyProviderTokenUpdates`).
-    var currentBearer: Substring?
+    /// The `authorization` header in use and when it last changed (for `TooManyProviderTokenUpdates`).
+    var currentAuthorization: String?
     var bearerChangedAt: Int64 = 0
-    /// The last bearer whose signature checked out, and its claims.
-    var verifiedBearer: Substring?
+    /// The last `authorization` header whose signature checked out, and its claims.
+    var verifiedAuthorization: String?
     var verifiedClaims: ProviderTokenClaims?
     /// A request has been authenticated on this connection (APNs then raises the stream limit).
     var authenticated = false
@@ -98,8 +98,10 @@ struct RequestProcessor: Sendable {
 
     static func route(_ path: String?) -> Route {
         guard let path else { return .unknown }
-        if path.hasPrefix("/3/device/") {
-            return .device(token: path.dropFirst(10))
+        if path.utf8.starts(with: "/3/device/".utf8) {
+            // Byte offsets: the path is ASCII up to here, so no Character walking is needed.
+            let start = path.utf8.index(path.utf8.startIndex, offsetBy: 10)
+            return .device(token: path[start...])
         }
         if path.hasPrefix("/4/broadcasts/apps/") {
             let bundle = path.dropFirst(19)

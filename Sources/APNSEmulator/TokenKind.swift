@@ -76,9 +76,17 @@ enum WirePushType {
         guard let entry = suffixes[pushType] else { return false }
         guard let suffix = entry else { return true }
         if suffix.isEmpty {
-            return !allSuffixes.contains(where: { topic.hasSuffix($0) })
+            return !allSuffixes.contains(where: { hasSuffix(topic, $0) })
         }
-        return topic.hasSuffix(suffix) && topic.utf8.count > suffix.utf8.count
+        return hasSuffix(topic, suffix) && topic.utf8.count > suffix.utf8.count
+    }
+
+    /// A byte-wise suffix test (topics are ASCII; no Unicode work needed).
+    static func hasSuffix(_ text: Substring, _ suffix: String) -> Bool {
+        let textBytes = text.utf8
+        let suffixBytes = suffix.utf8
+        guard textBytes.count >= suffixBytes.count else { return false }
+        return textBytes.suffix(suffixBytes.count).elementsEqual(suffixBytes)
     }
 
     static func maximumPayload(_ pushType: String) -> Int {

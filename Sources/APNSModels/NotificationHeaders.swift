@@ -129,7 +129,13 @@ public enum UUIDText {
 
     /// A random (version 4) UUID in lowercase.
     public static func random<G: RandomNumberGenerator>(using generator: inout G) -> String {
-        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let high = generator.next()
+        let low = generator.next()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<8 {
+            bytes[index] = UInt8(truncatingIfNeeded: high >> (UInt64(index) * 8))
+            bytes[index + 8] = UInt8(truncatingIfNeeded: low >> (UInt64(index) * 8))
+        }
         bytes[6] = bytes[6] & 0x0F | 0x40
         bytes[8] = bytes[8] & 0x3F | 0x80
         let digits = Array("0123456789abcdef".utf8)
