@@ -19,6 +19,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         var body: ByteBuffer
         /// The body passed the largest size any APNs request may have; the rest is not kept.
         var oversized = false
+        /// Flow-controlled bytes received on the stream so far.
+        var received = 0
     }
 
     /// No APNs request body may be larger (broadcasts and VoIP allow 5120 bytes).
@@ -32,6 +34,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: PendingStream] = [:]
     private var delayed: [HTTP2StreamID: Scheduled<Void>] = [:]
+    /// Streams answered before their upload ended: the rest of the body is read and dropped.
+    private var draining: Set<HTTP2StreamID> = []
     private var advertisedLimit = 1
     private var loweredByFault = false
     private var needsFlush = false
@@ -80,6 +84,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             let certificate = der.flatMap { ProviderCertificateInfo(derEncoded: $0) }
             if der != nil, certificate == nil {
                 self.sendGoAway(context: context, reason: .badCertificate, code: .noError, lastStreamID: .rootStream)
+                self.flushIfNeeded(context: context)
                 context.close(promise: nil)
                 return
             }
@@ -121,7 +126,17 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             }
             if headers.endStream { self.complete(context: context, streamID: frame.streamID) }
         case .data(let data):
+            let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+            if self.draining.contains(frame.streamID) {
+                if data.endStream {
+                    self.draining.remove(frame.streamID)
+                } else if length > 0 {
+                    self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: length)))
+                }
+                return
+            }
             guard var pending = self.streams[frame.streamID] else { return }
+            pending.received += length
             if case .byteBuffer(var buffer) = data.data, !pending.oversized {
                 let room = Self.bodyCap + 1 - pending.body.readableBytes
                 if buffer.readableBytes > room {
@@ -135,12 +150,15 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             if data.endStream {
                 self.complete(context: context, streamID: frame.streamID)
             } else if pending.oversized {
-                // Too large for any APNs request: answer now (413) and ask the client to stop sending.
+                // Too large for any APNs request: answer now (413), then read and drop the rest of
+                // the upload, granting window as it comes, so the client can finish and read it.
                 self.complete(context: context, streamID: frame.streamID)
-                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.noError)))
+                self.draining.insert(frame.streamID)
+                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: pending.received)))
             }
         case .rstStream:
             self.streams[frame.streamID] = nil
+            self.draining.remove(frame.streamID)
             self.delayed.removeValue(forKey: frame.streamID)?.cancel()
         default:
             break  // SETTINGS and PING are answered by NIOHTTP2; PRIORITY is ignored, as APNs does.
@@ -153,9 +171,12 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Protocol errors have already been answered by NIOHTTP2 (GOAWAY or RST_STREAM); TLS and
-        // I/O errors end this connection only.
-        if error is NIOSSLError || error is IOError { context.close(promise: nil) }
+        // NIOHTTP2 has already answered protocol errors (RST_STREAM for a stream, GOAWAY for the
+        // connection). A stream error leaves the connection usable; anything else ends this
+        // connection, and only this one.
+        if error is NIOHTTP2Errors.StreamError { return }
+        self.flushIfNeeded(context: context)
+        context.close(promise: nil)
     }
 
     // MARK: requests

@@ -94,7 +94,13 @@ final class ControlHTTPHandler: ChannelInboundHandler {
             context.write(self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok, headers: headers))), promise: nil)
             context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: ": connected\n\n")))), promise: nil)
             let channel = context.channel
-            self.listenerID = self.api.emulator.state.addListener(token: token) { notification in
+            let onRemoved: @Sendable () -> Void = {
+                channel.eventLoop.execute {
+                    channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: "event: removed\ndata: {}\n\n"))), promise: nil)
+                    channel.writeAndFlush(HTTPServerResponsePart.end(nil)).whenComplete { _ in channel.close(promise: nil) }
+                }
+            }
+            self.listenerID = self.api.emulator.state.addListener(token: token, onRemoved: onRemoved) { notification in
                 let event = "event: notification\ndata: \(ControlAPI.json(notification).jsonString)\n\n"
                 channel.eventLoop.execute {
                     channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: event))), promise: nil)

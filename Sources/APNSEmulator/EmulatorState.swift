@@ -44,6 +44,7 @@ public final class EmulatorState: Sendable {
         var logStart = 0
         var random: Xoshiro256
         var listeners: [String: [Int: Listener]] = [:]
+        var removalHandlers: [String: [Int: @Sendable () -> Void]] = [:]
         var nextListenerID = 1
     }
 
@@ -122,12 +123,16 @@ public final class EmulatorState: Sendable {
         return snapshot
     }
 
+    /// Removes the device; its live streams end.
     @discardableResult
     public func removeDevice(token: String) -> Bool {
-        self.storage.withLock { storage in
+        let (removed, handlers) = self.storage.withLock { storage in
             storage.listeners[token.lowercased()] = nil
-            return storage.devices.removeValue(forKey: token.lowercased()) != nil
+            let handlers = storage.removalHandlers.removeValue(forKey: token.lowercased()) ?? [:]
+            return (storage.devices.removeValue(forKey: token.lowercased()) != nil, Array(handlers.values))
         }
+        for handler in handlers { handler() }
+        return removed
     }
 
     /// Turns a device on- or offline, or its notifications on or off. Coming online delivers what
@@ -190,20 +195,32 @@ public final class EmulatorState: Sendable {
         }
     }
 
-    /// Calls `listener` with every notification the device receives until ``removeListener(_:)``.
-    public func addListener(token: String, _ listener: @escaping Listener) -> Int? {
+    /// Calls `listener` with every notification the device receives until ``removeListener(_:)``,
+    /// and `onRemoved` if the device is removed first.
+    public func addListener(
+        token: String,
+        onRemoved: @escaping @Sendable () -> Void = {},
+        _ listener: @escaping Listener
+    ) -> Int? {
         self.storage.withLock { storage in
             guard storage.devices[token.lowercased()] != nil else { return nil }
             let id = storage.nextListenerID
             storage.nextListenerID += 1
             storage.listeners[token.lowercased(), default: [:]][id] = listener
+            storage.removalHandlers[token.lowercased(), default: [:]][id] = onRemoved
             return id
         }
+    }
+
+    /// How many live streams are watching the device.
+    public func listenerCount(token: String) -> Int {
+        self.storage.withLock { $0.listeners[token.lowercased()]?.count ?? 0 }
     }
 
     public func removeListener(_ id: Int) {
         self.storage.withLock { storage in
             for token in storage.listeners.keys { storage.listeners[token]?[id] = nil }
+            for token in storage.removalHandlers.keys { storage.removalHandlers[token]?[id] = nil }
         }
     }
 

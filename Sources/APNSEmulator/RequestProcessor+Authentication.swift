@@ -36,11 +36,11 @@ extension RequestProcessor {
         pushType: String,
         connection: inout ConnectionContext
     ) -> Result<Bool, AuthFailure> {
-        if let topic, !certificate.topics.contains(where: { $0 == topic }) {
-            return .failure(AuthFailure(reason: .badTopic, status: 400))
-        }
         if WirePushType.needsTokenAuthentication(pushType) {
             return .failure(AuthFailure(reason: .topicDisallowed, status: 400))
+        }
+        if let topic, !certificate.topics.contains(where: { $0 == topic }) {
+            return .failure(AuthFailure(reason: .badTopic, status: 400))
         }
         let first = !connection.authenticated
         connection.authenticated = true

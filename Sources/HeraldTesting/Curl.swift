@@ -60,12 +60,12 @@ public struct Curl: Sendable {
     }
 
     /// Sends one request on a new connection.
-    public func send(_ request: CurlRequest) throws -> CurlResponse {
-        try self.send([request])[0]
+    public func send(_ request: CurlRequest) async throws -> CurlResponse {
+        try await self.send([request])[0]
     }
 
     /// Sends the requests one after another; curl keeps them on one HTTP/2 connection.
-    public func send(_ requests: [CurlRequest], timeout: TimeInterval = 30) throws -> [CurlResponse] {
+    public func send(_ requests: [CurlRequest], timeout: TimeInterval = 30) async throws -> [CurlResponse] {
         var arguments: [String] = []
         let stamp = UUID().uuidString
         var files: [(headers: String, body: String)] = []
@@ -74,7 +74,7 @@ public struct Curl: Sendable {
             let headerFile = "\(self.directory.path)/\(stamp)-\(index).headers"
             let bodyFile = "\(self.directory.path)/\(stamp)-\(index).body"
             files.append((headerFile, bodyFile))
-            arguments += ["-s", "-S", "-X", request.method, "-D", headerFile, "-o", bodyFile]
+            arguments += ["-s", "-S", "--max-time", String(Int(timeout)), "-X", request.method, "-D", headerFile, "-o", bodyFile]
             arguments += ["-w", "%{num_connects} %{http_version}\\n", "-H", "user-agent:", "-H", "accept:"]
             if let caFile = self.caFile {
                 arguments += ["--http2", "--cacert", caFile]
@@ -89,12 +89,12 @@ public struct Curl: Sendable {
             }
             if let body = request.body {
                 let payloadFile = "\(self.directory.path)/\(stamp)-\(index).payload"
-                FileManager.default.createFile(atPath: payloadFile, contents: Data(body))
+                _ = FileManager.default.createFile(atPath: payloadFile, contents: Data(body))
                 arguments += ["--data-binary", "@" + payloadFile, "-H", "content-type: application/json"]
             }
             arguments.append(self.baseURL + request.path)
         }
-        let result = try ProcessRunner.run("curl", arguments, timeout: timeout)
+        let result = try await ProcessRunner.run("curl", arguments, timeout: timeout + 5)
         let stats = result.standardOutput.split(separator: "\n")
         var responses: [CurlResponse] = []
         for (index, file) in files.enumerated() {

@@ -2,6 +2,7 @@
 public import APNSEmulator
 public import APNSModels
 import Foundation
+import Synchronization
 
 /// A running emulator with what a test needs around it: a trusted signing key, the CA file on
 /// disk, curl clients for both environments and for the control API, and a clock to move.
@@ -10,6 +11,7 @@ public struct EmulatorFixture: Sendable {
     public let directory: TemporaryDirectory
     public let caFile: String
     public let key: SigningKey
+    let tokens = TokenCache()
     public static let bundleID = "com.example.app"
     public static let teamID = "TEAM123456"
     public static let keyID = "KEY1234567"
@@ -26,9 +28,17 @@ public struct EmulatorFixture: Sendable {
         Curl(baseURL: "https://localhost:\(self.emulator.ports[.production]!)", caFile: self.caFile, directory: self.directory)
     }
 
-    /// A provider token from the fixture's key, issued now by the emulator's clock unless told otherwise.
+    /// A provider token from the fixture's key, issued now by the emulator's clock unless told
+    /// otherwise. Like a real client, the fixture signs once per key and `iat` and reuses the
+    /// token (ECDSA signatures differ every time, and APNs limits token changes per connection).
     public func bearer(_ key: SigningKey? = nil, issuedAt: Int64? = nil) throws -> String {
-        "bearer " + (try (key ?? self.key).providerToken(issuedAt: issuedAt ?? self.clock.nowSeconds))
+        let key = key ?? self.key
+        let issuedAt = issuedAt ?? self.clock.nowSeconds
+        let cacheKey = "\(key.keyID)/\(key.publicKeyPEM.hashValue)/\(issuedAt)"
+        if let token = self.tokens.withLock({ $0[cacheKey] }) { return token }
+        let token = "bearer " + (try key.providerToken(issuedAt: issuedAt))
+        self.tokens.withLock { $0[cacheKey] = token }
+        return token
     }
 
     /// Headers of a valid alert push for `topic`.
@@ -38,11 +48,11 @@ public struct EmulatorFixture: Sendable {
 
     /// A control-API request through curl (HTTP/1.1).
     @discardableResult
-    public func control(_ method: String, _ path: String, json: String? = nil) throws -> CurlResponse {
-        var arguments = ["-s", "-S", "-X", method, "-D", "-", "-H", "user-agent:"]
+    public func control(_ method: String, _ path: String, json: String? = nil) async throws -> CurlResponse {
+        var arguments = ["-s", "-S", "--max-time", "20", "-X", method, "-D", "-", "-H", "user-agent:"]
         if let json { arguments += ["--data-binary", json, "-H", "content-type: application/json"] }
         arguments.append("http://127.0.0.1:\(self.emulator.controlPort!)\(path)")
-        let result = try ProcessRunner.run("curl", arguments)
+        let result = try await ProcessRunner.run("curl", arguments)
         let text = result.standardOutput
         guard let split = text.range(of: "\r\n\r\n") else {
             throw CurlError(exitCode: result.exitCode, message: result.standardError)
@@ -58,8 +68,8 @@ public struct EmulatorFixture: Sendable {
         environment: String = "development",
         kind: String = "device",
         online: Bool = true
-    ) throws -> String {
-        let response = try self.control(
+    ) async throws -> String {
+        let response = try await self.control(
             "POST", "/v1/devices",
             json: #"{"bundleId":"\#(bundleID)","environment":"\#(environment)","kind":"\#(kind)","online":\#(online)}"#
         )
@@ -70,20 +80,29 @@ public struct EmulatorFixture: Sendable {
     }
 
     /// The device's inbox as parsed JSON objects.
-    public func inbox(_ token: String) throws -> [[String: Any]] {
-        (try self.control("GET", "/v1/devices/\(token)/inbox").json?["notifications"] as? [[String: Any]]) ?? []
+    public func inbox(_ token: String) async throws -> [[String: Any]] {
+        (try await self.control("GET", "/v1/devices/\(token)/inbox").json?["notifications"] as? [[String: Any]]) ?? []
     }
 
     /// The emulator's counters as parsed JSON.
-    public func counters() throws -> [String: Any] {
-        try self.control("GET", "/v1/counters").json ?? [:]
+    public func counters() async throws -> [String: Any] {
+        try await self.control("GET", "/v1/counters").json ?? [:]
+    }
+}
+
+/// Signed provider tokens by key and issue time.
+final class TokenCache: Sendable {
+    private let tokens = Mutex<[String: String]>([:])
+
+    func withLock<Result>(_ body: (inout [String: String]) -> Result) -> Result {
+        self.tokens.withLock { body(&$0) }
     }
 }
 
 /// Starts an emulator on free ports with a CA in a temporary directory and one trusted key,
 /// runs `body`, then stops it and removes the directory.
 public func withEmulatorFixture<Result>(
-    clock: EmulatorClock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970)),
+    clock: EmulatorClock? = nil,
     configure: (inout APNSEmulator.Configuration) -> Void = { _ in },
     _ body: (EmulatorFixture) async throws -> Result
 ) async throws -> Result {
@@ -92,6 +111,8 @@ public func withEmulatorFixture<Result>(
     var configuration = APNSEmulator.Configuration.testing()
     configuration.dataDirectory = directory.path + "/data"
     configure(&configuration)
+    // A clock that stands still unless a test moves it: token ages and expiries stay exact.
+    let clock = clock ?? EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
     return try await withAPNSEmulator(configuration: configuration, clock: clock) { emulator in
         let key = SigningKey.generate(keyID: EmulatorFixture.keyID, teamID: EmulatorFixture.teamID)
         emulator.register(key: key)

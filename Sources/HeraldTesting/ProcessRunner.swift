@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 public import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Runs an external program (curl, nghttp, h2load, openssl) and collects what it printed.
 /// Tests use these clients on purpose: they are not Herald's code, so they cannot share its bugs.
@@ -12,13 +15,14 @@ public struct ProcessResult: Sendable {
 
 public enum ProcessRunner {
     /// Runs `executable` (looked up on PATH) with `arguments`, feeding `input` to standard input.
-    /// Gives up after `timeout` seconds (the process is terminated).
+    /// After `timeout` seconds the process is killed. Waiting happens off Swift's cooperative
+    /// pool, so many tests can run programs at once without starving each other.
     public static func run(
         _ executable: String,
         _ arguments: [String],
         input: Data? = nil,
         timeout: TimeInterval = 30
-    ) throws -> ProcessResult {
+    ) async throws -> ProcessResult {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [executable] + arguments
@@ -28,35 +32,43 @@ public enum ProcessRunner {
         process.standardOutput = output
         process.standardError = error
         process.standardInput = inputPipe
-        try process.run()
-        if let input { inputPipe.fileHandleForWriting.write(input) }
-        try inputPipe.fileHandleForWriting.close()
-        let deadline = Date().addingTimeInterval(timeout)
-        // Read both pipes while waiting so a chatty child cannot block on a full pipe.
         let collector = OutputCollector()
         let group = DispatchGroup()
-        for (pipe, isError) in [(output, false), (error, true)] {
-            group.enter()
-            DispatchQueue.global().async {
-                let data = pipe.fileHandleForReading.readDataToEndOfFile()
-                collector.set(data, isError: isError)
-                group.leave()
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { finished in
+                // Both pipes are read to their end before the result is handed back.
+                group.notify(queue: .global()) { continuation.resume(returning: finished.terminationStatus) }
+            }
+            do {
+                try process.run()
+            } catch {
+                continuation.resume(throwing: error)
+                return
+            }
+            for (pipe, isError) in [(output, false), (error, true)] {
+                group.enter()
+                DispatchQueue.global().async {
+                    collector.set(pipe.fileHandleForReading.readDataToEndOfFile(), isError: isError)
+                    group.leave()
+                }
+            }
+            if let input { inputPipe.fileHandleForWriting.write(input) }
+            try? inputPipe.fileHandleForWriting.close()
+            let pid = process.processIdentifier
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                if process.isRunning { kill(pid, SIGKILL) }
             }
         }
-        while process.isRunning, Date() < deadline { usleep(2000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        group.wait()
         return ProcessResult(
-            exitCode: process.terminationStatus,
+            exitCode: status,
             standardOutput: String(decoding: collector.output, as: UTF8.self),
             standardError: String(decoding: collector.error, as: UTF8.self)
         )
     }
 
     /// Whether `executable` is on PATH.
-    public static func isAvailable(_ executable: String) -> Bool {
-        (try? run("which", [executable]).exitCode) == 0
+    public static func isAvailable(_ executable: String) async -> Bool {
+        (try? await run("which", [executable]).exitCode) == 0
     }
 }
 

@@ -69,9 +69,9 @@ public enum RawHTTP2 {
         caFile: String = "",
         send bytes: [UInt8],
         readFor seconds: Double
-    ) throws -> (closed: Bool, frames: [RawFrame]) {
+    ) async throws -> (closed: Bool, frames: [RawFrame]) {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds)],
             timeout: seconds + 15
         )

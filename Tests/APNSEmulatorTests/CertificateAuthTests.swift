@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import Foundation
 import HeraldTesting
 import Testing
 
@@ -9,8 +10,8 @@ import Testing
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
     /// Issues a certificate through the control API and writes it and its key to files.
-    func issue(_ fixture: EmulatorFixture, _ json: String) throws -> (certificate: String, key: String) {
-        let response = try fixture.control("POST", "/v1/certificates", json: json)
+    func issue(_ fixture: EmulatorFixture, _ json: String) async throws -> (certificate: String, key: String) {
+        let response = try await fixture.control("POST", "/v1/certificates", json: json)
         #expect(response.status == 201)
         let certificate = try #require(response.json?["certificate"] as? String)
         let key = try #require(response.json?["privateKey"] as? String)
@@ -28,20 +29,20 @@ import Testing
     @Test("a provider certificate pushes without a JWT, to the topics it lists")
     func certificatePush() async throws {
         try await withEmulatorFixture { fixture in
-            let client = try self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
-            let device = try fixture.createDevice()
-            let voip = try fixture.createDevice(kind: "voip")
+            let client = try await self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
+            let device = try await fixture.createDevice()
+            let voip = try await fixture.createDevice(kind: "voip")
             let curl = self.curl(fixture, client)
-            let ok = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")], json: Self.body))
+            let ok = try await curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")], json: Self.body))
             #expect(ok.status == 200)
-            let call = try curl.send(CurlRequest(path: "/3/device/\(voip)", headers: [("apns-topic", "com.example.app.voip"), ("apns-push-type", "voip")], json: "{}"))
+            let call = try await curl.send(CurlRequest(path: "/3/device/\(voip)", headers: [("apns-topic", "com.example.app.voip"), ("apns-push-type", "voip")], json: "{}"))
             #expect(call.status == 200)
-            let missing = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
+            let missing = try await curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
             #expect(missing.reason == "MissingTopic")
-            let other = try curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.other")], json: Self.body))
+            let other = try await curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.other")], json: Self.body))
             #expect(other.reason == "BadTopic")
-            let liveActivity = try fixture.createDevice(kind: "liveactivity")
-            let la = try curl.send(
+            let liveActivity = try await fixture.createDevice(kind: "liveactivity")
+            let la = try await curl.send(
                 CurlRequest(
                     path: "/3/device/\(liveActivity)",
                     headers: [("apns-topic", "com.example.app.push-type.liveactivity"), ("apns-push-type", "liveactivity")],
@@ -55,9 +56,9 @@ import Testing
     @Test("a single-topic certificate may leave out apns-topic")
     func singleTopic() async throws {
         try await withEmulatorFixture { fixture in
-            let client = try self.issue(fixture, #"{"bundleId":"com.example.app","topics":["com.example.app"]}"#)
-            let device = try fixture.createDevice()
-            let response = try self.curl(fixture, client).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
+            let client = try await self.issue(fixture, #"{"bundleId":"com.example.app","topics":["com.example.app"]}"#)
+            let device = try await fixture.createDevice()
+            let response = try await self.curl(fixture, client).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
             #expect(response.status == 200)
         }
     }
@@ -65,9 +66,9 @@ import Testing
     @Test("certificate connections get the full stream limit at once")
     func streamLimit() async throws {
         try await withEmulatorFixture { fixture in
-            let client = try self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
-            let device = try fixture.createDevice()
-            let log = try ConnectionTests.nghttp(
+            let client = try await self.issue(fixture, #"{"bundleId":"com.example.app"}"#)
+            let device = try await fixture.createDevice()
+            let log = try await ConnectionTests.nghttp(
                 fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")],
                 extra: ["--cert", client.certificate, "--key", client.key]
             )
@@ -79,18 +80,18 @@ import Testing
     @Test("a certificate of the other environment gets GOAWAY BadCertificateEnvironment")
     func wrongEnvironment() async throws {
         try await withEmulatorFixture { fixture in
-            let client = try self.issue(fixture, #"{"bundleId":"com.example.app","environments":["production"]}"#)
-            let device = try fixture.createDevice()
-            let log = try ConnectionTests.nghttp(
+            let client = try await self.issue(fixture, #"{"bundleId":"com.example.app","environments":["production"]}"#)
+            let device = try await fixture.createDevice()
+            let log = try await ConnectionTests.nghttp(
                 fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")],
                 extra: ["--cert", client.certificate, "--key", client.key]
             )
             #expect(log.contains("recv GOAWAY"))
             #expect(log.contains("BadCertificateEnvironment"))
             // The same certificate works on the production port.
-            let production = try self.curl(fixture, client, port: fixture.emulator.ports[.production]!)
-            let productionDevice = try fixture.createDevice(environment: "production")
-            #expect(try production.send(CurlRequest(path: "/3/device/\(productionDevice)", headers: [("apns-topic", "com.example.app")], json: Self.body)).status == 200)
+            let production = self.curl(fixture, client, port: fixture.emulator.ports[.production]!)
+            let productionDevice = try await fixture.createDevice(environment: "production")
+            #expect(try await production.send(CurlRequest(path: "/3/device/\(productionDevice)", headers: [("apns-topic", "com.example.app")], json: Self.body)).status == 200)
         }
     }
 
@@ -106,10 +107,10 @@ import Testing
                 ["req", "-new", "-key", key, "-subj", "/CN=No UID", "-out", csr],
                 ["x509", "-req", "-in", csr, "-CA", data + "/ca.pem", "-CAkey", data + "/ca-key.pem", "-CAcreateserial", "-days", "2", "-out", certificate],
             ] {
-                #expect(try ProcessRunner.run("openssl", arguments).exitCode == 0)
+                #expect(try await ProcessRunner.run("openssl", arguments).exitCode == 0)
             }
-            let device = try fixture.createDevice()
-            let log = try ConnectionTests.nghttp(
+            let device = try await fixture.createDevice()
+            let log = try await ConnectionTests.nghttp(
                 fixture, path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], extra: ["--cert", certificate, "--key", key]
             )
             #expect(log.contains("BadCertificate"), "\(log)")
@@ -117,13 +118,13 @@ import Testing
             let strangerKey = fixture.directory.path + "/stranger.key"
             let stranger = fixture.directory.path + "/stranger.crt"
             #expect(
-                try ProcessRunner.run(
+                try await ProcessRunner.run(
                     "openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", strangerKey,
                         "-out", stranger, "-subj", "/UID=com.example.app", "-days", "2"]
                 ).exitCode == 0
             )
-            #expect(throws: CurlError.self) {
-                try self.curl(fixture, (stranger, strangerKey)).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], json: Self.body))
+            await #expect(throws: CurlError.self) {
+                try await self.curl(fixture, (stranger, strangerKey)).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], json: Self.body))
             }
         }
     }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import Foundation
 import HeraldTesting
 import Testing
 
@@ -20,19 +21,19 @@ import Testing
         return limits
     }
 
-    static func nghttp(_ fixture: EmulatorFixture, path: String, headers: [(String, String)], extra: [String] = []) throws -> String {
-        var arguments = ["-nv", "--no-verify-peer"] + extra
+    static func nghttp(_ fixture: EmulatorFixture, path: String, headers: [(String, String)], extra: [String] = []) async throws -> String {
+        var arguments = ["-v", "--no-verify-peer"] + extra
         for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
         arguments += ["-d", try fixture.directory.write("body.json", #"{"aps":{"alert":"hi"}}"#)]
         arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)\(path)")
-        return try ProcessRunner.run("nghttp", arguments).standardOutput
+        return try await ProcessRunner.run("nghttp", arguments).standardOutput
     }
 
     @Test("token connections start at one stream and get 1000 after the first authenticated request")
     func streamRamp() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
+            let token = try await fixture.createDevice()
+            let log = try await Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
             #expect(Self.advertisedStreamLimits(log) == [1, 1000])
             #expect(log.contains(":status: 200"))
             #expect(log.contains("SETTINGS_MAX_FRAME_SIZE(0x05):16384"))
@@ -43,9 +44,9 @@ import Testing
     @Test("a request that fails authentication does not raise the limit")
     func noRampWithoutAuthentication() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let headers = try fixture.alertHeaders().filter { $0.0 != "authorization" }
-            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: headers)
+            let log = try await Self.nghttp(fixture, path: "/3/device/\(token)", headers: headers)
             #expect(Self.advertisedStreamLimits(log) == [1])
             #expect(log.contains("MissingProviderToken"))
         }
@@ -54,8 +55,8 @@ import Testing
     @Test("the raised limit follows the configuration")
     func configuredLimit() async throws {
         try await withEmulatorFixture(configure: { $0.maxConcurrentStreams = 500 }) { fixture in
-            let token = try fixture.createDevice()
-            let log = try Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
+            let token = try await fixture.createDevice()
+            let log = try await Self.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
             #expect(Self.advertisedStreamLimits(log) == [1, 500])
         }
     }
@@ -63,25 +64,25 @@ import Testing
     @Test("h2load with 100 streams per connection: every request answered once the limit is raised")
     func manyStreams() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             var arguments = ["-n", "2000", "-c", "2", "-m", "100"]
             for (name, value) in try fixture.alertHeaders() { arguments += ["-H", "\(name): \(value)"] }
             arguments += ["-d", try fixture.directory.write("body.json", #"{"aps":{"alert":"hi"}}"#)]
             arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)/3/device/\(token)")
-            let output = try ProcessRunner.run("h2load", arguments, timeout: 120).standardOutput
+            let output = try await ProcessRunner.run("h2load", arguments, timeout: 120).standardOutput
             #expect(output.contains("2000 succeeded"), "\(output)")
             #expect(output.contains("2000 2xx"))
-            let counters = try fixture.counters()
+            let counters = try await fixture.counters()
             #expect(counters["accepted"] as? Int == 2000)
             #expect(counters["delivered"] as? Int == 2000)
-            #expect(try fixture.inbox(token).count == 100)  // the inbox keeps the newest 100
+            #expect(try await fixture.inbox(token).count == 100)  // the inbox keeps the newest 100
         }
     }
 
     @Test("idle connections get GOAWAY with IdleTimeout")
     func idleTimeout() async throws {
         try await withEmulatorFixture(configure: { $0.idleTimeoutSeconds = 1 }) { fixture in
-            let (closed, frames) = try RawHTTP2.exchange(
+            let (closed, frames) = try await RawHTTP2.exchange(
                 port: fixture.emulator.ports[.development]!, tls: true, caFile: fixture.caFile, send: RawHTTP2.preface, readFor: 4
             )
             #expect(closed)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import Foundation
 import HeraldTesting
 import Testing
 
@@ -19,18 +20,18 @@ import Testing
 
     /// One request to a fresh development device with valid headers, changed by `change`.
     static func push(
-        path: ((String) -> String)? = nil,
+        path: (@Sendable (String) -> String)? = nil,
         body: String? = DevicePushReasonTests.body,
         method: String = "POST",
         change: @escaping @Sendable ([(String, String)]) -> [(String, String)] = { $0 }
     ) -> @Sendable (EmulatorFixture) async throws -> CurlResponse {
         { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let request = CurlRequest(
                 method: method, path: path?(token) ?? "/3/device/\(token)", headers: change(try fixture.alertHeaders()),
                 body: body.map { Array($0.utf8) }
             )
-            return try fixture.development.send(request)
+            return try await fixture.development.send(request)
         }
     }
 
@@ -48,7 +49,7 @@ import Testing
 
     static func fault(status: Int, reason: String) -> @Sendable (EmulatorFixture) async throws -> CurlResponse {
         { fixture in
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":\#(status),"reason":"\#(reason)"}"#)
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":\#(status),"reason":"\#(reason)"}"#)
             return try await Self.push()(fixture)
         }
     }
@@ -61,8 +62,8 @@ import Testing
         Case(reason: "BadPriority", status: 400, run: push(change: adding("apns-priority", "7"))),
         Case(reason: "BadTopic", status: 400, run: push(change: replacing("apns-topic", with: "com.example/app"))),
         Case(reason: "DeviceTokenNotForTopic", status: 400) { fixture in
-            let token = try fixture.createDevice(bundleID: "com.example.other")
-            return try fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let token = try await fixture.createDevice(bundleID: "com.example.other")
+            return try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
         },
         Case(reason: "DuplicateHeaders", status: 400, run: push(change: adding("apns-topic", EmulatorFixture.bundleID))),
         Case(reason: "IdleTimeout", status: 400, run: fault(status: 400, reason: "IdleTimeout")),
@@ -88,14 +89,14 @@ import Testing
         Case(reason: "UnrelatedKeyIdInToken", status: 403) { fixture in
             let topicKey = SigningKey.generate(keyID: "TOPICKEY01", teamID: EmulatorFixture.teamID)
             fixture.emulator.register(key: topicKey, topics: [EmulatorFixture.bundleID])
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let first = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body)
             let second = CurlRequest(
                 path: "/3/device/\(token)",
                 headers: Self.replacing("authorization", with: try fixture.bearer(topicKey))(try fixture.alertHeaders()),
                 json: Self.body
             )
-            let responses = try fixture.development.send([first, second])
+            let responses = try await fixture.development.send([first, second])
             #expect(responses[0].status == 200)
             #expect(responses[1].newConnections == 0)
             return responses[1]
@@ -108,35 +109,35 @@ import Testing
         Case(reason: "BadPath", status: 404, run: push(path: { "/3/devices/\($0)" })),
         Case(reason: "MethodNotAllowed", status: 405, run: push(body: nil, method: "GET")),
         Case(reason: "ExpiredToken", status: 410) { fixture in
-            let token = try fixture.createDevice()
-            try fixture.control("POST", "/v1/devices/\(token)/expire-token")
-            return try fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/devices/\(token)/expire-token")
+            return try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
         },
         Case(reason: "Unregistered", status: 410) { fixture in
-            let token = try fixture.createDevice()
-            let uninstalled = try fixture.control("POST", "/v1/devices/\(token)/uninstall").json
-            let response = try fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let token = try await fixture.createDevice()
+            let uninstalled = try await fixture.control("POST", "/v1/devices/\(token)/uninstall").json
+            let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
             let timestamp = response.json?["timestamp"] as? Int64 ?? (response.json?["timestamp"] as? Int).map(Int64.init)
             #expect(timestamp != nil)
             #expect(timestamp == (uninstalled?["uninstalledAtMilliseconds"] as? Int).map(Int64.init))
             return response
         },
-        Case(reason: "PayloadTooLarge", status: 413, run: push(body: #"{"aps":{"alert":""#.padding(toLength: 4090, withPad: "x", startingAt: 0) + #""}}"#)),
+        Case(reason: "PayloadTooLarge", status: 413, run: push(body: #"{"aps":{"alert":""#.padding(toLength: 4100, withPad: "x", startingAt: 0) + #""}}"#)),
         Case(reason: "TooManyProviderTokenUpdates", status: 429) { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let first = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body)
             let newer = try fixture.bearer(issuedAt: fixture.clock.nowSeconds - 5)
             let second = CurlRequest(
                 path: "/3/device/\(token)", headers: Self.replacing("authorization", with: newer)(try fixture.alertHeaders()), json: Self.body
             )
-            let responses = try fixture.development.send([first, second])
+            let responses = try await fixture.development.send([first, second])
             #expect(responses[0].status == 200)
             return responses[1]
         },
         Case(reason: "TooManyRequests", status: 429, configure: { $0.perTokenRateLimit = (count: 2, seconds: 60) }) { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let request = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body)
-            let responses = try fixture.development.send([request, request, request])
+            let responses = try await fixture.development.send([request, request, request])
             #expect(responses.prefix(2).allSatisfy { $0.status == 200 })
             return responses[2]
         },
@@ -154,7 +155,7 @@ import Testing
             #expect(response.headers["content-type"] == "application/json")
             #expect(UUIDText.isCanonical(response.headers["apns-id"] ?? ""))
             #expect(response.httpVersion == "2")
-            let counters = try fixture.counters()
+            let counters = try await fixture.counters()
             #expect((counters["rejected"] as? [String: Int])?[testCase.reason] == 1)
         }
     }
@@ -167,9 +168,9 @@ import Testing
     @Test("a valid push is answered 200 with only headers: apns-id echoed, apns-unique-id in development")
     func success() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let id = "0c3a4d7e-aaaa-4bbb-8ccc-000000000001"
-            let response = try fixture.development.send(
+            let response = try await fixture.development.send(
                 CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders() + [("apns-id", id)], json: Self.body)
             )
             #expect(response.status == 200)
@@ -177,14 +178,14 @@ import Testing
             #expect(response.headers["apns-id"] == id)
             #expect(UUIDText.isCanonical(response.headers["apns-unique-id"] ?? ""))
 
-            let productionToken = try fixture.createDevice(environment: "production")
-            let production = try fixture.production.send(
+            let productionToken = try await fixture.createDevice(environment: "production")
+            let production = try await fixture.production.send(
                 CurlRequest(path: "/3/device/\(productionToken)", headers: try fixture.alertHeaders(), json: Self.body)
             )
             #expect(production.status == 200)
             #expect(production.headers["apns-unique-id"] == nil)
             // A development token is unknown to production.
-            let crossed = try fixture.production.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let crossed = try await fixture.production.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
             #expect(crossed.reason == "BadDeviceToken")
         }
     }

@@ -16,41 +16,41 @@ import Testing
     @Test("status faults answer the next N requests, then normal service resumes")
     func statusFaults() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            let armed = try fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":429,"count":2}"#)
+            let token = try await fixture.createDevice()
+            let armed = try await fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":429,"count":2}"#)
             #expect(armed.status == 201)
             #expect(armed.json?["reason"] as? String == "TooManyRequests")
-            let responses = try fixture.development.send([try self.request(fixture, token), try self.request(fixture, token), try self.request(fixture, token)])
+            let responses = try await fixture.development.send([try self.request(fixture, token), try self.request(fixture, token), try self.request(fixture, token)])
             #expect(responses.map(\.status) == [429, 429, 200])
             #expect(responses[0].reason == "TooManyRequests")
-            let counters = try fixture.counters()
+            let counters = try await fixture.counters()
             #expect(counters["faultsInjected"] as? Int == 2)
             #expect(counters["accepted"] as? Int == 1)
-            #expect(try fixture.inbox(token).count == 1)
+            #expect(try await fixture.inbox(token).count == 1)
         }
     }
 
     @Test("a fraction of requests can fail")
     func fractionalFaults() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":500,"persistent":true,"probability":0.5}"#)
-            let responses = try fixture.development.send(Array(repeating: try self.request(fixture, token), count: 40))
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":500,"persistent":true,"probability":0.5}"#)
+            let responses = try await fixture.development.send(Array(repeating: try self.request(fixture, token), count: 40))
             let failed = responses.filter { $0.status == 500 }.count
             #expect(failed > 5 && failed < 35, "\(failed) of 40 failed")
             #expect(responses.allSatisfy { $0.status == 500 || $0.status == 200 })
-            #expect(try fixture.control("DELETE", "/v1/faults").status == 200)
-            #expect(try fixture.development.send(self.request(fixture, token)).status == 200)
+            #expect(try await fixture.control("DELETE", "/v1/faults").status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token)).status == 200)
         }
     }
 
     @Test("latency delays the answer")
     func latency() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":600}"#)
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":600}"#)
             let start = Date()
-            #expect(try fixture.development.send(self.request(fixture, token)).status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token)).status == 200)
             #expect(Date().timeIntervalSince(start) >= 0.6)
         }
     }
@@ -58,11 +58,11 @@ import Testing
     @Test("goaway leaves the request unanswered and closes the connection with a JSON reason")
     func goAway() async throws {
         try await withEmulatorFixture(configure: { $0.listeners.append(.init(environment: .development, port: 0, tls: false)) }) { fixture in
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"goaway","reason":"Shutdown"}"#)
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"goaway","reason":"Shutdown"}"#)
             // HEADERS (END_STREAM | END_HEADERS) on stream 1: POST http "/" from HPACK's static
             // table, no credentials: the fault fires before any check.
             let headers: [UInt8] = [0, 0, 3, 1, 0x05, 0, 0, 0, 1, 0x83, 0x86, 0x84]
-            let (closed, frames) = try RawHTTP2.exchange(
+            let (closed, frames) = try await RawHTTP2.exchange(
                 port: fixture.emulator.cleartextPorts[.development]!, tls: false, send: RawHTTP2.preface + headers, readFor: 3
             )
             #expect(closed)
@@ -75,38 +75,38 @@ import Testing
     @Test("drop closes the connection without an answer; the next connection works")
     func drop() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"drop"}"#)
-            #expect(throws: CurlError.self) { try fixture.development.send(self.request(fixture, token)) }
-            #expect(try fixture.development.send(self.request(fixture, token)).status == 200)
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"drop"}"#)
+            await #expect(throws: CurlError.self) { try await fixture.development.send(self.request(fixture, token)) }
+            #expect(try await fixture.development.send(self.request(fixture, token)).status == 200)
         }
     }
 
     @Test("refuse-stream resets the stream with REFUSED_STREAM")
     func refuseStream() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"refuse-stream"}"#)
-            let log = try ConnectionTests.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"refuse-stream"}"#)
+            let log = try await ConnectionTests.nghttp(fixture, path: "/3/device/\(token)", headers: try fixture.alertHeaders())
             #expect(log.contains("recv RST_STREAM frame"))
             #expect(log.contains("error_code=REFUSED_STREAM"))
-            #expect((try fixture.counters())["refusedStreams"] as? Int == 1)
+            #expect((try await fixture.counters())["refusedStreams"] as? Int == 1)
         }
     }
 
     @Test("stream-limit lowers MAX_CONCURRENT_STREAMS on the connection and refuses streams beyond it")
     func streamLimit() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             // Make requests linger so several are in flight, then lower the limit on the fifth.
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":800,"count":4}"#)
-            try fixture.control("POST", "/v1/faults", json: #"{"type":"stream-limit","limit":2}"#)
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":800,"count":4}"#)
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"stream-limit","limit":2}"#)
             var arguments = ["-n", "5", "-c", "1", "-m", "5"]
             for (name, value) in try fixture.alertHeaders() { arguments += ["-H", "\(name): \(value)"] }
             arguments += ["-d", try fixture.directory.write("b.json", Self.body)]
             arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)/3/device/\(token)")
-            let output = try ProcessRunner.run("h2load", arguments, timeout: 60).standardOutput
-            let counters = try fixture.counters()
+            let output = try await ProcessRunner.run("h2load", arguments, timeout: 60).standardOutput
+            let counters = try await fixture.counters()
             #expect((counters["refusedStreams"] as? Int ?? 0) >= 1, "\(output)")
             #expect(output.contains("requests: 5 total"))
         }
@@ -118,11 +118,11 @@ import Testing
             for body in [#"{"type":"explode"}"#, #"{"type":"status","status":200}"#, #"{"type":"latency"}"#,
                 #"{"type":"status","status":500,"probability":2}"#, #"{"type":"status","status":500,"count":0}"#, "nope", "[]"]
             {
-                let response = try fixture.control("POST", "/v1/faults", json: body)
+                let response = try await fixture.control("POST", "/v1/faults", json: body)
                 #expect(response.status == 400, "\(body)")
                 #expect((response.json?["error"] as? [String: Any])?["code"] as? String == "invalid_request")
             }
-            #expect((try fixture.control("GET", "/v1/faults").json?["faults"] as? [Any])?.isEmpty == true)
+            #expect((try await fixture.control("GET", "/v1/faults").json?["faults"] as? [Any])?.isEmpty == true)
         }
     }
 }

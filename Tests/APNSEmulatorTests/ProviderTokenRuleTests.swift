@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import Foundation
 import HeraldTesting
 import Testing
 
@@ -17,13 +18,13 @@ import Testing
     @Test("a token is good for an hour after its iat, then ExpiredProviderToken")
     func expiry() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let bearer = try fixture.bearer()
-            #expect(try fixture.development.send(self.request(fixture, token: token, bearer: bearer)).status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: bearer)).status == 200)
             fixture.clock.advance(seconds: 3599)
-            #expect(try fixture.development.send(self.request(fixture, token: token, bearer: bearer)).status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: bearer)).status == 200)
             fixture.clock.advance(seconds: 2)
-            let expired = try fixture.development.send(self.request(fixture, token: token, bearer: bearer))
+            let expired = try await fixture.development.send(self.request(fixture, token: token, bearer: bearer))
             #expect(expired.status == 403)
             #expect(expired.reason == "ExpiredProviderToken")
         }
@@ -32,10 +33,10 @@ import Testing
     @Test("a new token on one connection within 20 minutes is refused; after 20 minutes it is fine")
     func updateInterval() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let first = try fixture.bearer(issuedAt: fixture.clock.nowSeconds)
             let second = try fixture.bearer(issuedAt: fixture.clock.nowSeconds - 1)
-            let early = try fixture.development.send([
+            let early = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: first), try self.request(fixture, token: token, bearer: second),
             ])
             #expect(early.map(\.status) == [200, 429])
@@ -43,19 +44,19 @@ import Testing
             #expect(early[1].newConnections == 0)
 
             // A fresh connection may start with any token.
-            #expect(try fixture.development.send(self.request(fixture, token: token, bearer: second)).status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: second)).status == 200)
 
             // Refreshing at 50 minutes (as a good client does) is within the rules.
             let start = fixture.clock.nowSeconds
             let refreshed = try fixture.bearer(issuedAt: start + 3000)
-            let later = try fixture.development.send([
+            let later = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: first),
                 try self.request(fixture, token: token, bearer: refreshed),
             ])
             #expect(later[0].status == 200)
             #expect(later[1].status == 429)
             fixture.clock.advance(seconds: 3000)
-            let afterMove = try fixture.development.send([
+            let afterMove = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: try fixture.bearer(issuedAt: start + 1)),
                 try self.request(fixture, token: token, bearer: refreshed),
             ])
@@ -67,10 +68,10 @@ import Testing
     @Test("a connection belongs to the first team that pushes on it")
     func teamBinding() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let otherTeam = SigningKey.generate(keyID: "OTHERKEY01", teamID: "OTHERTEAM1")
             fixture.emulator.register(key: otherTeam)
-            let responses = try fixture.development.send([
+            let responses = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: try fixture.bearer()),
                 try self.request(fixture, token: token, bearer: try fixture.bearer(otherTeam)),
             ])
@@ -82,7 +83,7 @@ import Testing
     @Test("related topic-specific keys may share a connection")
     func relatedKeys() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let a = SigningKey.generate(keyID: "TOPICKEYA1", teamID: EmulatorFixture.teamID)
             let b = SigningKey.generate(keyID: "TOPICKEYB1", teamID: EmulatorFixture.teamID)
             fixture.emulator.state.register(
@@ -90,49 +91,49 @@ import Testing
             )
             fixture.emulator.state.register(key: RegisteredKey(teamID: b.teamID, keyID: b.keyID, publicKey: b.publicKey, topics: [EmulatorFixture.bundleID]))
             fixture.clock.advance(seconds: 0)
-            let responses = try fixture.development.send([
+            let responses = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: try fixture.bearer(a)),
                 try self.request(fixture, token: token, bearer: try fixture.bearer(b)),
             ])
             // b's token differs from a's, so the 20-minute rule answers: the keys themselves were accepted.
             #expect(responses.map(\.status) == [200, 429])
             // A topic-specific key cannot push to another app.
-            let other = try fixture.createDevice(bundleID: "com.example.other")
+            let other = try await fixture.createDevice(bundleID: "com.example.other")
             var headers = try fixture.alertHeaders(topic: "com.example.other").filter { $0.0 != "authorization" }
             headers.append(("authorization", try fixture.bearer(a)))
-            #expect(try fixture.development.send(CurlRequest(path: "/3/device/\(other)", headers: headers, json: Self.body)).reason == "InvalidProviderToken")
+            #expect(try await fixture.development.send(CurlRequest(path: "/3/device/\(other)", headers: headers, json: Self.body)).reason == "InvalidProviderToken")
         }
     }
 
     @Test("keys registered and revoked through the control API take effect at once")
     func keyRegistration() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let key = SigningKey.generate(keyID: "NEWKEY0001", teamID: "NEWTEAM001")
             let pem = key.publicKeyPEM.replacingOccurrences(of: "\n", with: "\\n")
-            let before = try fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key)))
+            let before = try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key)))
             #expect(before.reason == "InvalidProviderToken")
-            let created = try fixture.control("POST", "/v1/keys", json: #"{"keyId":"NEWKEY0001","teamId":"NEWTEAM001","publicKey":"\#(pem)"}"#)
+            let created = try await fixture.control("POST", "/v1/keys", json: #"{"keyId":"NEWKEY0001","teamId":"NEWTEAM001","publicKey":"\#(pem)"}"#)
             #expect(created.status == 201)
-            #expect(try fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).status == 200)
-            #expect(try fixture.control("DELETE", "/v1/keys/NEWKEY0001").status == 200)
-            #expect(try fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).reason == "InvalidProviderToken")
+            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).status == 200)
+            #expect(try await fixture.control("DELETE", "/v1/keys/NEWKEY0001").status == 200)
+            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).reason == "InvalidProviderToken")
         }
     }
 
     @Test("DER signatures and string iat values are accepted, as APNs accepts them")
     func lenientEncodings() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let keyFile = try fixture.directory.write("key.p8", fixture.key.privateKeyPEM)
             let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(EmulatorFixture.keyID)"}"#.utf8))
             let claims = Base64URL.encode(Array(#"{"iss":"\#(EmulatorFixture.teamID)","iat":"\#(fixture.clock.nowSeconds)"}"#.utf8))
             let input = header + "." + claims
             // openssl signs with a DER-encoded ECDSA signature, like Apple's command-line recipe.
-            let signature = try ProcessRunner.run(
+            let signature = try await ProcessRunner.run(
                 "sh", ["-c", "printf '%s' \"$1\" | openssl dgst -sha256 -sign \"$2\" | base64 -w0 | tr '+/' '-_' | tr -d '='", "sh", input, keyFile]
             ).standardOutput
-            let response = try fixture.development.send(self.request(fixture, token: token, bearer: "bearer \(input).\(signature)"))
+            let response = try await fixture.development.send(self.request(fixture, token: token, bearer: "bearer \(input).\(signature)"))
             #expect(response.status == 200, "\(response.body)")
         }
     }

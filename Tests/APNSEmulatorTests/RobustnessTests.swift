@@ -9,9 +9,9 @@ import Testing
 @Suite struct RobustnessTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
-    func stillServes(_ fixture: EmulatorFixture) throws {
-        let token = try fixture.createDevice()
-        let response = try fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+    func stillServes(_ fixture: EmulatorFixture) async throws {
+        let token = try await fixture.createDevice()
+        let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
         #expect(response.status == 200)
     }
 
@@ -21,25 +21,25 @@ import Testing
             let h2c = fixture.emulator.cleartextPorts[.development]!
             let tls = fixture.emulator.ports[.development]!
             let junk = Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
-            let plain = try RawHTTP2.exchange(port: h2c, tls: false, send: junk, readFor: 3)
+            let plain = try await RawHTTP2.exchange(port: h2c, tls: false, send: junk, readFor: 3)
             #expect(plain.closed)
-            let afterPreface = try RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 4, 0xFF, 0, 0, 0, 0, 1, 1, 2, 3, 4] + Array(repeating: 0xAB, count: 64), readFor: 3)
+            let afterPreface = try await RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 4, 0xFF, 0, 0, 0, 0, 1, 1, 2, 3, 4] + Array(repeating: 0xAB, count: 64), readFor: 3)
             #expect(afterPreface.closed || afterPreface.frames.contains { $0.type == RawFrame.goAwayType })
-            let overTLS = try RawHTTP2.exchange(port: tls, tls: true, caFile: fixture.caFile, send: Array(repeating: 0x00, count: 100), readFor: 3)
+            let overTLS = try await RawHTTP2.exchange(port: tls, tls: true, caFile: fixture.caFile, send: Array(repeating: 0x00, count: 100), readFor: 3)
             #expect(overTLS.closed)
             // A DATA frame on a stream that was never opened is a connection error (GOAWAY).
-            let orphanData = try RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 2, 0, 0, 0, 0, 0, 9, 0x7B, 0x7D], readFor: 3)
+            let orphanData = try await RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 2, 0, 0, 0, 0, 0, 9, 0x7B, 0x7D], readFor: 3)
             #expect(orphanData.frames.contains { $0.type == RawFrame.goAwayType })
-            try self.stillServes(fixture)
+            try await self.stillServes(fixture)
         }
     }
 
     @Test("a 100 KB body gets 413 at once and the connection goes on")
     func hugeBody() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let huge = #"{"aps":{"alert":""# + String(repeating: "x", count: 100_000) + #""}}"#
-            let responses = try fixture.development.send([
+            let responses = try await fixture.development.send([
                 CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: huge),
                 CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body),
             ])
@@ -53,27 +53,27 @@ import Testing
     func sizeBoundaries() async throws {
         try await withEmulatorFixture { fixture in
             func body(_ size: Int) -> String { #"{"p":""# + String(repeating: "x", count: size - 8) + #""}"# }
-            let device = try fixture.createDevice()
-            let voip = try fixture.createDevice(kind: "voip")
-            func send(_ token: String, _ size: Int, voip: Bool) throws -> Int {
+            let device = try await fixture.createDevice()
+            let voip = try await fixture.createDevice(kind: "voip")
+            func send(_ token: String, _ size: Int, voip: Bool) async throws -> Int {
                 let headers = try fixture.alertHeaders(topic: voip ? "com.example.app.voip" : "com.example.app", pushType: voip ? "voip" : "alert")
-                return try fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: headers, json: body(size))).status
+                return try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: headers, json: body(size))).status
             }
-            #expect(try send(device, 4096, voip: false) == 200)
-            #expect(try send(device, 4097, voip: false) == 413)
-            #expect(try send(voip, 5120, voip: true) == 200)
-            #expect(try send(voip, 5121, voip: true) == 413)
+            #expect(try await send(device, 4096, voip: false) == 200)
+            #expect(try await send(device, 4097, voip: false) == 413)
+            #expect(try await send(voip, 5120, voip: true) == 200)
+            #expect(try await send(voip, 5121, voip: true) == 413)
         }
     }
 
     @Test("an oversized header block is refused without hurting other connections")
     func hugeHeaders() async throws {
         try await withEmulatorFixture { fixture in
-            let token = try fixture.createDevice()
+            let token = try await fixture.createDevice()
             let request = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders() + [("x-padding", String(repeating: "p", count: 20_000))], json: Self.body)
-            let response = try? fixture.development.send(request)
+            let response = try? await fixture.development.send(request)
             #expect(response?.status != 200)
-            try self.stillServes(fixture)
+            try await self.stillServes(fixture)
         }
     }
 
@@ -97,13 +97,13 @@ import Testing
                 ("POST", "/v1/clock", #"{"advanceSeconds":"soon"}"#, 400, "invalid_request"),
             ]
             for (method, path, body, status, code) in cases {
-                let response = try fixture.control(method, path, json: body)
+                let response = try await fixture.control(method, path, json: body)
                 #expect(response.status == status, "\(method) \(path)")
                 #expect((response.json?["error"] as? [String: Any])?["code"] as? String == code, "\(method) \(path)")
             }
             let big = "{\"x\":\"" + String(repeating: "y", count: 1_100_000) + "\"}"
             let file = try fixture.directory.write("big.json", big)
-            let result = try ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + file, "http://127.0.0.1:\(fixture.emulator.controlPort!)/v1/devices"])
+            let result = try await ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + file, "http://127.0.0.1:\(fixture.emulator.controlPort!)/v1/devices"])
             #expect(result.standardOutput == "413")
             #expect(fixture.emulator.state.devices.isEmpty)
         }
@@ -113,13 +113,13 @@ import Testing
     func clockAndLog() async throws {
         try await withEmulatorFixture { fixture in
             let before = fixture.clock.nowMilliseconds
-            let moved = try fixture.control("POST", "/v1/clock", json: #"{"advanceSeconds":3600}"#)
+            let moved = try await fixture.control("POST", "/v1/clock", json: #"{"advanceSeconds":3600}"#)
             #expect(moved.json?["nowMilliseconds"] as? Int == Int(before + 3_600_000))
-            try self.stillServes(fixture)
-            let log = try fixture.control("GET", "/v1/requests?limit=5").json?["requests"] as? [[String: Any]]
+            try await self.stillServes(fixture)
+            let log = try await fixture.control("GET", "/v1/requests?limit=5").json?["requests"] as? [[String: Any]]
             #expect(log?.count == 1)
             #expect(log?.first?["status"] as? Int == 200)
-            let ca = try fixture.control("GET", "/v1/ca")
+            let ca = try await fixture.control("GET", "/v1/ca")
             #expect(ca.body.hasPrefix("-----BEGIN CERTIFICATE-----"))
         }
     }

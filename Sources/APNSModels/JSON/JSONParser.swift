@@ -237,11 +237,16 @@ struct JSONParser {
                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     self.index += 1
                 case UInt8(ascii: "u"):
-                    guard self.index + 4 < self.buffer.count else { throw self.error("truncated \\u escape") }
-                    for offset in 1...4 where Self.hexValue(self.buffer[self.index + offset]) == nil {
-                        throw self.error("invalid \\u escape")
-                    }
+                    let code = try self.hex4(at: self.index + 1)
                     self.index += 5
+                    if (0xDC00...0xDFFF).contains(code) { throw self.error("unpaired surrogate") }
+                    if (0xD800...0xDBFF).contains(code) {
+                        guard self.index + 1 < self.buffer.count, self.buffer[self.index] == UInt8(ascii: "\\"),
+                            self.buffer[self.index + 1] == UInt8(ascii: "u"),
+                            (0xDC00...0xDFFF).contains(try self.hex4(at: self.index + 2))
+                        else { throw self.error("unpaired surrogate") }
+                        self.index += 6
+                    }
                 default: throw self.error("invalid escape")
                 }
             } else if byte < 0x20 {
@@ -277,6 +282,17 @@ struct JSONParser {
             throw self.error("invalid UTF-8")
         }
         self.index += length
+    }
+
+    /// The four hex digits at `position` as a number.
+    private func hex4(at position: Int) throws(JSONParseError) -> UInt32 {
+        guard position + 4 <= self.buffer.count else { throw self.error("truncated \\u escape") }
+        var value: UInt32 = 0
+        for offset in 0..<4 {
+            guard let digit = Self.hexValue(self.buffer[position + offset]) else { throw self.error("invalid \\u escape") }
+            value = value << 4 | digit
+        }
+        return value
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt32? {
