@@ -15,18 +15,14 @@ extension RequestProcessor {
         body: ByteBuffer,
         connection: inout ConnectionContext
     ) -> Outcome {
-        let requestID = self.responseID(headers.requestID, &connection)
+        var reply = Reply(processor: self, idHeader: "apns-request-id", id: self.responseID(headers.requestID, &connection))
+        let requestID = reply.id
         let now = self.clock.nowMilliseconds
-        var firstAuthentication = false
-        func fail(_ reason: APNSReason, _ status: Int) -> Outcome {
-            var outcome = self.reject(reason, status: status, idHeader: "apns-request-id", id: requestID)
-            outcome.firstAuthentication = firstAuthentication
-            return outcome
-        }
+        func fail(_ reason: APNSReason, _ status: Int) -> Outcome { reply.fail(reason, status) }
         guard headers.method == "POST" else { return fail(.methodNotAllowed, 405) }
         if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
         switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
-        case .success(let first): firstAuthentication = first
+        case .success(let first): reply.firstAuthentication = first
         case .failure(let failure): return fail(failure.reason, failure.status)
         }
         if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }
@@ -64,7 +60,7 @@ extension RequestProcessor {
             headers: [("apns-request-id", requestID), ("apns-unique-id", uniqueID)],
             body: nil,
             reason: nil,
-            firstAuthentication: firstAuthentication
+            firstAuthentication: reply.firstAuthentication
         )
     }
 
@@ -76,25 +72,21 @@ extension RequestProcessor {
         body: ByteBuffer,
         connection: inout ConnectionContext
     ) -> Outcome {
-        let requestID = self.responseID(headers.requestID, &connection)
+        var reply = Reply(processor: self, idHeader: "apns-request-id", id: self.responseID(headers.requestID, &connection))
+        let requestID = reply.id
         let now = self.clock.nowMilliseconds
-        var firstAuthentication = false
-        func fail(_ reason: APNSReason, _ status: Int) -> Outcome {
-            var outcome = self.reject(reason, status: status, idHeader: "apns-request-id", id: requestID)
-            outcome.firstAuthentication = firstAuthentication
-            return outcome
-        }
+        func fail(_ reason: APNSReason, _ status: Int) -> Outcome { reply.fail(reason, status) }
         func success(_ status: Int, _ extra: [(String, String)] = [], json: JSONValue? = nil) -> Outcome {
             var headers = [("apns-request-id", requestID)] + extra
             if json != nil { headers.insert(("content-type", "application/json"), at: 0) }
-            return Outcome(status: status, headers: headers, body: json?.serialized(), reason: nil, firstAuthentication: firstAuthentication)
+            return Outcome(status: status, headers: headers, body: json?.serialized(), reason: nil, firstAuthentication: reply.firstAuthentication)
         }
         let method = headers.method ?? ""
         let allowed = all ? ["GET"] : ["POST", "GET", "DELETE"]
         guard allowed.contains(method) else { return fail(.methodNotAllowed, 405) }
         if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
         switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
-        case .success(let first): firstAuthentication = first
+        case .success(let first): reply.firstAuthentication = first
         case .failure(let failure): return fail(failure.reason, failure.status)
         }
         if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }

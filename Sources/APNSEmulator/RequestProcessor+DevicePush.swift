@@ -9,7 +9,8 @@ extension RequestProcessor {
         body: ByteBuffer,
         connection: inout ConnectionContext
     ) -> Outcome {
-        let apnsID = self.responseID(headers.apnsID, &connection)
+        var reply = Reply(processor: self, idHeader: "apns-id", id: self.responseID(headers.apnsID, &connection))
+        let apnsID = reply.id
         let now = self.clock.nowMilliseconds
         let pushType = headers.pushType ?? (self.configuration.defaultPushTypeToAlert ? "alert" : "")
         // With a single-topic certificate the topic may be left out: it is the certificate's.
@@ -17,12 +18,8 @@ extension RequestProcessor {
         if topic == nil, let certificate = connection.certificate, certificate.topics.count == 1 {
             topic = Substring(certificate.topics[0])
         }
-        var firstAuthentication = false
-
         func fail(_ reason: APNSReason, _ status: Int, timestamp: Int64? = nil) -> Outcome {
-            var outcome = self.reject(reason, status: status, idHeader: "apns-id", id: apnsID, timestamp: timestamp)
-            outcome.firstAuthentication = firstAuthentication
-            return outcome
+            reply.fail(reason, status, timestamp: timestamp)
         }
 
         for stage in self.configuration.validationOrder {
@@ -36,7 +33,7 @@ extension RequestProcessor {
                 if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
             case .authentication:
                 switch self.authenticate(headers, topic: topic, pushType: pushType, connection: &connection, now: now) {
-                case .success(let first): firstAuthentication = firstAuthentication || first
+                case .success(let first): reply.firstAuthentication = reply.firstAuthentication || first
                 case .failure(let failure): return fail(failure.reason, failure.status)
                 }
             case .headerSyntax:
@@ -101,7 +98,7 @@ extension RequestProcessor {
         if connection.environment == .development, self.configuration.uniqueIDInDevelopment {
             responseHeaders.append(("apns-unique-id", uniqueID))
         }
-        return Outcome(status: 200, headers: responseHeaders, body: nil, reason: nil, firstAuthentication: firstAuthentication)
+        return Outcome(status: 200, headers: responseHeaders, body: nil, reason: nil, firstAuthentication: reply.firstAuthentication)
     }
 
     /// A non-negative decimal number of seconds, as `apns-expiration` must be.

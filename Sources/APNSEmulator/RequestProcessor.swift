@@ -82,6 +82,20 @@ struct Outcome {
     var accepted: Bool { self.status < 300 }
 }
 
+/// The answers of one request: the id header it echoes and whether it authenticated the connection.
+struct Reply {
+    let processor: RequestProcessor
+    let idHeader: String
+    let id: String
+    var firstAuthentication = false
+
+    func fail(_ reason: APNSReason, _ status: Int, timestamp: Int64? = nil) -> Outcome {
+        var outcome = self.processor.reject(reason, status: status, idHeader: self.idHeader, id: self.id, timestamp: timestamp)
+        outcome.firstAuthentication = self.firstAuthentication
+        return outcome
+    }
+}
+
 /// Validates APNs requests with the emulator's own parsing and applies accepted ones to the state.
 struct RequestProcessor: Sendable {
     let configuration: APNSEmulator.Configuration
