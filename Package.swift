@@ -79,7 +79,11 @@ let package = Package(
         ),
         .testTarget(
             name: "APNSEmulatorTests",
-            dependencies: ["APNSEmulator", "APNSModels", "HeraldTesting"],
+            dependencies: [
+                "APNSEmulator", "APNSModels", "HeraldTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

@@ -77,10 +77,10 @@ rate() { # url connections streams pid -> "req/s succeeded cpu_us_per_req"
   out=$(h2load -n "$N" -c "$2" -m "$3" -d "$PAYLOAD" "${HEADERS[@]}" "$1" 2>&1)
   after=$(cpu_ticks "$4")
   local rps ok
-  rps=$(sed -n 's/^finished in [0-9.]*s, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
+  rps=$(sed -n 's/^finished in [0-9.]*m\{0,1\}s, \([0-9.]*\) req\/s.*/\1/p' <<<"$out")
   ok=$(sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p' <<<"$out")
   local hz; hz=$(getconf CLK_TCK)
-  echo "$rps $ok $(python3 -c "print(round(($after-$before)/$hz*1e6/$N, 1))")"
+  echo "${rps:-0} ${ok:-0} $(python3 -c "print(round(($after-$before)/$hz*1e6/$N, 1))")"
 }
 
 SINK_PID=${pids[0]}

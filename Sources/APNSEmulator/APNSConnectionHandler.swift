@@ -40,6 +40,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private var loweredByFault = false
     private var needsFlush = false
     private var highestStreamID: HTTP2StreamID = .rootStream
+    private var highestProcessedStreamID: HTTP2StreamID = .rootStream
     private var goAwaySent = false
     private var goAwayBoundary: HTTP2StreamID?
     private var lastActivity = NIODeadline.now()
@@ -120,6 +121,11 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         let frame = self.unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
+            if self.draining.contains(frame.streamID) {
+                // Trailers after an oversized body: the stream was answered already.
+                if headers.endStream { self.draining.remove(frame.streamID) }
+                return
+            }
             if frame.streamID > self.highestStreamID { self.highestStreamID = frame.streamID }
             if self.streams[frame.streamID] == nil {
                 self.streams[frame.streamID] = PendingStream(headers: headers.headers, body: context.channel.allocator.buffer(capacity: 0))
@@ -184,7 +190,11 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private func complete(context: ChannelHandlerContext, streamID: HTTP2StreamID) {
         guard let pending = self.streams.removeValue(forKey: streamID), var connection = self.connection else { return }
         self.lastActivity = .now()
-        if let boundary = self.goAwayBoundary, streamID > boundary { return }
+        if let boundary = self.goAwayBoundary, streamID > boundary {
+            // Above GOAWAY's last-stream-id: never processed; the client may send it elsewhere.
+            self.refuse(context: context, streamID: streamID)
+            return
+        }
         let headers = RequestHeaders(pending.headers)
         let route = RequestProcessor.route(headers.path)
         var delay: Int64 = 0
@@ -201,7 +211,14 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             case .latency(let milliseconds):
                 delay = milliseconds
             case .goAway(let reason):
-                let boundary = HTTP2StreamID(max(0, Int(streamID) - 2))
+                // Everything processed so far is at or below last-stream-id; this stream is not.
+                if self.highestProcessedStreamID > streamID {
+                    // Answered out of order above it: this one cannot be marked unprocessed.
+                    let outcome = self.processor.reject(.shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &connection))
+                    self.connection = connection
+                    self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
+                }
+                let boundary = max(self.highestProcessedStreamID, HTTP2StreamID(max(0, Int(streamID) - 2)))
                 self.goAwayBoundary = boundary
                 self.sendGoAway(context: context, reason: reason, code: .noError, lastStreamID: boundary)
                 self.flushIfNeeded(context: context)
@@ -216,12 +233,20 @@ final class APNSConnectionHandler: ChannelInboundHandler {
             case .streamLimit(let limit):
                 self.loweredByFault = limit < self.configuration.maxConcurrentStreams
                 self.setStreamLimit(context: context, max(0, limit))
-                let inFlight = (Array(self.streams.keys) + Array(self.delayed.keys)).sorted()
-                for excess in inFlight.dropFirst(max(0, limit - 1)) { self.refuse(context: context, streamID: excess) }
+                // Streams already processed (answers held back by latency) count against the
+                // limit but are never refused: they were delivered. Unprocessed ones beyond it are.
+                let processed = self.delayed.count + 1
+                let unprocessed = self.streams.keys.sorted()
+                for excess in unprocessed.dropFirst(max(0, limit - processed)) { self.refuse(context: context, streamID: excess) }
+                if limit == 0 {
+                    self.refuse(context: context, streamID: streamID)
+                    return
+                }
             }
         }
         let outcome = self.processor.process(headers, body: pending.body, connection: &connection)
         self.connection = connection
+        if streamID > self.highestProcessedStreamID { self.highestProcessedStreamID = streamID }
         if outcome.firstAuthentication, !self.loweredByFault, self.advertisedLimit < self.configuration.maxConcurrentStreams {
             self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
         }
@@ -319,7 +344,9 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private func scheduleIdleCheck(context: ChannelHandlerContext) {
         guard let seconds = self.configuration.idleTimeoutSeconds, seconds > 0 else { return }
         let timeout = TimeAmount.seconds(seconds)
-        self.idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastActivity + timeout) {
+        // Never a deadline in the past: a busy connection is checked again a full timeout later.
+        let deadline = max(self.lastActivity + timeout, .now() + .milliseconds(100))
+        self.idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             guard let context = self.context else { return }
             if self.streams.isEmpty, self.delayed.isEmpty, self.lastActivity + timeout <= .now() {
                 self.goAwayBoundary = self.highestStreamID
@@ -327,6 +354,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 self.flushIfNeeded(context: context)
                 context.close(promise: nil)
             } else {
+                if !self.streams.isEmpty || !self.delayed.isEmpty { self.lastActivity = .now() }
                 self.scheduleIdleCheck(context: context)
             }
         }

@@ -8,8 +8,9 @@ extension ControlAPI {
         guard let mark = uri.firstIndex(of: "?") else { return (uri, [:]) }
         var query: [String: String] = [:]
         for pair in uri[uri.index(after: mark)...].split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            query[percentDecode(parts[0])] = parts.count > 1 ? percentDecode(parts[1]) : ""
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = parts.first, !name.isEmpty else { continue }
+            query[percentDecode(name)] = parts.count > 1 ? percentDecode(parts[1]) : ""
         }
         return (String(uri[..<mark]), query)
     }

@@ -85,9 +85,11 @@ struct ControlAPI: Sendable {
             try methods(.GET, .POST)
             if method == .POST {
                 let object = try Self.object(body)
-                guard let seconds = object["advanceSeconds"]?.intValue else {
-                    throw Failure.invalid("advanceSeconds (an integer) is required")
+                guard let seconds = object["advanceSeconds"]?.intValue, abs(seconds) <= 100 * 366 * 86_400 else {
+                    throw Failure.invalid("advanceSeconds (an integer within ±100 years) is required")
                 }
+                let total = self.emulator.clock.nowSeconds + seconds
+                guard total > 0, total < 32_503_680_000 else { throw Failure.invalid("the clock must stay between 1970 and 3000") }
                 self.emulator.clock.advance(seconds: seconds)
             }
             return .json(.ok, .object([("nowMilliseconds", .int(self.now))]))
@@ -120,11 +122,9 @@ struct ControlAPI: Sendable {
                 relatedKeyID: object["relatedKeyId"]?.stringValue
             )
             self.state.register(key: key)
-            self.emulator.tokenCache.removeAll()
             return .json(.created, Self.json(key))
         case (.DELETE, 2):
             guard self.state.removeKey(id: path[1]) else { throw Failure.notFound("no key \(path[1])") }
-            self.emulator.tokenCache.removeAll()
             return .json(.ok, .object([("deleted", .string(path[1]))]))
         case (_, 1), (_, 2):
             throw Failure(response: .error(.methodNotAllowed, "method_not_allowed", "\(method) is not allowed here"))
@@ -178,7 +178,8 @@ struct ControlAPI: Sendable {
         guard self.state.device(token: token) != nil else { throw Failure.notFound("no device with that token") }
         switch (method, Array(path.dropFirst(2))) {
         case (.GET, []):
-            return .json(.ok, Self.json(self.state.device(token: token)!))
+            guard let device = self.state.device(token: token) else { throw Failure.notFound("no device with that token") }
+            return .json(.ok, Self.json(device))
         case (.PATCH, []):
             let object = try Self.object(body)
             let online = try Self.optionalBool(object, "online")
@@ -191,9 +192,11 @@ struct ControlAPI: Sendable {
             self.state.removeDevice(token: token)
             return .json(.ok, .object([("deleted", .string(token))]))
         case (.POST, ["uninstall"]):
-            return .json(.ok, Self.json(self.state.uninstall(token: token, now: self.now)!))
+            guard let device = self.state.uninstall(token: token, now: self.now) else { throw Failure.notFound("no device with that token") }
+            return .json(.ok, Self.json(device))
         case (.POST, ["expire-token"]):
-            return .json(.ok, Self.json(self.state.expireToken(token: token, now: self.now)!))
+            guard let device = self.state.expireToken(token: token, now: self.now) else { throw Failure.notFound("no device with that token") }
+            return .json(.ok, Self.json(device))
         case (.GET, ["inbox"]):
             let inbox = self.state.inbox(token: token) ?? []
             return .json(.ok, .object([("notifications", .array(inbox.map(Self.json)))]))
@@ -205,11 +208,12 @@ struct ControlAPI: Sendable {
         case (.POST, ["channels"]):
             let channelID = try Self.requiredString(try Self.object(body), "channelId")
             guard let device = self.state.subscribe(token: token, channelID: channelID) else {
-                throw Failure.notFound("no channel \(channelID)")
+                throw Failure.notFound("no channel \(channelID) of this device's app and environment")
             }
             return .json(.ok, Self.json(device))
         case (.DELETE, let rest) where rest.count == 2 && rest[0] == "channels":
-            return .json(.ok, Self.json(self.state.unsubscribe(token: token, channelID: rest[1])!))
+            guard let device = self.state.unsubscribe(token: token, channelID: rest[1]) else { throw Failure.notFound("no device with that token") }
+            return .json(.ok, Self.json(device))
         case (_, []), (_, ["inbox"]), (_, ["events"]), (_, ["uninstall"]), (_, ["expire-token"]), (_, ["channels"]):
             throw Failure(response: .error(.methodNotAllowed, "method_not_allowed", "\(method) is not allowed here"))
         default:

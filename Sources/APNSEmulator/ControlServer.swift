@@ -103,9 +103,12 @@ final class ControlHTTPHandler: ChannelInboundHandler {
             self.listenerID = self.api.emulator.state.addListener(token: token, onRemoved: onRemoved) { notification in
                 let event = "event: notification\ndata: \(ControlAPI.json(notification).jsonString)\n\n"
                 channel.eventLoop.execute {
+                    // A reader that does not keep up loses events rather than growing our buffers.
+                    guard channel.isWritable else { return }
                     channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: event))), promise: nil)
                 }
             }
+            if self.listenerID == nil { onRemoved() }
             return
         }
         headers.add(name: "content-length", value: String(response.body.count))

@@ -34,10 +34,14 @@ public final class EmulatorClock: Sendable {
 
     /// Moves the clock forward (or back, with a negative value).
     public func advance(seconds: Int64) {
-        self.advance(milliseconds: seconds * 1000)
+        let (milliseconds, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        self.advance(milliseconds: overflow ? (seconds > 0 ? Int64.max / 2 : Int64.min / 2) : milliseconds)
     }
 
     public func advance(milliseconds: Int64) {
-        self.offsetMilliseconds.withLock { $0 += milliseconds }
+        self.offsetMilliseconds.withLock { offset in
+            let (sum, overflow) = offset.addingReportingOverflow(milliseconds)
+            offset = overflow ? (milliseconds > 0 ? Int64.max / 2 : Int64.min / 2) : sum
+        }
     }
 }

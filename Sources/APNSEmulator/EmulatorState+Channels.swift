@@ -11,10 +11,11 @@ extension EmulatorState {
     /// A new channel with a random id (APNs picks ids; clients cannot).
     func createChannel(bundleID: String, environment: APNSEnvironment, storagePolicy: Int, now: Int64) -> ChannelCreation {
         self.storage.withLock { storage in
-            let existing = storage.channels.values.filter {
-                $0.channel.bundleID == bundleID && $0.channel.environment == environment
-            }.count
-            guard existing < Self.maximumChannelsPerApp else { return .limitReached }
+            let app = bundleID + "/" + environment.rawValue
+            guard storage.channelCounts[app, default: 0] < Self.maximumChannelsPerApp,
+                storage.channels.count < Self.maximumChannels
+            else { return .limitReached }
+            storage.channelCounts[app, default: 0] += 1
             var bytes: [UInt8] = []
             for _ in 0..<16 { bytes.append(UInt8.random(in: 0...255, using: &storage.random)) }
             let channel = BroadcastChannel(
@@ -38,7 +39,8 @@ extension EmulatorState {
 
     func deleteChannel(id: String) {
         self.storage.withLock { storage in
-            storage.channels[id] = nil
+            guard let channel = storage.channels.removeValue(forKey: id)?.channel else { return }
+            storage.channelCounts[channel.bundleID + "/" + channel.environment.rawValue, default: 1] -= 1
             for token in storage.devices.keys { storage.devices[token]!.channels.remove(id) }
         }
     }
@@ -51,11 +53,14 @@ extension EmulatorState {
         }.sorted { ($0.createdAtMilliseconds, $0.id) < ($1.createdAtMilliseconds, $1.id) }
     }
 
-    /// Subscribes a device to a channel, as an activity started with the channel would be.
+    /// Subscribes a device to a channel of its own app and environment, as an activity started
+    /// with the channel would be.
     public func subscribe(token: String, channelID: String) -> DeviceSnapshot? {
         self.storage.withLock { storage in
             let token = token.lowercased()
-            guard storage.devices[token] != nil, storage.channels[channelID] != nil else { return nil }
+            guard let device = storage.devices[token]?.snapshot, let channel = storage.channels[channelID]?.channel,
+                channel.bundleID == device.bundleID, channel.environment == device.environment
+            else { return nil }
             storage.devices[token]!.channels.insert(channelID)
             return Self.snapshot(storage.devices[token]!)
         }
@@ -84,7 +89,7 @@ extension EmulatorState {
                 wasStored: false
             )
             if record.channel.storagePolicy == 1 {
-                let requested = push.expiration.map { $0 == 0 ? now : $0 * 1000 } ?? (now + Self.channelStorageMilliseconds)
+                let requested = push.expiration.map { $0 == 0 ? now : Self.milliseconds($0) } ?? (now + Self.channelStorageMilliseconds)
                 let expiresAt = min(requested, now + Self.channelStorageMilliseconds)
                 if expiresAt > now {
                     var stored = notification
@@ -96,6 +101,7 @@ extension EmulatorState {
             var devices = 0
             let subscribers = storage.devices.filter {
                 $0.value.channels.contains(channelID) && $0.value.snapshot.uninstalledAtMilliseconds == nil
+                    && $0.value.snapshot.tokenExpiredAtMilliseconds == nil
             }
             for token in subscribers.keys.sorted() where storage.devices[token]!.snapshot.online {
                 calls += Self.deliver(notification, token: token, storage: &storage, inboxCapacity: self.inboxCapacity)

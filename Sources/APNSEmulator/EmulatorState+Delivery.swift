@@ -71,7 +71,14 @@ extension EmulatorState {
                 storage.counters.acceptedForUnknownTokens += 1
                 return []
             }
-            let (online, notificationsEnabled) = storage.devices[key].map { ($0.snapshot.online, $0.snapshot.notificationsEnabled) }!
+            let snapshot = storage.devices[key]!.snapshot
+            let (online, notificationsEnabled) = (snapshot.online, snapshot.notificationsEnabled)
+            // The app may have been removed between the token check and now: APNs accepted it, the
+            // device never shows it.
+            if snapshot.uninstalledAtMilliseconds != nil || snapshot.tokenExpiredAtMilliseconds != nil {
+                storage.counters.discarded += 1
+                return []
+            }
             let notification = ReceivedNotification(
                 uniqueID: push.uniqueID, apnsID: push.apnsID, acceptedAtMilliseconds: now,
                 deliveredAtMilliseconds: now, pushType: push.pushType, topic: push.topic, priority: push.priority,
@@ -82,7 +89,10 @@ extension EmulatorState {
                 storage.counters.discarded += 1
                 return []
             }
-            if push.pushType == "liveactivity", let channel = Self.startedChannel(push.payload) {
+            if push.pushType == "liveactivity", let channel = Self.startedChannel(push.payload),
+                let record = storage.channels[channel], record.channel.bundleID == snapshot.bundleID,
+                record.channel.environment == snapshot.environment
+            {
                 storage.devices[key]!.channels.insert(channel)
             }
             guard online else {
@@ -102,8 +112,14 @@ extension EmulatorState {
         return aps["input-push-channel"]?.stringValue
     }
 
+    /// Seconds to milliseconds, saturating instead of overflowing on absurd values.
+    static func milliseconds(_ seconds: Int64) -> Int64 {
+        let (result, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        return overflow ? (seconds < 0 ? Int64.min : Int64.max) : result
+    }
+
     private static func store(_ notification: ReceivedNotification, token: String, storage: inout Storage, now: Int64) {
-        guard let expiration = notification.expiration.map({ $0 * 1000 }) ?? Optional(now + maximumStorageMilliseconds),
+        guard let expiration = notification.expiration.map(Self.milliseconds) ?? Optional(now + maximumStorageMilliseconds),
             expiration != 0
         else {
             storage.counters.discarded += 1  // expiration 0: one attempt, never stored
@@ -139,7 +155,7 @@ extension EmulatorState {
         if storage.devices[token]!.inbox.count > inboxCapacity { storage.devices[token]!.inbox.removeFirst() }
         storage.devices[token]!.snapshot.receivedCount += 1
         if let channel = notification.channelID {
-            storage.devices[token]!.seenChannelMessages.insert(channel + "/" + notification.uniqueID)
+            storage.devices[token]!.lastChannelMessage[channel] = notification.uniqueID
         }
         storage.counters.delivered += 1
         guard let listeners = storage.listeners[token], !listeners.isEmpty else { return [] }
@@ -159,9 +175,11 @@ extension EmulatorState {
                 storage.counters.expired += 1
             }
         }
+        let snapshot = storage.devices[token]!.snapshot
+        guard snapshot.uninstalledAtMilliseconds == nil, snapshot.tokenExpiredAtMilliseconds == nil else { return calls }
         for channelID in storage.devices[token]!.channels.sorted() {
             guard let stored = storage.channels[channelID]?.stored, stored.expiresAt > now,
-                !storage.devices[token]!.seenChannelMessages.contains(channelID + "/" + stored.notification.uniqueID)
+                storage.devices[token]!.lastChannelMessage[channelID] != stored.notification.uniqueID
             else { continue }
             var notification = stored.notification
             notification.deliveredAtMilliseconds = now

@@ -13,6 +13,8 @@ public final class EmulatorState: Sendable {
     /// How long a channel with storage policy 1 keeps its newest message.
     public static let channelStorageMilliseconds: Int64 = 8 * 3_600_000
     public static let maximumChannelsPerApp = 10_000
+    /// All apps together: keys may name any bundle id, so the emulator caps the total too.
+    public static let maximumChannels = 200_000
 
     struct Stored: Sendable {
         var notification: ReceivedNotification
@@ -25,7 +27,8 @@ public final class EmulatorState: Sendable {
         var stored: Stored?
         var rateWindow: [Int64] = []
         var channels: Set<String> = []
-        var seenChannelMessages: Set<String> = []
+        /// The newest broadcast message each channel delivered to this device.
+        var lastChannelMessage: [String: String] = [:]
     }
 
     struct ChannelRecord: Sendable {
@@ -35,8 +38,11 @@ public final class EmulatorState: Sendable {
 
     struct Storage: Sendable {
         var keys: [String: RegisteredKey] = [:]
+        /// Bumped whenever a key is registered or removed, so cached verifications go stale.
+        var keyGeneration = 0
         var devices: [String: DeviceRecord] = [:]
         var channels: [String: ChannelRecord] = [:]
+        var channelCounts: [String: Int] = [:]
         var counters = EmulatorCounters()
         var faults: [FaultRule] = []
         var nextFaultID = 1
@@ -62,12 +68,23 @@ public final class EmulatorState: Sendable {
 
     /// Trusts `key` for provider tokens (replacing a key with the same id).
     public func register(key: RegisteredKey) {
-        self.storage.withLock { $0.keys[key.keyID] = key }
+        self.storage.withLock { storage in
+            storage.keys[key.keyID] = key
+            storage.keyGeneration += 1
+        }
     }
 
     @discardableResult
     public func removeKey(id: String) -> Bool {
-        self.storage.withLock { $0.keys.removeValue(forKey: id) != nil }
+        self.storage.withLock { storage in
+            storage.keyGeneration += 1
+            return storage.keys.removeValue(forKey: id) != nil
+        }
+    }
+
+    /// The key and the current key generation, in one look.
+    func keyWithGeneration(id: String) -> (key: RegisteredKey?, generation: Int) {
+        self.storage.withLock { ($0.keys[id], $0.keyGeneration) }
     }
 
     public func key(id: String) -> RegisteredKey? {

@@ -4,6 +4,9 @@ import APNSModels
 struct AuthFailure: Error {
     var reason: APNSReason
     var status: Int
+    /// The credentials were valid and this was their first use on the connection, though the
+    /// request fails for another reason: the stream limit is raised all the same.
+    var firstAuthentication = false
 }
 
 extension RequestProcessor {
@@ -26,7 +29,9 @@ extension RequestProcessor {
         }
         let result = self.authenticateToken(headers.authorization, topic: topic, connection: &connection, now: now)
         // MDM pushes go out with the MDM vendor's push certificate only.
-        if case .success = result, pushType == "mdm" { return .failure(AuthFailure(reason: .topicDisallowed, status: 400)) }
+        if case .success(let first) = result, pushType == "mdm" {
+            return .failure(AuthFailure(reason: .topicDisallowed, status: 400, firstAuthentication: first))
+        }
         return result
     }
 
@@ -66,8 +71,9 @@ extension RequestProcessor {
         // Parse and verify the signature, unless this connection or the cache already did.
         let claims: ProviderTokenClaims
         let key: RegisteredKey
+        let cached = connection.verifiedClaims.map { self.state.keyWithGeneration(id: $0.keyID) }
         if authorization == connection.verifiedAuthorization, let verified = connection.verifiedClaims,
-            let known = self.state.key(id: verified.keyID)
+            let known = cached?.key, cached?.generation == connection.verifiedGeneration
         {
             claims = verified
             key = known
@@ -75,17 +81,17 @@ extension RequestProcessor {
             guard let parsed = try? ProviderTokenClaims(token: String(bearer)), parsed.algorithm == "ES256" else {
                 return failure(.invalidProviderToken)
             }
-            guard let known = self.state.key(id: parsed.keyID), known.teamID == parsed.teamID else {
-                return failure(.invalidProviderToken)
-            }
-            if self.tokenCache.keyID(for: bearer) != parsed.keyID {
+            let (found, generation) = self.state.keyWithGeneration(id: parsed.keyID)
+            guard let known = found, known.teamID == parsed.teamID else { return failure(.invalidProviderToken) }
+            if !self.tokenCache.isVerified(bearer, generation: generation) {
                 guard parsed.isSigned(by: known.publicKey) else { return failure(.invalidProviderToken) }
-                self.tokenCache.insert(bearer, keyID: parsed.keyID)
+                self.tokenCache.insert(bearer, generation: generation)
             }
             claims = parsed
             key = known
             connection.verifiedAuthorization = authorization
             connection.verifiedClaims = parsed
+            connection.verifiedGeneration = generation
         }
 
         // The first team to push on a connection owns it.
@@ -96,17 +102,24 @@ extension RequestProcessor {
                 return failure(.unrelatedKeyIdInToken)
             }
         }
-        let issuedAt = claims.issuedAt * 1000
+        let (issuedAt, overflow) = claims.issuedAt.multipliedReportingOverflow(by: 1000)
+        if overflow { return failure(.invalidProviderToken) }
         if now - issuedAt > Self.tokenLifetimeMilliseconds { return failure(.expiredProviderToken) }
         if issuedAt - now > Self.tokenLifetimeMilliseconds { return failure(.invalidProviderToken) }
         if let current = connection.currentAuthorization, current != authorization {
-            if now - connection.bearerChangedAt < Self.tokenUpdateIntervalMilliseconds {
+            // A new token within 20 minutes of the connection's last change is refused, unless it
+            // is itself a refresh: issued 20 minutes or more after the token it replaces (a client
+            // that shares one token across connections refreshes them all at once).
+            let refreshed = issuedAt - connection.currentIssuedAt >= Self.tokenUpdateIntervalMilliseconds
+            if now - connection.bearerChangedAt < Self.tokenUpdateIntervalMilliseconds, !refreshed {
                 return failure(.tooManyProviderTokenUpdates, 429)
             }
             connection.currentAuthorization = authorization
+            connection.currentIssuedAt = issuedAt
             connection.bearerChangedAt = now
         } else if connection.currentAuthorization == nil {
             connection.currentAuthorization = authorization
+            connection.currentIssuedAt = issuedAt
             connection.bearerChangedAt = now
         }
         if let topic, !key.allows(topic: topic) { return failure(.invalidProviderToken) }
@@ -119,10 +132,11 @@ extension RequestProcessor {
     }
 
     /// Apple's key-mixing rules: a team-scoped key shares a connection only with team-scoped keys
-    /// of the same environments; a topic-specific key only with its related key.
+    /// (a key of the other environment was already refused); a topic-specific key only with its
+    /// related key.
     static func keysMayShareConnection(_ bound: RegisteredKey, _ other: RegisteredKey) -> Bool {
         switch (bound.topics, other.topics) {
-        case (nil, nil): return bound.environments == other.environments
+        case (nil, nil): return bound.teamID == other.teamID
         case (.some, .some): return bound.relatedKeyID == other.keyID || other.relatedKeyID == bound.keyID
         default: return false
         }

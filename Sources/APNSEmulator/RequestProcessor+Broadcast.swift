@@ -23,7 +23,9 @@ extension RequestProcessor {
         if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
         switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
         case .success(let first): reply.firstAuthentication = first
-        case .failure(let failure): return fail(failure.reason, failure.status)
+        case .failure(let failure):
+            reply.firstAuthentication = failure.firstAuthentication
+            return fail(failure.reason, failure.status)
         }
         if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }
         if let topic = headers.topic, topic != bundleID { return fail(.topicDisallowed, 400) }
@@ -87,7 +89,9 @@ extension RequestProcessor {
         if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
         switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
         case .success(let first): reply.firstAuthentication = first
-        case .failure(let failure): return fail(failure.reason, failure.status)
+        case .failure(let failure):
+            reply.firstAuthentication = failure.firstAuthentication
+            return fail(failure.reason, failure.status)
         }
         if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }
         let bundle = String(bundleID)
@@ -146,10 +150,10 @@ extension RequestProcessor {
             return .success(first)
         }
         let result = self.authenticate(headers, topic: nil, pushType: "liveactivity", connection: &connection, now: now)
-        if case .success = result, let keyID = connection.boundKeyID, let key = self.state.key(id: keyID),
+        if case .success(let first) = result, let keyID = connection.boundKeyID, let key = self.state.key(id: keyID),
             !key.allows(topic: bundleID)
         {
-            return .failure(AuthFailure(reason: .topicMismatch, status: 403))
+            return .failure(AuthFailure(reason: .topicMismatch, status: 403, firstAuthentication: first))
         }
         return result
     }

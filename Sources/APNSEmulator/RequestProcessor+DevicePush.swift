@@ -34,7 +34,9 @@ extension RequestProcessor {
             case .authentication:
                 switch self.authenticate(headers, topic: topic, pushType: pushType, connection: &connection, now: now) {
                 case .success(let first): reply.firstAuthentication = reply.firstAuthentication || first
-                case .failure(let failure): return fail(failure.reason, failure.status)
+                case .failure(let failure):
+                    reply.firstAuthentication = reply.firstAuthentication || failure.firstAuthentication
+                    return fail(failure.reason, failure.status)
                 }
             case .headerSyntax:
                 if let id = headers.apnsID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }

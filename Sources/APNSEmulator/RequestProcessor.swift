@@ -27,8 +27,8 @@ struct RequestHeaders {
         }
         for (name, value, _) in headers {
             switch name {
-            case ":method": self.method = value
-            case ":path": self.path = value
+            case ":method": set(&self.method, value)
+            case ":path": set(&self.path, value)
             case "authorization": set(&self.authorization, value)
             case "apns-id": set(&self.apnsID, value)
             case "apns-expiration": set(&self.expiration, value)
@@ -55,9 +55,12 @@ struct ConnectionContext {
     /// The `authorization` header in use and when it last changed (for `TooManyProviderTokenUpdates`).
     var currentAuthorization: String?
     var bearerChangedAt: Int64 = 0
+    /// The `iat` (ms) of the token in use.
+    var currentIssuedAt: Int64 = 0
     /// The last `authorization` header whose signature checked out, and its claims.
     var verifiedAuthorization: String?
     var verifiedClaims: ProviderTokenClaims?
+    var verifiedGeneration = -1
     /// A request has been authenticated on this connection (APNs then raises the stream limit).
     var authenticated = false
     var random: Xoshiro256
@@ -184,24 +187,21 @@ struct RequestProcessor: Sendable {
 }
 
 /// Provider tokens whose signature has been checked, so a busy connection pays for ECDSA once
-/// per token, not per request. Bounded: cleared when full.
+/// per token, not per request. An entry holds only for the key generation it was checked under.
+/// Bounded: cleared when full.
 final class VerifiedTokenCache: Sendable {
-    private let entries = Mutex<[String: String]>([:])
+    private let entries = Mutex<[String: Int]>([:])
     private let capacity = 4096
 
-    /// The key id `bearer` was verified with, if it was.
-    func keyID(for bearer: Substring) -> String? {
-        self.entries.withLock { $0[String(bearer)] }
+    /// Whether `bearer` was verified under key generation `generation`.
+    func isVerified(_ bearer: Substring, generation: Int) -> Bool {
+        self.entries.withLock { $0[String(bearer)] == generation }
     }
 
-    func insert(_ bearer: Substring, keyID: String) {
+    func insert(_ bearer: Substring, generation: Int) {
         self.entries.withLock { entries in
             if entries.count >= self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[String(bearer)] = keyID
+            entries[String(bearer)] = generation
         }
-    }
-
-    func removeAll() {
-        self.entries.withLock { $0.removeAll() }
     }
 }

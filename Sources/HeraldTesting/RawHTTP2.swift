@@ -11,6 +11,7 @@ public struct RawFrame: Sendable, Hashable {
     public static let settingsType: UInt8 = 0x4
     public static let goAwayType: UInt8 = 0x7
     public static let rstStreamType: UInt8 = 0x3
+    public static let pingType: UInt8 = 0x6
 
     /// For GOAWAY: the error code and the debug data as text.
     public var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
@@ -26,11 +27,11 @@ public struct RawFrame: Sendable, Hashable {
 public enum RawHTTP2 {
     static let script = #"""
         import socket, ssl, sys, time, binascii, json
-        host, port, use_tls, ca, send_hex, read_seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5], float(sys.argv[6])
+        host, port, use_tls, ca, send_hex, read_seconds, alpn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5], float(sys.argv[6]), sys.argv[7] == "1"
         sock = socket.create_connection((host, port), timeout=5)
         if use_tls:
             context = ssl.create_default_context(cafile=ca)
-            context.set_alpn_protocols(["h2"])
+            if alpn: context.set_alpn_protocols(["h2"])
             sock = context.wrap_socket(sock, server_hostname="localhost")
         sock.sendall(binascii.unhexlify(send_hex))
         deadline = time.time() + read_seconds
@@ -68,11 +69,12 @@ public enum RawHTTP2 {
         tls: Bool,
         caFile: String = "",
         send bytes: [UInt8],
-        readFor seconds: Double
+        readFor seconds: Double,
+        offerALPN: Bool = true
     ) async throws -> (closed: Bool, frames: [RawFrame]) {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let result = try await ProcessRunner.run(
-            "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds)],
+            "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds), offerALPN ? "1" : "0"],
             timeout: seconds + 15
         )
         guard let data = result.standardOutput.data(using: .utf8),

@@ -79,6 +79,37 @@ import Testing
         }
     }
 
+    @Test("TLS without ALPN speaks HTTP/2 with prior knowledge; PING is answered")
+    func priorKnowledgeAndPing() async throws {
+        try await withEmulatorFixture { fixture in
+            let ping: [UInt8] = [0, 0, 8, RawFrame.pingType, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+            let (_, frames) = try await RawHTTP2.exchange(
+                port: fixture.emulator.ports[.development]!, tls: true, caFile: fixture.caFile, send: RawHTTP2.preface + ping,
+                readFor: 1.5, offerALPN: false
+            )
+            #expect(frames.first?.type == RawFrame.settingsType)
+            let pong = frames.first { $0.type == RawFrame.pingType }
+            #expect(pong?.flags == 1)
+            #expect(pong?.payload == [1, 2, 3, 4, 5, 6, 7, 8])
+        }
+    }
+
+    @Test("the validation order can be changed")
+    func validationOrder() async throws {
+        // By default credentials are checked before the body; put the body first and an empty,
+        // unauthenticated request gets PayloadEmpty instead of MissingProviderToken.
+        for (order, expected) in [
+            (APNSEmulator.Configuration.testing().validationOrder, "MissingProviderToken"),
+            ([.method, .path, .payload, .authentication], "PayloadEmpty"),
+        ] as [([APNSEmulator.ValidationStage], String)] {
+            try await withEmulatorFixture(configure: { $0.validationOrder = order }) { fixture in
+                let token = try await fixture.createDevice()
+                let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: [("apns-topic", "com.example.app")]))
+                #expect(response.reason == expected)
+            }
+        }
+    }
+
     @Test("idle connections get GOAWAY with IdleTimeout")
     func idleTimeout() async throws {
         try await withEmulatorFixture(configure: { $0.idleTimeoutSeconds = 1 }) { fixture in

@@ -94,21 +94,28 @@ import Testing
         }
     }
 
-    @Test("stream-limit lowers MAX_CONCURRENT_STREAMS on the connection and refuses streams beyond it")
+    @Test("stream-limit lowers MAX_CONCURRENT_STREAMS on the connection and refuses unprocessed streams beyond it")
     func streamLimit() async throws {
-        try await withEmulatorFixture { fixture in
-            let token = try await fixture.createDevice()
-            // Make requests linger so several are in flight, then lower the limit on the fifth.
-            try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":800,"count":4}"#)
-            try await fixture.control("POST", "/v1/faults", json: #"{"type":"stream-limit","limit":2}"#)
-            var arguments = ["-n", "5", "-c", "1", "-m", "5"]
-            for (name, value) in try fixture.alertHeaders() { arguments += ["-H", "\(name): \(value)"] }
-            arguments += ["-d", try fixture.directory.write("b.json", Self.body)]
-            arguments.append("https://127.0.0.1:\(fixture.emulator.ports[.development]!)/3/device/\(token)")
-            let output = try await ProcessRunner.run("h2load", arguments, timeout: 60).standardOutput
-            let counters = try await fixture.counters()
-            #expect((counters["refusedStreams"] as? Int ?? 0) >= 1, "\(output)")
-            #expect(output.contains("requests: 5 total"))
+        try await withEmulatorFixture(configure: { $0.listeners.append(.init(environment: .development, port: 0, tls: false)) }) { fixture in
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"stream-limit","limit":1}"#)
+            // Streams 1 and 3 are opened and left mid-upload; stream 5 completes and trips the fault.
+            func headers(_ stream: UInt8, endStream: Bool) -> [UInt8] {
+                [0, 0, 3, 1, endStream ? 0x05 : 0x04, 0, 0, 0, stream, 0x83, 0x86, 0x84]
+            }
+            let (_, frames) = try await RawHTTP2.exchange(
+                port: fixture.emulator.cleartextPorts[.development]!, tls: false,
+                send: RawHTTP2.preface + headers(1, endStream: false) + headers(3, endStream: false) + headers(5, endStream: true),
+                readFor: 1.5
+            )
+            let limits = frames.filter { $0.type == RawFrame.settingsType && $0.flags == 0 }.compactMap { frame -> UInt32? in
+                guard frame.payload.count == 6, frame.payload[0...1] == [0, 3] else { return nil }
+                return frame.payload[2...5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            }
+            #expect(limits == [1])
+            let refused = frames.filter { $0.type == RawFrame.rstStreamType && $0.payload == [0, 0, 0, 7] }.map(\.streamID)
+            #expect(refused == [1, 3])
+            #expect(frames.contains { $0.type == 1 && $0.streamID == 5 }, "stream 5 is answered")
+            #expect((try await fixture.counters())["refusedStreams"] as? Int == 2)
         }
     }
 
