@@ -132,8 +132,12 @@ import Testing
         let emulator = try APNSEmulator(configuration: configuration)
         try await emulator.start()
         let port = emulator.cleartextPorts[.development]!
-        async let exchange = RawHTTP2.exchange(port: port, tls: false, send: RawHTTP2.preface, readFor: 6)
-        try await Task.sleep(for: .milliseconds(1500))
+        async let exchange = RawHTTP2.exchange(port: port, tls: false, send: RawHTTP2.preface, readFor: 8)
+        // Stop once the peer is connected (bounded wait), then a moment for its preface to land.
+        for _ in 0..<200 where emulator.state.counters(now: 0).connections == 0 {
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        try await Task.sleep(for: .milliseconds(300))
         await emulator.stop()
         let (closed, frames) = try await exchange
         #expect(closed)
