@@ -20,14 +20,9 @@ extension RequestProcessor {
         let now = self.clock.nowMilliseconds
         func fail(_ reason: APNSReason, _ status: Int) -> Outcome { reply.fail(reason, status) }
         guard headers.method == "POST" else { return fail(.methodNotAllowed, 405) }
-        if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
-        switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
-        case .success(let first): reply.firstAuthentication = first
-        case .failure(let failure):
-            reply.firstAuthentication = failure.firstAuthentication
-            return fail(failure.reason, failure.status)
+        if let refused = self.admitAppRequest(headers, bundleID: bundleID, reply: &reply, connection: &connection, now: now) {
+            return refused
         }
-        if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }
         if let topic = headers.topic, topic != bundleID { return fail(.topicDisallowed, 400) }
         guard let pushType = headers.pushType else { return fail(.missingPushType, 400) }
         guard pushType.lowercased() == "liveactivity" else { return fail(.invalidPushType, 400) }
@@ -86,14 +81,9 @@ extension RequestProcessor {
         let method = headers.method ?? ""
         let allowed = all ? ["GET"] : ["POST", "GET", "DELETE"]
         guard allowed.contains(method) else { return fail(.methodNotAllowed, 405) }
-        if headers.hasDuplicates { return fail(.duplicateHeaders, 400) }
-        switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
-        case .success(let first): reply.firstAuthentication = first
-        case .failure(let failure):
-            reply.firstAuthentication = failure.firstAuthentication
-            return fail(failure.reason, failure.status)
+        if let refused = self.admitAppRequest(headers, bundleID: bundleID, reply: &reply, connection: &connection, now: now) {
+            return refused
         }
-        if let id = headers.requestID, !UUIDText.isCanonical(id) { return fail(.badMessageId, 400) }
         let bundle = String(bundleID)
 
         if all {
@@ -133,6 +123,26 @@ extension RequestProcessor {
                 json: .object([("message-storage-policy", .int(Int64(channel.storagePolicy))), ("push-type", "LiveActivity")])
             )
         }
+    }
+
+    /// The checks the broadcast and channel APIs share after the method: duplicate headers, the
+    /// credentials for the app in the path, the request id's form. `nil` when all pass.
+    private func admitAppRequest(
+        _ headers: RequestHeaders,
+        bundleID: Substring,
+        reply: inout Reply,
+        connection: inout ConnectionContext,
+        now: Int64
+    ) -> Outcome? {
+        if headers.hasDuplicates { return reply.fail(.duplicateHeaders, 400) }
+        switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
+        case .success(let first): reply.firstAuthentication = first
+        case .failure(let failure):
+            reply.firstAuthentication = failure.firstAuthentication
+            return reply.fail(failure.reason, failure.status)
+        }
+        if let id = headers.requestID, !UUIDText.isCanonical(id) { return reply.fail(.badMessageId, 400) }
+        return nil
     }
 
     /// Authentication for the app-level APIs: the bundle id in the path must be one the
