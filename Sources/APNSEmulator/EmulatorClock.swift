@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+public import APNSModels
 import Foundation
 import Synchronization
 
 /// The emulator's wall clock: the system time plus an offset that tests (or the control API)
 /// can move, so one-hour token expiry, the 20-minute token-update rule, storage expiry and 410
 /// timestamps can be exercised without waiting.
-public final class EmulatorClock: Sendable {
+public final class EmulatorClock: EpochClock {
     private let offsetMilliseconds: Mutex<Int64>
     private let fixedMilliseconds: Mutex<Int64?>
 
@@ -28,9 +29,6 @@ public final class EmulatorClock: Sendable {
         }
         return Int64((Date().timeIntervalSince1970 * 1000).rounded()) + self.offsetMilliseconds.withLock { $0 }
     }
-
-    /// Seconds since 1970.
-    public var nowSeconds: Int64 { self.nowMilliseconds / 1000 }
 
     /// Moves the clock forward (or back, with a negative value).
     public func advance(seconds: Int64) {

@@ -87,3 +87,23 @@ import Testing
         #expect(self.state.device(token: device.token)?.hasStoredNotification == true)
     }
 }
+
+extension RequestProcessorTests {
+    @Test("a shared token source keeps one connection valid for hours of moved clock")
+    func tokenSourceAcrossHours() throws {
+        let processor = self.processor()
+        let device = self.state.createDevice(bundleID: "com.example.app", environment: .development, kind: .device, now: self.clock.nowMilliseconds)
+        let source = ProviderTokenSource(key: self.key, clock: self.clock)
+        var connection = ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1)
+        var generations: Set<Int> = []
+        // A push every 7 minutes for 5 hours on one connection, the token read from the source each time.
+        for _ in 0..<43 {
+            let token = try source.current()
+            generations.insert(token.generation)
+            let outcome = self.push(processor, &connection, token: device.token, bearer: String(token.authorization.dropFirst(7)))
+            #expect(outcome.status == 200, "\(outcome.reason?.rawValue ?? "")")
+            self.clock.advance(seconds: 7 * 60)
+        }
+        #expect(generations.count == 6)
+    }
+}
