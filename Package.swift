@@ -78,6 +78,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "HeraldCLITests",
+            // Depending on the executable makes `swift test` build `herald`, which the tests run.
+            dependencies: ["HeraldCLI", "HeraldTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNSEmulatorTests",
             dependencies: [
                 "APNSEmulator", "APNSModels", "HeraldTesting",

@@ -22,16 +22,19 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on.")
     var host = "127.0.0.1"
 
-    @Option(help: "TLS port playing APNs development (sandbox); 0 turns it off.")
+    @Option(help: "TLS port playing APNs development (sandbox); 0 picks a free one (logged).")
     var port = 2197
 
-    @Option(help: "TLS port playing APNs production; 0 turns it off.")
+    @Option(help: "TLS port playing APNs production; 0 picks a free one (logged).")
     var productionPort = 2196
+
+    @Flag(help: "Do not listen for production.")
+    var noProduction = false
 
     @Option(help: "Cleartext HTTP/2 (h2c) port playing development; off unless given.")
     var h2cPort: Int?
 
-    @Option(help: "Port of the control API (JSON over HTTP/1.1).")
+    @Option(help: "Port of the control API (JSON over HTTP/1.1); 0 picks a free one (logged).")
     var controlPort = 2198
 
     @Option(help: "Where the CA certificate and key are kept.")
@@ -69,12 +72,11 @@ struct EmulatorCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "herald.emulator")
         var configuration = APNSEmulator.Configuration(listeners: [], controlHost: self.host, controlPort: self.controlPort, dataDirectory: self.dataDir)
-        if self.port > 0 { configuration.listeners.append(.init(environment: .development, host: self.host, port: self.port)) }
-        if self.productionPort > 0 {
+        configuration.listeners.append(.init(environment: .development, host: self.host, port: self.port))
+        if !self.noProduction {
             configuration.listeners.append(.init(environment: .production, host: self.host, port: self.productionPort))
         }
         if let h2cPort = self.h2cPort { configuration.listeners.append(.init(environment: .development, host: self.host, port: h2cPort, tls: false)) }
-        guard !configuration.listeners.isEmpty else { throw ValidationError("every APNs port is off") }
         configuration.maxConcurrentStreams = self.maxStreams
         configuration.idleTimeoutSeconds = self.idleTimeout
         configuration.acceptUnknownTokens = self.acceptUnknownTokens

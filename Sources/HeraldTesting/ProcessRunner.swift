@@ -39,14 +39,18 @@ public enum ProcessRunner {
                 // Both pipes are read to their end before the result is handed back.
                 group.notify(queue: .global()) { continuation.resume(returning: finished.terminationStatus) }
             }
+            // Enter before the child can possibly exit, so the notify above waits for both readers.
+            group.enter()
+            group.enter()
             do {
                 try process.run()
             } catch {
+                group.leave()
+                group.leave()
                 continuation.resume(throwing: error)
                 return
             }
             for (pipe, isError) in [(output, false), (error, true)] {
-                group.enter()
                 DispatchQueue.global().async {
                     collector.set(pipe.fileHandleForReading.readDataToEndOfFile(), isError: isError)
                     group.leave()

@@ -12,6 +12,7 @@ public struct RawFrame: Sendable, Hashable {
     public static let goAwayType: UInt8 = 0x7
     public static let rstStreamType: UInt8 = 0x3
     public static let pingType: UInt8 = 0x6
+    public static let headersType: UInt8 = 0x1
 
     /// For GOAWAY: the error code and the debug data as text.
     public var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
@@ -28,6 +29,15 @@ public enum RawHTTP2 {
     static let script = #"""
         import socket, ssl, sys, time, binascii, json
         host, port, use_tls, ca, send_hex, read_seconds, alpn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5], float(sys.argv[6]), sys.argv[7] == "1"
+        stop_type, stop_stream = int(sys.argv[8]), int(sys.argv[9])
+        def seen_stop_frame(data):
+            i = 0
+            while i + 9 <= len(data):
+                length = int.from_bytes(data[i:i+3], "big")
+                if i + 9 + length > len(data): return False
+                if data[i+3] == stop_type and (int.from_bytes(data[i+5:i+9], "big") & 0x7fffffff) == stop_stream: return True
+                i += 9 + length
+            return False
         sock = socket.create_connection((host, port), timeout=5)
         if use_tls:
             context = ssl.create_default_context(cafile=ca)
@@ -50,6 +60,8 @@ public enum RawHTTP2 {
                 closed = True
                 break
             data += chunk
+            if stop_type >= 0 and seen_stop_frame(data):
+                break
         frames = []
         i = 0
         while i + 9 <= len(data):
@@ -63,18 +75,21 @@ public enum RawHTTP2 {
     /// The client preface and an empty SETTINGS frame.
     public static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
 
-    /// Connects, sends `bytes`, and collects the server's frames for up to `seconds` or until it closes.
+    /// Connects, sends `bytes`, and collects the server's frames for up to `seconds`, until it
+    /// closes, or until a frame of `stopFrame`'s type on its stream has arrived.
     public static func exchange(
         port: Int,
         tls: Bool,
         caFile: String = "",
         send bytes: [UInt8],
         readFor seconds: Double,
-        offerALPN: Bool = true
+        offerALPN: Bool = true,
+        until stopFrame: (type: UInt8, streamID: UInt32)? = nil
     ) async throws -> (closed: Bool, frames: [RawFrame]) {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let result = try await ProcessRunner.run(
-            "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds), offerALPN ? "1" : "0"],
+            "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds), offerALPN ? "1" : "0",
+                stopFrame.map { String($0.type) } ?? "-1", stopFrame.map { String($0.streamID) } ?? "0"],
             timeout: seconds + 15
         )
         guard let data = result.standardOutput.data(using: .utf8),

@@ -85,7 +85,7 @@ import Testing
             let ping: [UInt8] = [0, 0, 8, RawFrame.pingType, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
             let (_, frames) = try await RawHTTP2.exchange(
                 port: fixture.emulator.ports[.development]!, tls: true, caFile: fixture.caFile, send: RawHTTP2.preface + ping,
-                readFor: 1.5, offerALPN: false
+                readFor: 15, offerALPN: false, until: (RawFrame.pingType, 0)
             )
             #expect(frames.first?.type == RawFrame.settingsType)
             let pong = frames.first { $0.type == RawFrame.pingType }

@@ -5,11 +5,19 @@ import Foundation
 import HeraldTesting
 import Testing
 
-/// Provokes every device-push reason string through curl, over TLS, as a client would meet it.
+/// Every device-push reason string through curl, over TLS, as a client would meet it.
+///
+/// 25 are provoked by what the request does wrong. Seven have no cause a client can trigger on a
+/// stream (`Forbidden`, `InternalServerError`, `ServiceUnavailable`) or reach clients as GOAWAY
+/// debug data (`IdleTimeout`, `Shutdown`, `BadCertificate`, `BadCertificateEnvironment`, provoked
+/// for real in ConnectionTests and CertificateAuthTests): here they come from the fault injector,
+/// which shows they are framed like every other error.
 @Suite struct DevicePushReasonTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var reason: String
         var status: Int
+        /// Answered by an injected fault rather than provoked by the request itself.
+        var viaFault = false
         var configure: @Sendable (inout APNSEmulator.Configuration) -> Void = { _ in }
         var run: @Sendable (EmulatorFixture) async throws -> CurlResponse
 
@@ -66,19 +74,19 @@ import Testing
             return try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
         },
         Case(reason: "DuplicateHeaders", status: 400, run: push(change: adding("apns-topic", EmulatorFixture.bundleID))),
-        Case(reason: "IdleTimeout", status: 400, run: fault(status: 400, reason: "IdleTimeout")),
+        Case(reason: "IdleTimeout", status: 400, viaFault: true, run: fault(status: 400, reason: "IdleTimeout")),
         Case(reason: "InvalidPushType", status: 400, run: push(change: replacing("apns-push-type", with: "notification"))),
         Case(reason: "MissingDeviceToken", status: 400, run: push(path: { _ in "/3/device/" })),
         Case(reason: "MissingTopic", status: 400, run: push(change: replacing("apns-topic", with: nil))),
         Case(reason: "PayloadEmpty", status: 400, run: push(body: nil)),
         Case(reason: "TopicDisallowed", status: 400, run: push(change: replacing("apns-push-type", with: "voip"))),
-        Case(reason: "BadCertificate", status: 403, run: fault(status: 403, reason: "BadCertificate")),
-        Case(reason: "BadCertificateEnvironment", status: 403, run: fault(status: 403, reason: "BadCertificateEnvironment")),
+        Case(reason: "BadCertificate", status: 403, viaFault: true, run: fault(status: 403, reason: "BadCertificate")),
+        Case(reason: "BadCertificateEnvironment", status: 403, viaFault: true, run: fault(status: 403, reason: "BadCertificateEnvironment")),
         Case(reason: "ExpiredProviderToken", status: 403) { fixture in
             let stale = try fixture.bearer(issuedAt: fixture.clock.nowSeconds - 3601)
             return try await Self.push(change: replacing("authorization", with: stale))(fixture)
         },
-        Case(reason: "Forbidden", status: 403, run: fault(status: 403, reason: "Forbidden")),
+        Case(reason: "Forbidden", status: 403, viaFault: true, run: fault(status: 403, reason: "Forbidden")),
         Case(reason: "InvalidProviderToken", status: 403) { fixture in
             // Same key id and team, but signed by a key APNs does not know.
             let impostor = SigningKey.generate(keyID: EmulatorFixture.keyID, teamID: EmulatorFixture.teamID)
@@ -141,9 +149,9 @@ import Testing
             #expect(responses.prefix(2).allSatisfy { $0.status == 200 })
             return responses[2]
         },
-        Case(reason: "InternalServerError", status: 500, run: fault(status: 500, reason: "InternalServerError")),
-        Case(reason: "ServiceUnavailable", status: 503, run: fault(status: 503, reason: "ServiceUnavailable")),
-        Case(reason: "Shutdown", status: 503, run: fault(status: 503, reason: "Shutdown")),
+        Case(reason: "InternalServerError", status: 500, viaFault: true, run: fault(status: 500, reason: "InternalServerError")),
+        Case(reason: "ServiceUnavailable", status: 503, viaFault: true, run: fault(status: 503, reason: "ServiceUnavailable")),
+        Case(reason: "Shutdown", status: 503, viaFault: true, run: fault(status: 503, reason: "Shutdown")),
     ]
 
     @Test("each device-push reason comes with its status, a JSON body and an apns-id", arguments: DevicePushReasonTests.cases)
@@ -160,9 +168,13 @@ import Testing
         }
     }
 
-    @Test("the table covers every device-push reason of the reference")
+    @Test("the table covers every device-push reason of the reference, 25 provoked by the request")
     func coverage() {
         #expect(Set(Self.cases.map(\.reason)) == Set(APNSReason.devicePushReasons.map(\.reason.rawValue)))
+        #expect(Set(Self.cases.filter(\.viaFault).map(\.reason)) == [
+            "Forbidden", "InternalServerError", "ServiceUnavailable", "IdleTimeout", "Shutdown", "BadCertificate",
+            "BadCertificateEnvironment",
+        ])
     }
 
     @Test("a valid push is answered 200 with only headers: apns-id echoed, apns-unique-id in development")

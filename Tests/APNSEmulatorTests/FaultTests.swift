@@ -52,6 +52,8 @@ import Testing
             let start = Date()
             #expect(try await fixture.development.send(self.request(fixture, token)).status == 200)
             #expect(Date().timeIntervalSince(start) >= 0.6)
+            #expect((try await fixture.counters())["faultsInjected"] as? Int == 1)
+            #expect((try await fixture.control("GET", "/v1/faults").json?["faults"] as? [Any])?.isEmpty == true, "a count-1 fault is used up")
         }
     }
 
@@ -105,7 +107,7 @@ import Testing
             let (_, frames) = try await RawHTTP2.exchange(
                 port: fixture.emulator.cleartextPorts[.development]!, tls: false,
                 send: RawHTTP2.preface + headers(1, endStream: false) + headers(3, endStream: false) + headers(5, endStream: true),
-                readFor: 1.5
+                readFor: 15, until: (RawFrame.headersType, 5)
             )
             let limits = frames.filter { $0.type == RawFrame.settingsType && $0.flags == 0 }.compactMap { frame -> UInt32? in
                 guard frame.payload.count == 6, frame.payload[0...1] == [0, 3] else { return nil }

@@ -46,8 +46,9 @@ import Testing
             // A fresh connection may start with any token.
             #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: second)).status == 200)
 
-            // 25 minutes on, a client that shares one token across connections refreshes it: a
-            // connection that started 5 minutes ago with the old token takes the new one.
+            // 25 minutes on, a client that shares one token across connections refreshes it. A
+            // connection that starts with the old token may switch to the refreshed one at once:
+            // it is 25 minutes newer, a genuine refresh.
             let start = fixture.clock.nowSeconds
             fixture.clock.advance(seconds: 20 * 60)
             let old = try await fixture.development.send([try self.request(fixture, token: token, bearer: first)])

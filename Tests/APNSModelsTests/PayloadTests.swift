@@ -38,12 +38,9 @@ import Testing
         #expect(throws: APNSValidationError.self) { try Self.padded(4097).encode(for: .background) }
         #expect(try Self.padded(5120).encode(for: .voip).count == 5120)
         #expect(throws: APNSValidationError.self) { try Self.padded(5121).encode(for: .voip) }
-        do {
-            _ = try Self.padded(4097).encode(for: .alert)
-        } catch {
-            #expect(error.code == .payloadTooLarge)
-            #expect(error.message.contains("4097"))
-        }
+        let error = #expect(throws: APNSValidationError.self) { try Self.padded(4097).encode(for: .alert) }
+        #expect(error?.code == .payloadTooLarge)
+        #expect(error?.message.contains("4097") == true)
         // Multi-byte characters count as bytes, not characters.
         let wide = Payload(aps: APS(alert: .body(String(repeating: "é", count: 2040))))
         #expect(throws: APNSValidationError.self) { try wide.encode(for: .alert) }

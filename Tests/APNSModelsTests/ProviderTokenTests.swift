@@ -27,12 +27,12 @@ import Testing
         #expect(claims.isSigned(by: self.key.publicKey))
         #expect(!claims.isSigned(by: P256.Signing.PrivateKey().publicKey))
 
+        // Flip one byte of the signature: it still parses, and no longer verifies.
         var tampered = Array(try self.key.providerToken(issuedAt: 1_700_000_000).utf8)
-        let dot = tampered.firstIndex(of: UInt8(ascii: "."))!
-        tampered[dot + 2] = tampered[dot + 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-        if let changed = try? ProviderTokenClaims(token: String(decoding: tampered, as: UTF8.self)) {
-            #expect(!changed.isSigned(by: self.key.publicKey))
-        }
+        let index = tampered.lastIndex(of: UInt8(ascii: "."))! + 5
+        tampered[index] = tampered[index] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        let changed = try ProviderTokenClaims(token: String(decoding: tampered, as: UTF8.self))
+        #expect(!changed.isSigned(by: self.key.publicKey))
     }
 
     @Test("DER signatures and string iat values verify too, as APNs accepts them")
