@@ -34,8 +34,6 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: PendingStream] = [:]
     private var delayed: [HTTP2StreamID: Scheduled<Void>] = [:]
-    /// Streams answered before their upload ended: the rest of the body is read and dropped.
-    private var draining: Set<HTTP2StreamID> = []
     private var advertisedLimit = 1
     private var loweredByFault = false
     private var needsFlush = false
@@ -73,13 +71,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let window = event as? NIOHTTP2WindowUpdatedEvent {
-            if window.streamID == .rootStream, let size = window.inboundWindowSize, size < self.configuration.connectionWindowSize / 2 {
-                self.write(
-                    context: context,
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: self.configuration.connectionWindowSize - size))
-                )
-            }
+        if event is RefusedStreamEvent {
+            self.processor.state.count { $0.refusedStreams += 1 }
         } else if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
             let der = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? $0.toDERBytes() }
             let certificate = der.flatMap { ProviderCertificateInfo(derEncoded: $0) }
@@ -121,26 +114,13 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         let frame = self.unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
-            if self.draining.contains(frame.streamID) {
-                // Trailers after an oversized body: the stream was answered already.
-                if headers.endStream { self.draining.remove(frame.streamID) }
-                return
-            }
             if frame.streamID > self.highestStreamID { self.highestStreamID = frame.streamID }
             if self.streams[frame.streamID] == nil {
                 self.streams[frame.streamID] = PendingStream(headers: headers.headers, body: context.channel.allocator.buffer(capacity: 0))
             }
-            if headers.endStream { self.complete(context: context, streamID: frame.streamID) }
+            if headers.endStream { self.complete(context: context, streamID: frame.streamID) }  // (trailers end a stream too)
         case .data(let data):
             let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-            if self.draining.contains(frame.streamID) {
-                if data.endStream {
-                    self.draining.remove(frame.streamID)
-                } else if length > 0 {
-                    self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: length)))
-                }
-                return
-            }
             guard var pending = self.streams[frame.streamID] else { return }
             pending.received += length
             if case .byteBuffer(var buffer) = data.data, !pending.oversized {
@@ -148,26 +128,23 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 if buffer.readableBytes > room {
                     pending.oversized = true
                     if room > 0, let slice = buffer.readSlice(length: room) { pending.body.writeImmutableBuffer(slice) }
+                    // Larger than any APNs request: keep no more of it, but let the client finish
+                    // its upload (granting window as it comes) and answer 413 at its end. Clients
+                    // handle an answer before the end of their upload badly (curl 7.88 hangs).
+                    self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: pending.received)))
                 } else {
                     pending.body.writeBuffer(&buffer)
                 }
+            } else if pending.oversized, length > 0, !data.endStream {
+                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: length)))
             }
             self.streams[frame.streamID] = pending
-            if data.endStream {
-                self.complete(context: context, streamID: frame.streamID)
-            } else if pending.oversized {
-                // Too large for any APNs request: answer now (413), then read and drop the rest of
-                // the upload, granting window as it comes, so the client can finish and read it.
-                self.complete(context: context, streamID: frame.streamID)
-                self.draining.insert(frame.streamID)
-                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: pending.received)))
-            }
+            if data.endStream { self.complete(context: context, streamID: frame.streamID) }
         case .rstStream:
             self.streams[frame.streamID] = nil
-            self.draining.remove(frame.streamID)
             self.delayed.removeValue(forKey: frame.streamID)?.cancel()
         default:
-            break  // SETTINGS and PING are answered by NIOHTTP2; PRIORITY is ignored, as APNs does.
+            break  // SETTINGS and PING are answered by the codec; PRIORITY is ignored, as APNs does.
         }
     }
 

@@ -171,13 +171,9 @@ public final class APNSEmulator: Service, Sendable {
         let processor = RequestProcessor(
             configuration: self.configuration, state: self.state, clock: self.clock, tokenCache: self.tokenCache
         )
-        let settings: HTTP2Settings = [
-            HTTP2Setting(parameter: .headerTableSize, value: 4096),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1),
-            HTTP2Setting(parameter: .initialWindowSize, value: 65_535),
-            HTTP2Setting(parameter: .maxFrameSize, value: 16_384),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
-        ]
+        // APNs's SETTINGS: table 4096, one stream until the first authenticated request, window
+        // 65535, frames of 16384, header lists of 8000.
+        let settings: [(UInt16, Int)] = [(1, 4096), (3, 1), (4, 65_535), (5, HTTP2ServerCodec.maxFrameSize), (6, HTTP2ServerCodec.maxHeaderListSize)]
         let seedBase = self.configuration.randomSeed ?? UInt64.random(in: 0...UInt64.max)
         do {
             return try await ServerBootstrap(group: self.group)
@@ -189,14 +185,8 @@ public final class APNSEmulator: Service, Sendable {
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         if let tlsContext { try sync.addHandler(NIOSSLServerHandler(context: tlsContext)) }
-                        // The emulator checks headers itself (APNs's reasons, not generic protocol errors),
-                        // so NIOHTTP2's own header-block and content-length checks are off.
-                        try sync.addHandler(
-                            NIOHTTP2Handler(
-                                mode: .server, initialSettings: settings, headerBlockValidation: .disabled,
-                                contentLengthValidation: .disabled
-                            )
-                        )
+                        // The emulator's own lean HTTP/2 framing (see HTTP2ServerCodec for why).
+                        try sync.addHandler(HTTP2ServerCodec(settings: settings, allocator: channel.allocator))
                         try sync.addHandler(
                             APNSConnectionHandler(processor: processor, listener: listener, connectionID: id, seed: seedBase &+ UInt64(id))
                         )
