@@ -94,6 +94,44 @@ import Testing
         }
     }
 
+    @Test("streams beyond the acknowledged limit are refused with RST_STREAM(REFUSED_STREAM)")
+    func excessStreamsRefused() async throws {
+        try await withEmulatorFixture(configure: { $0.listeners.append(.init(environment: .development, port: 0, tls: false)) }) { fixture in
+            let ack: [UInt8] = [0, 0, 0, 4, 1, 0, 0, 0, 0]  // acknowledges the server's SETTINGS (limit 1)
+            func open(_ stream: UInt8) -> [UInt8] { [0, 0, 3, 1, 0x04, 0, 0, 0, stream, 0x83, 0x86, 0x84] }
+            let (_, frames) = try await RawHTTP2.exchange(
+                port: fixture.emulator.cleartextPorts[.development]!, tls: false, send: RawHTTP2.preface + ack + open(1) + open(3),
+                readFor: 15, until: (RawFrame.rstStreamType, 3)
+            )
+            let resets = frames.filter { $0.type == RawFrame.rstStreamType }
+            #expect(resets.map(\.streamID) == [3])
+            #expect(resets.first?.payload == [0, 0, 0, 7])
+            #expect(!frames.contains { $0.type == RawFrame.goAwayType }, "the connection stays up")
+            #expect((try await fixture.counters())["refusedStreams"] as? Int == 1)
+        }
+    }
+
+    @Test("a header block split over HEADERS and CONTINUATION is read whole")
+    func continuation() async throws {
+        try await withEmulatorFixture(configure: { $0.listeners.append(.init(environment: .development, port: 0, tls: false)) }) { fixture in
+            let headers: [UInt8] = [0, 0, 2, 1, 0x01, 0, 0, 0, 1, 0x83, 0x86]  // END_STREAM, no END_HEADERS
+            let continuation: [UInt8] = [0, 0, 1, 9, 0x04, 0, 0, 0, 1, 0x84]  // END_HEADERS
+            let (_, frames) = try await RawHTTP2.exchange(
+                port: fixture.emulator.cleartextPorts[.development]!, tls: false, send: RawHTTP2.preface + headers + continuation,
+                readFor: 15, until: (0, 1)
+            )
+            let body = frames.first { $0.type == 0 && $0.streamID == 1 }
+            #expect(body.map { String(decoding: $0.payload, as: UTF8.self) } == #"{"reason":"BadPath"}"#)
+            // Anything but CONTINUATION in the middle of a header block is a connection error.
+            let broken = try await RawHTTP2.exchange(
+                port: fixture.emulator.cleartextPorts[.development]!, tls: false,
+                send: RawHTTP2.preface + headers + [0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8], readFor: 15,
+                until: (RawFrame.goAwayType, 0)
+            )
+            #expect(broken.frames.compactMap(\.goAway).first?.errorCode == 1)
+        }
+    }
+
     @Test("the validation order can be changed")
     func validationOrder() async throws {
         // By default credentials are checked before the body; put the body first and an empty,
