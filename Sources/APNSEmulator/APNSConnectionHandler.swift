@@ -92,7 +92,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         self.connection = ConnectionContext(
             id: self.connectionID, environment: self.listener.environment, certificate: certificate, seed: self.seed
         )
-        let extra = self.configuration.connectionWindowSize - 65_535
+        let extra = min(self.configuration.connectionWindowSize, 0x7FFF_FFFF) - 65_535
         if extra > 0 {
             self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: extra)))
         }

@@ -186,7 +186,9 @@ public final class APNSEmulator: Service, Sendable {
                         let sync = channel.pipeline.syncOperations
                         if let tlsContext { try sync.addHandler(NIOSSLServerHandler(context: tlsContext)) }
                         // The emulator's own lean HTTP/2 framing (see HTTP2ServerCodec for why).
-                        try sync.addHandler(HTTP2ServerCodec(settings: settings, allocator: channel.allocator))
+                        try sync.addHandler(
+                            HTTP2ServerCodec(settings: settings, streamCap: self.configuration.maxConcurrentStreams, allocator: channel.allocator)
+                        )
                         try sync.addHandler(
                             APNSConnectionHandler(processor: processor, listener: listener, connectionID: id, seed: seedBase &+ UInt64(id))
                         )

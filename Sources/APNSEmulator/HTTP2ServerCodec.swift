@@ -58,13 +58,27 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     private var out: ByteBuffer
     private var failed = false
     private var sentSettings = false
+    private let streamCap: Int
+    /// Reads held back while the client does not read our answers (backpressure).
+    private var readPending = false
+    /// The smallest HEADER_TABLE_SIZE the client set since our last header block (RFC 7541 §4.2).
+    private var tableSizeUpdate: Int?
+    private var peerTableSize = 4096
+    /// The last-stream-id of the first GOAWAY sent: later ones may not raise it.
+    private var goAwayLastStreamID: HTTP2StreamID?
+    /// Streams this side reset lately: frames still in flight for them are ignored.
+    private var recentlyReset: [HTTP2StreamID] = []
+    private var continuationFrames = 0
 
-    /// - Parameter settings: what the server announces; `MAX_CONCURRENT_STREAMS` among them.
-    init(settings: [(UInt16, Int)], allocator: ByteBufferAllocator) {
+    /// - Parameters:
+    ///   - settings: what the server announces; `MAX_CONCURRENT_STREAMS` among them.
+    ///   - streamCap: the most streams ever allowed, also before the client has acknowledged
+    ///     the first SETTINGS (until then it cannot know the announced limit).
+    init(settings: [(UInt16, Int)], streamCap: Int, allocator: ByteBufferAllocator) {
         self.initialSettings = settings
         self.decoder = HPACKDecoder(allocator: allocator, maxDynamicTableSize: 4096, maxHeaderListSize: Self.maxHeaderListSize)
-        // Until the client acknowledges the first SETTINGS it may not know any limit.
-        self.streamLimit = Int.max
+        self.streamCap = max(1, streamCap)
+        self.streamLimit = max(1, streamCap)
         self.out = allocator.buffer(capacity: 4096)
     }
 
@@ -82,6 +96,26 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         self.sentSettings = true
         self.writeSettings(self.initialSettings)
         self.flushOut(context: context)
+    }
+
+    // MARK: backpressure
+
+    /// No more reading while our answers pile up unread: a client that never reads cannot make
+    /// the emulator buffer without bound.
+    func read(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            context.read()
+        } else {
+            self.readPending = true
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, self.readPending {
+            self.readPending = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     // MARK: inbound
@@ -126,7 +160,7 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         // Keep the connection window open: give back what was received since the last update.
         if self.unacknowledgedBytes > 0 {
-            self.writeFrame(.windowUpdate, flags: 0, streamID: .rootStream) { $0.writeInteger(UInt32(self.unacknowledgedBytes)) }
+            self.writeFrame(.windowUpdate, flags: 0, streamID: .rootStream) { $0.writeInteger(UInt32(min(self.unacknowledgedBytes, 0x7FFF_FFFF))) }
             self.unacknowledgedBytes = 0
         }
         if var buffer = self.buffer, buffer.readerIndex > 65_536 {
@@ -139,23 +173,23 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     }
 
     private func frame(context: ChannelHandlerContext, type: UInt8, flags: UInt8, streamID: HTTP2StreamID, payload: ByteBuffer) {
-        if let pending = self.continuing {
+        if var pending = self.continuing {
             guard type == FrameType.continuation.rawValue, streamID == pending.streamID else {
                 self.connectionError(context: context, .protocolError)
                 return
             }
-            var block = pending.block
+            self.continuing = nil  // so the block below is uniquely owned and grows in place
             var fragment = payload
-            block.writeBuffer(&fragment)
+            pending.block.writeBuffer(&fragment)
+            self.continuationFrames += 1
             if flags & 0x4 != 0 {
-                self.continuing = nil
-                self.headersComplete(context: context, streamID: streamID, block: block, endStream: pending.endStream)
+                self.headersComplete(context: context, streamID: streamID, block: pending.block, endStream: pending.endStream)
             } else {
-                guard block.readableBytes <= Self.maxHeaderListSize * 2 else {
+                guard pending.block.readableBytes <= Self.maxHeaderListSize * 2, self.continuationFrames < 64 else {
                     self.connectionError(context: context, .enhanceYourCalm)
                     return
                 }
-                self.continuing = PendingHeaders(streamID: streamID, block: block, endStream: pending.endStream)
+                self.continuing = pending
             }
             return
         }
@@ -164,9 +198,18 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
             self.unacknowledgedBytes += payload.readableBytes
             guard streamID != .rootStream else { return self.connectionError(context: context, .protocolError) }
             guard var data = self.unpadded(payload, flags: flags) else { return self.connectionError(context: context, .protocolError) }
-            guard var stream = self.streams[streamID], !stream.remoteClosed else {
-                // Idle stream: a protocol error; a closed one: ignored (it may have been reset).
-                if streamID > self.lastClientStreamID { self.connectionError(context: context, .protocolError) }
+            let padding = flags & 0x8 != 0 ? payload.readableBytes - data.readableBytes - 1 : nil
+            guard var stream = self.streams[streamID] else {
+                // Idle stream: a protocol error; one this side reset: ignored; otherwise closed.
+                if streamID > self.lastClientStreamID || !streamID.isClientInitiated {
+                    self.connectionError(context: context, .protocolError)
+                } else if !self.recentlyReset.contains(streamID) {
+                    self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(HTTP2ErrorCode.streamClosed.networkCode)) }
+                }
+                return
+            }
+            guard !stream.remoteClosed else {
+                self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(HTTP2ErrorCode.streamClosed.networkCode)) }
                 return
             }
             let endStream = flags & 0x1 != 0
@@ -176,7 +219,11 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
                 self.closeIfDone(streamID)
             }
             let content = data.readSlice(length: data.readableBytes)!
-            context.fireChannelRead(self.wrapInboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(content), endStream: endStream)))))
+            context.fireChannelRead(
+                self.wrapInboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(content), endStream: endStream, paddingBytes: padding)))
+                )
+            )
         case .headers:
             guard streamID != .rootStream, var block = self.unpadded(payload, flags: flags) else {
                 return self.connectionError(context: context, .protocolError)
@@ -187,6 +234,7 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
             }
             let endStream = flags & 0x1 != 0
             if flags & 0x4 == 0 {
+                self.continuationFrames = 0
                 self.continuing = PendingHeaders(streamID: streamID, block: block, endStream: endStream)
             } else {
                 self.headersComplete(context: context, streamID: streamID, block: block, endStream: endStream)
@@ -194,8 +242,8 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         case .priority:
             guard payload.readableBytes == 5 else { return self.connectionError(context: context, .frameSizeError) }
         case .rstStream:
-            guard streamID != .rootStream, payload.readableBytes == 4 else { return self.connectionError(context: context, .protocolError) }
-            if streamID > self.lastClientStreamID { return self.connectionError(context: context, .protocolError) }
+            guard payload.readableBytes == 4 else { return self.connectionError(context: context, .frameSizeError) }
+            guard streamID != .rootStream, streamID <= self.lastClientStreamID else { return self.connectionError(context: context, .protocolError) }
             if self.streams.removeValue(forKey: streamID) != nil {
                 let code = HTTP2ErrorCode(networkCode: Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)!))
                 context.fireChannelRead(self.wrapInboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(code))))
@@ -203,21 +251,29 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         case .settings:
             self.settings(context: context, flags: flags, streamID: streamID, payload: payload)
         case .ping:
-            guard streamID == .rootStream, payload.readableBytes == 8 else { return self.connectionError(context: context, .protocolError) }
+            guard payload.readableBytes == 8 else { return self.connectionError(context: context, .frameSizeError) }
+            guard streamID == .rootStream else { return self.connectionError(context: context, .protocolError) }
             if flags & 0x1 == 0 {
                 var echo = payload
                 self.writeFrame(.ping, flags: 0x1, streamID: .rootStream) { $0.writeBuffer(&echo) }
             }
         case .goAway:
-            break  // The client is leaving; what it sent is still answered.
+            // The client is leaving; what it sent is still answered.
+            guard streamID == .rootStream, payload.readableBytes >= 8 else { return self.connectionError(context: context, .protocolError) }
         case .windowUpdate:
             guard payload.readableBytes == 4 else { return self.connectionError(context: context, .frameSizeError) }
             let increment = Int(payload.getInteger(at: payload.readerIndex, as: UInt32.self)! & 0x7FFF_FFFF)
             guard increment > 0 else { return self.connectionError(context: context, .protocolError) }
             if streamID == .rootStream {
+                guard self.connectionOutboundWindow + increment <= 0x7FFF_FFFF else {
+                    return self.connectionError(context: context, .flowControlError)
+                }
                 self.connectionOutboundWindow += increment
                 for id in self.streams.keys where !(self.streams[id]?.queued.isEmpty ?? true) { self.drainQueue(id) }
             } else if var stream = self.streams[streamID] {
+                guard stream.outboundWindow + increment <= 0x7FFF_FFFF else {
+                    return self.connectionError(context: context, .flowControlError)
+                }
                 stream.outboundWindow += increment
                 self.streams[streamID] = stream
                 self.drainQueue(streamID)
@@ -237,6 +293,7 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         } catch {
             return self.connectionError(context: context, .compressionError)
         }
+        if self.recentlyReset.contains(streamID) { return }  // decoded (HPACK stays in step), then ignored
         if var stream = self.streams[streamID] {
             // Trailers: only to end a stream that is still open.
             guard !stream.remoteClosed, endStream else { return self.connectionError(context: context, .protocolError) }
@@ -251,6 +308,7 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         }
         self.lastClientStreamID = streamID
         guard self.streams.count < self.streamLimit else {
+            self.noteReset(streamID)
             self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(HTTP2ErrorCode.refusedStream.networkCode)) }
             context.fireUserInboundEventTriggered(RefusedStreamEvent(streamID: streamID))
             return
@@ -276,6 +334,9 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
                 self.peerInitialWindow = Int(value)
                 for id in Array(self.streams.keys) {
                     self.streams[id]!.outboundWindow += delta
+                    guard self.streams[id]!.outboundWindow <= 0x7FFF_FFFF else {
+                        return self.connectionError(context: context, .flowControlError)
+                    }
                     self.drainQueue(id)
                 }
             case 5:  // MAX_FRAME_SIZE
@@ -283,8 +344,13 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
                 self.peerMaxFrameSize = Int(value)
             case 2:  // ENABLE_PUSH: a client may only send 0 or 1
                 guard value <= 1 else { return self.connectionError(context: context, .protocolError) }
+            case 1:  // HEADER_TABLE_SIZE: our encoder never indexes, but a change must be signalled
+                if Int(value) != self.peerTableSize {
+                    self.peerTableSize = Int(value)
+                    self.tableSizeUpdate = min(self.tableSizeUpdate ?? Int(value), Int(value))
+                }
             default:
-                break  // HEADER_TABLE_SIZE concerns an encoder that never indexes; others need nothing.
+                break
             }
         }
         self.writeFrame(.settings, flags: 0x1, streamID: .rootStream) { _ in }
@@ -306,9 +372,10 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     private func connectionError(context: ChannelHandlerContext, _ code: HTTP2ErrorCode) {
         guard !self.failed else { return }
         self.failed = true
+        let last = min(self.goAwayLastStreamID ?? self.lastClientStreamID, self.lastClientStreamID)
         self.writeFrame(.goAway, flags: 0, streamID: .rootStream) {
-            $0.writeInteger(UInt32(Int32(self.lastClientStreamID)))
-            $0.writeInteger(UInt32(code.networkCode))
+            $0.writeInteger(UInt32(Int32(last)))
+            $0.writeInteger(UInt32(clamping: code.networkCode))
         }
         self.flushOut(context: context)
         context.close(promise: nil)
@@ -318,34 +385,48 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let frame = self.unwrapOutboundIn(data)
+        guard !self.failed else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
         switch frame.payload {
         case .headers(let headers):
             guard self.streams[frame.streamID] != nil else { break }  // reset meanwhile
             self.writeHeaders(headers.headers, streamID: frame.streamID, endStream: headers.endStream)
             if headers.endStream { self.localEnd(frame.streamID) }
         case .data(let data):
-            guard var stream = self.streams[frame.streamID], case .byteBuffer(let bytes) = data.data else { break }
+            guard var stream = self.streams[frame.streamID] else { break }
+            guard case .byteBuffer(let bytes) = data.data else {
+                // File regions never come from the emulator; refuse rather than leave the stream open.
+                self.writeFrame(.rstStream, flags: 0, streamID: frame.streamID) { $0.writeInteger(UInt32(HTTP2ErrorCode.internalError.networkCode)) }
+                self.streams[frame.streamID] = nil
+                promise?.fail(ChannelError.operationUnsupported)
+                return
+            }
             stream.queued.append((bytes, data.endStream))
             self.streams[frame.streamID] = stream
             self.drainQueue(frame.streamID)
         case .rstStream(let code):
-            self.writeFrame(.rstStream, flags: 0, streamID: frame.streamID) { $0.writeInteger(UInt32(code.networkCode)) }
+            self.writeFrame(.rstStream, flags: 0, streamID: frame.streamID) { $0.writeInteger(UInt32(clamping: code.networkCode)) }
             self.streams[frame.streamID] = nil
+            self.noteReset(frame.streamID)
         case .settings(.settings(let settings)):
             self.writeSettings(settings.map { (Self.identifier(of: $0.parameter), $0.value) })
         case .settings(.ack):
             self.writeFrame(.settings, flags: 0x1, streamID: .rootStream) { _ in }
-        case .goAway(let lastStreamID, let code, let opaqueData):
+        case .goAway(let requestedLast, let code, let opaqueData):
+            let lastStreamID = min(requestedLast, self.goAwayLastStreamID ?? requestedLast)
+            self.goAwayLastStreamID = lastStreamID
             self.writeFrame(.goAway, flags: 0, streamID: .rootStream) {
                 $0.writeInteger(UInt32(Int32(lastStreamID)))
-                $0.writeInteger(UInt32(code.networkCode))
+                $0.writeInteger(UInt32(clamping: code.networkCode))
                 if var debug = opaqueData { $0.writeBuffer(&debug) }
             }
             for id in self.streams.keys where id > lastStreamID { self.streams[id] = nil }
         case .windowUpdate(let increment):
             guard increment > 0 else { break }
             if frame.streamID == .rootStream || self.streams[frame.streamID] != nil {
-                self.writeFrame(.windowUpdate, flags: 0, streamID: frame.streamID) { $0.writeInteger(UInt32(increment)) }
+                self.writeFrame(.windowUpdate, flags: 0, streamID: frame.streamID) { $0.writeInteger(UInt32(min(increment, 0x7FFF_FFFF))) }
             }
         case .ping(let data, let ack):
             self.writeFrame(.ping, flags: ack ? 0x1 : 0, streamID: .rootStream) { $0.writeInteger(data.integer) }
@@ -359,6 +440,11 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         self.flushOut(context: context)
     }
 
+    private func noteReset(_ streamID: HTTP2StreamID) {
+        self.recentlyReset.append(streamID)
+        if self.recentlyReset.count > 128 { self.recentlyReset.removeFirst(self.recentlyReset.count - 128) }
+    }
+
     private func localEnd(_ streamID: HTTP2StreamID) {
         guard var stream = self.streams[streamID] else { return }
         stream.localClosed = true
@@ -366,16 +452,20 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
         self.closeIfDone(streamID)
     }
 
+    /// Sends queued DATA as far as the windows allow, in frames no larger than the client accepts.
     private func drainQueue(_ streamID: HTTP2StreamID) {
-        while var stream = self.streams[streamID], let (bytes, endStream) = stream.queued.first {
-            let size = bytes.readableBytes
-            guard size <= stream.outboundWindow, size <= self.connectionOutboundWindow, size <= self.peerMaxFrameSize else { return }
-            stream.queued.removeFirst()
+        while var stream = self.streams[streamID], var (bytes, endStream) = stream.queued.first {
+            let room = min(stream.outboundWindow, self.connectionOutboundWindow, self.peerMaxFrameSize)
+            guard room > 0 || bytes.readableBytes == 0 else { return }
+            let size = min(room, bytes.readableBytes)
+            var chunk = bytes.readSlice(length: size)!
+            let last = bytes.readableBytes == 0
+            if last { stream.queued.removeFirst() } else { stream.queued[0] = (bytes, endStream) }
             stream.outboundWindow -= size
             self.connectionOutboundWindow -= size
             self.streams[streamID] = stream
-            var body = bytes
-            self.writeFrame(.data, flags: endStream ? 0x1 : 0, streamID: streamID) { $0.writeBuffer(&body) }
+            endStream = endStream && last
+            self.writeFrame(.data, flags: endStream ? 0x1 : 0, streamID: streamID) { $0.writeBuffer(&chunk) }
             if endStream { self.localEnd(streamID) }
         }
     }
@@ -383,7 +473,10 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     /// Writes a header block as literal fields without indexing and without Huffman coding:
     /// per-request values (ids) would only churn the client's dynamic table.
     private func writeHeaders(_ headers: HPACKHeaders, streamID: HTTP2StreamID, endStream: Bool) {
+        let tableSizeUpdate = self.tableSizeUpdate
+        self.tableSizeUpdate = nil
         self.writeFrame(.headers, flags: 0x4 | (endStream ? 0x1 : 0), streamID: streamID) { out in
+            if let size = tableSizeUpdate { Self.writeHPACKInteger(size, prefixBits: 5, flags: 0x20, into: &out) }
             for (name, value, _) in headers {
                 if name == ":status", value == "200" {
                     out.writeInteger(UInt8(0x88))  // static table entry 8
@@ -437,13 +530,15 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
     /// Every SETTINGS frame sent queues the stream limit it announces (or nil), applied when the
     /// client acknowledges that frame; a higher limit than the one in force applies at once.
     private func writeSettings(_ settings: [(UInt16, Int)]) {
-        let limit = settings.last { $0.0 == 3 }?.1
+        let limit = settings.last { $0.0 == 3 }.map { min(max(0, $0.1), self.streamCap) }
+        // A client that never acknowledges cannot make this queue grow without bound.
+        if self.pendingLimits.count >= 64 { self.pendingLimits.removeFirst() }
         self.pendingLimits.append(limit)
         if let limit, limit > self.streamLimit { self.streamLimit = limit }
         self.writeFrame(.settings, flags: 0, streamID: .rootStream) { out in
             for (identifier, value) in settings where identifier != 0 {
                 out.writeInteger(identifier)
-                out.writeInteger(UInt32(value))
+                out.writeInteger(UInt32(clamping: identifier == 3 ? (limit ?? 0) : value))
             }
         }
     }
