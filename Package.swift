@@ -55,6 +55,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "APNSTransport",
+            dependencies: [
+                "APNSModels",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "HeraldCLI",
             dependencies: [
@@ -75,6 +83,15 @@ let package = Package(
         .testTarget(
             name: "APNSModelsTests",
             dependencies: ["APNSModels"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNSTransportTests",
+            dependencies: [
+                "APNSTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
