@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 public import APNSModels
-import Foundation
 import Synchronization
 
 /// The emulator's wall clock: the system time plus an offset that tests (or the control API)
@@ -8,26 +7,24 @@ import Synchronization
 /// timestamps can be exercised without waiting.
 public final class EmulatorClock: EpochClock {
     private let offsetMilliseconds: Mutex<Int64>
-    private let fixedMilliseconds: Mutex<Int64?>
+    /// Where a standing clock stands (before any offset); `nil` follows the system clock.
+    private let fixedMilliseconds: Int64?
 
     /// The system clock, optionally shifted.
     public init(offsetSeconds: Int64 = 0) {
         self.offsetMilliseconds = Mutex(offsetSeconds * 1000)
-        self.fixedMilliseconds = Mutex(nil)
+        self.fixedMilliseconds = nil
     }
 
     /// A clock that stands still at `epochSeconds` until advanced.
     public init(fixedAt epochSeconds: Int64) {
         self.offsetMilliseconds = Mutex(0)
-        self.fixedMilliseconds = Mutex(epochSeconds * 1000)
+        self.fixedMilliseconds = epochSeconds * 1000
     }
 
     /// Milliseconds since 1970.
     public var nowMilliseconds: Int64 {
-        if let fixed = self.fixedMilliseconds.withLock({ $0 }) {
-            return fixed + self.offsetMilliseconds.withLock { $0 }
-        }
-        return Int64((Date().timeIntervalSince1970 * 1000).rounded()) + self.offsetMilliseconds.withLock { $0 }
+        (self.fixedMilliseconds ?? SystemEpochClock().nowMilliseconds) + self.offsetMilliseconds.withLock { $0 }
     }
 
     /// Moves the clock forward (or back, with a negative value).

@@ -1,22 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// An error of the emulator's own making (configuration, files, control API input).
+/// An error starting the emulator: its files, TLS set-up, or a port it cannot bind.
+/// (Control-API input errors are answered over HTTP, not thrown.)
 public struct EmulatorError: Error, Sendable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         private enum Base: String, Sendable, Hashable {
-            case io, tls, bind, invalidRequest = "invalid_request", notFound = "not_found"
-            case conflict, methodNotAllowed = "method_not_allowed", payloadTooLarge = "payload_too_large"
+            case io, tls, bind
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
         public static let io = Code(.io)
         public static let tls = Code(.tls)
         public static let bind = Code(.bind)
-        public static let invalidRequest = Code(.invalidRequest)
-        public static let notFound = Code(.notFound)
-        public static let conflict = Code(.conflict)
-        public static let methodNotAllowed = Code(.methodNotAllowed)
-        public static let payloadTooLarge = Code(.payloadTooLarge)
         public var description: String { self.base.rawValue }
     }
 

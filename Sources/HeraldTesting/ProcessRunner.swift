@@ -69,11 +69,6 @@ public enum ProcessRunner {
             standardError: String(decoding: collector.error, as: UTF8.self)
         )
     }
-
-    /// Whether `executable` is on PATH.
-    public static func isAvailable(_ executable: String) async -> Bool {
-        (try? await run("which", [executable]).exitCode) == 0
-    }
 }
 
 private final class OutputCollector: Sendable {

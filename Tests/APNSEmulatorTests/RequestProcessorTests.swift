@@ -18,6 +18,14 @@ import Testing
         return RequestProcessor(configuration: configuration, state: self.state, clock: self.clock, tokenCache: VerifiedTokenCache())
     }
 
+    /// A development device of com.example.app, and a fresh connection to push to it on.
+    func deviceAndConnection(online: Bool = true) -> (token: String, connection: ConnectionContext) {
+        let device = self.state.createDevice(
+            bundleID: "com.example.app", environment: .development, kind: .device, online: online, now: self.clock.nowMilliseconds
+        )
+        return (device.token, ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1))
+    }
+
     func push(_ processor: RequestProcessor, _ connection: inout ConnectionContext, token: String, bearer: String, pushType: String = "alert") -> Outcome {
         let headers: HPACKHeaders = [
             ":method": "POST", ":path": "/3/device/\(token)", ":scheme": "https", "authorization": "bearer \(bearer)",
@@ -29,18 +37,17 @@ import Testing
     @Test("on one connection a token may change again 20 minutes after the last change")
     func tokenChangeInterval() throws {
         let processor = self.processor()
-        let device = self.state.createDevice(bundleID: "com.example.app", environment: .development, kind: .device, now: self.clock.nowMilliseconds)
-        var connection = ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1)
+        var (token, connection) = self.deviceAndConnection()
         let first = try self.key.providerToken(issuedAt: self.clock.nowSeconds)
-        #expect(self.push(processor, &connection, token: device.token, bearer: first).status == 200)
+        #expect(self.push(processor, &connection, token: token, bearer: first).status == 200)
         self.clock.advance(seconds: 60)
         let second = try self.key.providerToken(issuedAt: self.clock.nowSeconds)
-        #expect(self.push(processor, &connection, token: device.token, bearer: second).reason == .tooManyProviderTokenUpdates)
+        #expect(self.push(processor, &connection, token: token, bearer: second).reason == .tooManyProviderTokenUpdates)
         self.clock.advance(seconds: 19 * 60)
-        #expect(self.push(processor, &connection, token: device.token, bearer: second).status == 200)
-        #expect(self.push(processor, &connection, token: device.token, bearer: first).reason == .tooManyProviderTokenUpdates)
+        #expect(self.push(processor, &connection, token: token, bearer: second).status == 200)
+        #expect(self.push(processor, &connection, token: token, bearer: first).reason == .tooManyProviderTokenUpdates)
         self.clock.advance(seconds: 40 * 60 + 1)
-        #expect(self.push(processor, &connection, token: device.token, bearer: first).reason == .expiredProviderToken)
+        #expect(self.push(processor, &connection, token: token, bearer: first).reason == .expiredProviderToken)
     }
 
     @Test("a valid token raises the stream limit even when the request fails for another reason")
@@ -59,32 +66,30 @@ import Testing
     @Test("re-registering a key under the same id invalidates tokens verified with the old one")
     func keyReplacement() throws {
         let processor = self.processor()
-        let device = self.state.createDevice(bundleID: "com.example.app", environment: .development, kind: .device, now: self.clock.nowMilliseconds)
-        var connection = ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1)
+        var (token, connection) = self.deviceAndConnection()
         let bearer = try self.key.providerToken(issuedAt: self.clock.nowSeconds)
-        #expect(self.push(processor, &connection, token: device.token, bearer: bearer).status == 200)
+        #expect(self.push(processor, &connection, token: token, bearer: bearer).status == 200)
         let replacement = SigningKey.generate(keyID: self.key.keyID, teamID: self.key.teamID)
         self.state.register(key: RegisteredKey(teamID: replacement.teamID, keyID: replacement.keyID, publicKey: replacement.publicKey))
-        #expect(self.push(processor, &connection, token: device.token, bearer: bearer).reason == .invalidProviderToken)
+        #expect(self.push(processor, &connection, token: token, bearer: bearer).reason == .invalidProviderToken)
     }
 
     @Test("absurd numbers in headers and tokens are refused, not trapped on")
     func overflow() throws {
         let processor = self.processor()
-        let device = self.state.createDevice(bundleID: "com.example.app", environment: .development, kind: .device, online: false, now: self.clock.nowMilliseconds)
-        var connection = ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1)
+        var (token, connection) = self.deviceAndConnection(online: false)
         let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY1234567"}"#.utf8))
         let claims = Base64URL.encode(Array(#"{"iss":"TEAM123456","iat":9223372036854775807}"#.utf8))
-        #expect(self.push(processor, &connection, token: device.token, bearer: header + "." + claims + "." + Base64URL.encode([UInt8](repeating: 1, count: 64))).reason == .invalidProviderToken)
+        #expect(self.push(processor, &connection, token: token, bearer: header + "." + claims + "." + Base64URL.encode([UInt8](repeating: 1, count: 64))).reason == .invalidProviderToken)
         var fresh = ConnectionContext(id: 2, environment: .development, certificate: nil, seed: 2)
         let bearer = try self.key.providerToken(issuedAt: self.clock.nowSeconds)
         let headers: HPACKHeaders = [
-            ":method": "POST", ":path": "/3/device/\(device.token)", "authorization": "bearer \(bearer)",
+            ":method": "POST", ":path": "/3/device/\(token)", "authorization": "bearer \(bearer)",
             "apns-topic": "com.example.app", "apns-expiration": "999999999999999999",
         ]
         let outcome = processor.process(RequestHeaders(headers), body: ByteBuffer(string: "{}"), connection: &fresh)
         #expect(outcome.status == 200)
-        #expect(self.state.device(token: device.token)?.hasStoredNotification == true)
+        #expect(self.state.device(token: token)?.hasStoredNotification == true)
     }
 }
 
@@ -92,15 +97,14 @@ extension RequestProcessorTests {
     @Test("a shared token source keeps one connection valid for hours of moved clock")
     func tokenSourceAcrossHours() throws {
         let processor = self.processor()
-        let device = self.state.createDevice(bundleID: "com.example.app", environment: .development, kind: .device, now: self.clock.nowMilliseconds)
+        var (token, connection) = self.deviceAndConnection()
         let source = ProviderTokenSource(key: self.key, clock: self.clock)
-        var connection = ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1)
         var generations: Set<Int> = []
         // A push every 7 minutes for 5 hours on one connection, the token read from the source each time.
         for _ in 0..<43 {
-            let token = try source.current()
-            generations.insert(token.generation)
-            let outcome = self.push(processor, &connection, token: device.token, bearer: String(token.authorization.dropFirst(7)))
+            let providerToken = try source.current()
+            generations.insert(providerToken.generation)
+            let outcome = self.push(processor, &connection, token: token, bearer: String(providerToken.authorization.dropFirst(7)))
             #expect(outcome.status == 200, "\(outcome.reason?.rawValue ?? "")")
             self.clock.advance(seconds: 7 * 60)
         }
