@@ -14,8 +14,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "herald", targets: ["HeraldCLI"]),
+        .executable(name: "herald-bench", targets: ["HeraldBench"]),
         .library(name: "APNSModels", targets: ["APNSModels"]),
         .library(name: "APNSEmulator", targets: ["APNSEmulator"]),
+        .library(name: "APNSClient", targets: ["APNSClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -28,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -63,11 +66,38 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "APNSClient",
+            dependencies: [
+                "APNSModels",
+                "APNSTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "HeraldBench",
+            dependencies: [
+                "APNSClient", "APNSModels",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "HeraldCLI",
             dependencies: [
                 "APNSModels",
                 "APNSEmulator",
+                "APNSClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -78,6 +108,15 @@ let package = Package(
         .target(
             name: "HeraldTesting",
             dependencies: ["APNSModels", "APNSEmulator"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNSClientTests",
+            dependencies: [
+                "APNSClient", "APNSEmulator", "APNSModels", "HeraldTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSClient
+import APNSModels
+import ArgumentParser
+import Foundation
+
+/// Herald's APNs client as a peer of `../shared/bench/run-peers.sh`: pushes N copies of the
+/// benchmark payload to one token through the bulk API with C in flight, after one untimed
+/// warm-up push, and prints the harness's `RESULT` line. Paths default to the harness's own
+/// layout (it runs peers from its directory).
+@main
+struct HeraldBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "herald-bench",
+        abstract: "Push N notifications through Herald's APNs client and print a RESULT line."
+    )
+
+    @Option(help: "Server port on --host.") var port: Int
+    @Option(name: .customShort("n"), help: "Notifications to push (after the warm-up).") var count: Int
+    @Option(name: .customShort("c"), help: "Most notifications in flight.") var concurrency: Int
+    @Option(help: "Connections in the pool.") var connections = 1
+    @Option(help: "Server host.") var host = "127.0.0.1"
+    @Option(help: "CA or server certificate to trust (PEM).") var caFile = ".peers/certs/server.crt"
+    @Option(help: "Signing key (.p8).") var keyFile = ".peers/certs/AuthKey_TEST123456.p8"
+    @Option(help: "Key id.") var keyId = "TEST123456"
+    @Option(help: "Team id.") var teamId = "TEAMID1234"
+    @Option(help: "Topic.") var topic = "com.example.app"
+    @Option(help: "Device token (hex).") var token = String(repeating: "a", count: 64)
+    @Option(help: "Payload file (JSON).") var payloadFile = "data/payload.json"
+
+    func run() async throws {
+        guard self.count > 0, self.concurrency > 0, self.connections > 0 else {
+            throw ValidationError("-n, -c and --connections must be positive")
+        }
+        let key = try SigningKey(pem: try String(contentsOfFile: self.keyFile, encoding: .utf8), keyID: self.keyId, teamID: self.teamId)
+        var configuration = APNSClientConfiguration(
+            credential: .token(key),
+            environment: .development,
+            host: self.host,
+            port: self.port,
+            trustRoots: .pemFile(self.caFile)
+        )
+        configuration.connections = self.connections
+        configuration.requestTimeout = .seconds(60)
+        configuration.maximumQueuedRequests = max(self.concurrency, 1000)
+        let payload = Array(try Data(contentsOf: URL(fileURLWithPath: self.payloadFile)))
+        let request = APNSRequest(
+            deviceToken: try DeviceToken(hex: self.token),
+            headers: NotificationHeaders(pushType: .alert, topic: self.topic, priority: .immediate),
+            payload: payload
+        )
+        let total = self.count
+        let concurrency = self.concurrency
+        try await withAPNSClient(configuration: configuration) { client in
+            try await client.send(request)  // warm-up: connects and ramps the stream limit
+            var ok = 0
+            var failed = 0
+            var firstError: APNSClientError?
+            let clock = ContinuousClock()
+            let start = clock.now
+            try await client.send(Repeated(request: request, count: total), maxInFlight: concurrency) { outcome in
+                switch outcome.result {
+                case .success: ok += 1
+                case .failure(let error):
+                    failed += 1
+                    if firstError == nil { firstError = error }
+                }
+            }
+            let elapsed = clock.now - start
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            if let firstError { FileHandle.standardError.write(Data("first failure: \(firstError)\n".utf8)) }
+            print(
+                "RESULT client=herald n=\(total) ok=\(ok) failed=\(failed) seconds=\(String(format: "%.3f", seconds)) "
+                    + "rate=\(String(format: "%.0f", Double(ok) / seconds)) concurrency=\(concurrency)"
+            )
+        }
+    }
+}
+
+/// `count` copies of one request, as an async sequence that never suspends.
+struct Repeated: AsyncSequence, Sendable {
+    let request: APNSRequest
+    let count: Int
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let request: APNSRequest
+        var remaining: Int
+
+        mutating func next() async -> APNSRequest? {
+            guard self.remaining > 0 else { return nil }
+            self.remaining -= 1
+            return self.request
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(request: self.request, remaining: self.count) }
+}
