@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSClient
+import APNSEmulator
+import APNSModels
+import Foundation
+import HeraldTesting
+import Testing
+
+/// The emulator's faults against the client: nothing lost, nothing sent twice that APNs
+/// answered, failures classed right, deadlines kept.
+@Suite struct ClientResilienceTests {
+    /// Sends `count` alerts in bulk to one fresh device after arming `fault`; returns the
+    /// outcomes and how many notifications reached the device (beyond the warm-up).
+    func bulk(_ fixture: EmulatorFixture, count: Int, fault: String, configure: (inout APNSClientConfiguration) -> Void = { _ in })
+        async throws -> (outcomes: [APNSOutcome], delivered: Int)
+    {
+        let token = try await fixture.createDevice()
+        let requests = try (0..<count).map { _ in try alert(token) }
+        let outcomes = try await fixture.withClient(configure: configure) { client async throws in
+            try await client.send(try alert(token))  // ramped and warm
+            try await fixture.control("POST", "/v1/faults", json: fault)
+            return try await client.sendAll(requests)
+        }
+        return (outcomes, try await fixture.counter("delivered") - 1)
+    }
+
+    @Test("REFUSED_STREAM mid-flight: the refused push is resent, none is lost or doubled")
+    func refusedStream() async throws {
+        try await withEmulatorFixture { fixture in
+            let (outcomes, delivered) = try await self.bulk(fixture, count: 100, fault: #"{"type":"refuse-stream","count":3}"#)
+            #expect(outcomes.allSatisfy { (try? $0.result.get()) != nil })
+            #expect(delivered == 100)
+            #expect(try await fixture.counter("refusedStreams") == 3)
+        }
+    }
+
+    @Test("GOAWAY mid-flight: streams above last-stream-id go out on a new connection, none doubled")
+    func goAway() async throws {
+        try await withEmulatorFixture { fixture in
+            let (outcomes, delivered) = try await self.bulk(fixture, count: 200, fault: #"{"type":"goaway","reason":"Shutdown"}"#)
+            #expect(outcomes.count == 200)
+            #expect(outcomes.allSatisfy { (try? $0.result.get()) != nil })
+            #expect(delivered == 200)
+            #expect(try await fixture.counter("connections") == 2)
+        }
+    }
+
+    @Test("a dropped connection: unanswered pushes are resent on a new connection")
+    func dropped() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.withClient { client async throws in
+                try await client.send(try alert(token))
+                try await fixture.control("POST", "/v1/faults", json: #"{"type":"drop"}"#)
+                #expect(try await client.send(try alert(token)).apnsID != nil)
+            }
+            #expect(try await fixture.inbox(token).count == 2)
+            #expect(try await fixture.counter("connections") == 2)
+        }
+    }
+
+    @Test("a lowered stream limit: streams beyond it are refused, resent, and all arrive once")
+    func loweredStreamLimit() async throws {
+        try await withEmulatorFixture { fixture in
+            let (outcomes, delivered) = try await self.bulk(fixture, count: 150, fault: #"{"type":"stream-limit","limit":5}"#)
+            #expect(outcomes.allSatisfy { (try? $0.result.get()) != nil })
+            #expect(delivered == 150)
+        }
+    }
+
+    @Test("429, 500 and 503 come back as rejections to retry later; the client does not retry them itself", arguments: [
+        (429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
+    ])
+    func serverErrors(status: Int, reason: String) async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":\#(status)}"#)
+            try await fixture.withClient { client async throws in
+                let error = try #require(await clientError { try await client.send(try alert(token)) }, "expected a rejection")
+                #expect(error.code == .rejected)
+                #expect(error.status == status)
+                #expect(error.reason?.rawValue == reason)
+                #expect(error.failureClass == .retryLater)
+                #expect(try await client.send(try alert(token)).apnsID != nil)
+            }
+            #expect(try await fixture.inbox(token).count == 1)
+        }
+    }
+
+    @Test("a stalled answer fails at the deadline, and the connection keeps serving")
+    func deadline() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.withClient(configure: { $0.requestTimeout = .milliseconds(400) }) { client async throws in
+                try await client.send(try alert(token))
+                try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":5000}"#)
+                let start = ContinuousClock.now
+                let error = try #require(await clientError { try await client.send(try alert(token)) }, "expected the deadline to pass")
+                #expect(error.code == .deadlineExceeded)
+                #expect(error.failureClass == .retryLater)
+                #expect(ContinuousClock.now - start < .seconds(3))
+                #expect(try await client.send(try alert(token)).apnsID != nil)
+            }
+        }
+    }
+
+    @Test("nothing listening: requests fail by their deadline with the connect error, without hanging")
+    func unreachable() async throws {
+        try await withEmulatorFixture { fixture in
+            // A port that was free a moment ago: nothing listens on it.
+            let port = try freePort()
+            var configuration = fixture.clientConfiguration(port: port)
+            configuration.requestTimeout = .milliseconds(600)
+            let start = ContinuousClock.now
+            try await withAPNSClient(configuration: configuration) { client async throws in
+                let error = try #require(await clientError { try await client.send(try alert(String(repeating: "a", count: 64))) }, "expected a failure")
+                #expect(error.code == .deadlineExceeded)
+                #expect(error.message.contains("cannot connect"))
+            }
+            #expect(ContinuousClock.now - start < .seconds(5))
+        }
+    }
+
+    @Test("provider token refreshed across five hours of moved clock on one connection, never too often")
+    func tokenRefresh() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.withClient { client async throws in
+                for _ in 0..<12 {
+                    try await client.send(try alert(token))
+                    fixture.clock.advance(seconds: 25 * 60)
+                    try await Task.sleep(for: .milliseconds(400))  // a sweep passes: the token is renewed off the request path
+                }
+                try await client.send(try alert(token))
+            }
+            let counters = try await fixture.counters()
+            #expect((counters["rejected"] as? [String: Int])?.isEmpty ?? true, "no TooManyProviderTokenUpdates, no ExpiredProviderToken")
+            #expect(counters["connections"] as? Int == 1)
+            #expect(try await fixture.inbox(token).count == 13)
+        }
+    }
+
+    @Test("ExpiredProviderToken: a fresh token and one retry, and the push arrives")
+    func expiredToken() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.withClient { client async throws in
+                try await client.send(try alert(token))
+                fixture.clock.advance(seconds: 2 * 3600)
+                #expect(try await client.send(try alert(token)).apnsID != nil)
+            }
+            let rejected = (try await fixture.counters())["rejected"] as? [String: Int] ?? [:]
+            #expect(rejected["TooManyProviderTokenUpdates"] == nil)
+            #expect((rejected["ExpiredProviderToken"] ?? 0) <= 1)
+            #expect(try await fixture.inbox(token).count == 2)
+        }
+    }
+
+    @Test("an idle connection is kept alive with PING and keeps serving")
+    func ping() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            try await fixture.withClient(configure: { $0.pingInterval = .milliseconds(100) }) { client async throws in
+                try await client.send(try alert(token))
+                try await Task.sleep(for: .milliseconds(800))
+                try await client.send(try alert(token))
+            }
+            #expect(try await fixture.counter("connections") == 1)
+        }
+    }
+}
+
+/// A TCP port nothing listens on (bound, read, released).
+func freePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
