@@ -136,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "HeraldCLITests",
             // Depending on the executable makes `swift test` build `herald`, which the tests run.
-            dependencies: ["HeraldCLI", "HeraldTesting"],
+            dependencies: ["HeraldCLI", "HeraldTesting", "APNSEmulator", "APNSModels"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

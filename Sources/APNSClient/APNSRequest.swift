@@ -7,16 +7,20 @@ public struct APNSRequest: Sendable {
     public var headers: NotificationHeaders
     /// The payload as sent: UTF-8 JSON.
     public var payload: [UInt8]
+    /// The caller's own identifier (a delivery record, an input line), handed back with the
+    /// outcome of a bulk send. Never sent to APNs.
+    public var tag: Int
 
-    public init(deviceToken: DeviceToken, headers: NotificationHeaders, payload: [UInt8]) {
+    public init(deviceToken: DeviceToken, headers: NotificationHeaders, payload: [UInt8], tag: Int = 0) {
         self.deviceToken = deviceToken
         self.headers = headers
         self.payload = payload
+        self.tag = tag
     }
 
     /// Encodes a typed payload, checking it against the push type's rules.
-    public init(deviceToken: DeviceToken, headers: NotificationHeaders, payload: Payload) throws(APNSValidationError) {
-        self.init(deviceToken: deviceToken, headers: headers, payload: try payload.encode(for: headers.pushType))
+    public init(deviceToken: DeviceToken, headers: NotificationHeaders, payload: Payload, tag: Int = 0) throws(APNSValidationError) {
+        self.init(deviceToken: deviceToken, headers: headers, payload: try payload.encode(for: headers.pushType), tag: tag)
     }
 
     /// Every rule APNs would refuse the request for that can be checked here: headers (topic
