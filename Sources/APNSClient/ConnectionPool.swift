@@ -134,6 +134,7 @@ final class ConnectionPool {
         self.reconnect = self.loop.scheduleTask(in: delay) { [bound = NIOLoopBound(self, eventLoop: self.loop)] in
             let pool = bound.value
             pool.reconnect = nil
+            guard !pool.shutDown else { return }
             while pool.openConnections < pool.configuration.connections { pool.connect() }
         }
     }
