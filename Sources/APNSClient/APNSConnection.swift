@@ -4,6 +4,7 @@ import APNSTransport
 import Logging
 import NIOCore
 import NIOHPACK
+import NIOTLS
 import CoreMetrics
 
 /// One HTTP/2 connection to APNs: the client side of RFC 9113, cut to what APNs needs, written
@@ -57,7 +58,15 @@ final class APNSConnection: ChannelInboundHandler {
     let id: Int
     private let pool: ConnectionPool
     private(set) var state: State = .connecting
+    /// The channel this connection runs on: the first to become active. Happy Eyeballs may add
+    /// this handler to several attempts' pipelines; the others are ignored and closed by NIO.
     private var context: ChannelHandlerContext?
+    private var becameReady = false
+    private var shutdownRequested = false
+    /// The last-stream-id of a GOAWAY: streams at or below it may have been processed.
+    private var goAwayLastStreamID: UInt32?
+    /// Stream ids stop here, leaving room for a full batch: then the connection drains.
+    static let lastUsableStreamID: UInt32 = 0x7FFF_0000
     private var streams: [UInt32: Stream] = [:]
     /// Streams with DATA waiting for window, oldest first.
     private var blocked: [UInt32] = []
@@ -105,11 +114,14 @@ final class APNSConnection: ChannelInboundHandler {
 
     // MARK: lifecycle
 
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-    }
-
     func channelActive(context: ChannelHandlerContext) {
+        guard self.context == nil else { return context.fireChannelActive() }
+        self.context = context
+        if self.shutdownRequested {
+            self.closeReason = "the client shut down"
+            context.close(promise: nil)
+            return
+        }
         self.out.writeBytes(Self.preface)
         // SETTINGS: no server push, no server-initiated streams.
         self.writeFrame(.settings, flags: 0, streamID: 0) { out in
@@ -124,16 +136,43 @@ final class APNSConnection: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        let wasReady = self.state != .connecting
+        guard context === self.context else { return }
         self.state = .closed
-        let unanswered = self.streams.values.sorted { $0.pending.submitted < $1.pending.submitted }.map(\.pending)
+        let reason = self.closeReason ?? "the connection closed"
+        var unanswered: [Pending] = []
+        for (streamID, stream) in self.streams.sorted(by: { $0.key < $1.key }) {
+            if stream.status >= 200 {
+                // The answer's status came; its body did not. Complete with what arrived.
+                self.finish(stream)
+            } else if let last = self.goAwayLastStreamID, streamID <= last {
+                // At or below GOAWAY's last-stream-id: APNs may have acted on it. Not resent.
+                self.pool.failed(
+                    stream.pending,
+                    APNSClientError(code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered")
+                )
+            } else {
+                unanswered.append(stream.pending)
+            }
+        }
         self.streams.removeAll()
         self.blocked.removeAll()
         self.context = nil
-        self.pool.connectionClosed(self, wasReady: wasReady, unanswered: unanswered, reason: self.closeReason ?? "the connection closed")
+        self.pool.connectionClosed(self, becameReady: self.becameReady, unanswered: unanswered, reason: reason)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard context === self.context else { return }
+        if let event = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = event, let negotiated, negotiated != "h2" {
+            // No ALPN at all is fine (HTTP/2 with prior knowledge, as APNs accepts); another protocol is not.
+            self.closeReason = "the server chose \(negotiated) instead of h2"
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard context === self.context else { return context.close(promise: nil) }
         if self.closeReason == nil { self.closeReason = "\(error)" }
         self.logger.debug("connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
@@ -155,6 +194,7 @@ final class APNSConnection: ChannelInboundHandler {
 
     /// Sends GOAWAY(NO_ERROR) and closes: the client is shutting down and nothing is in flight.
     func shutdown() {
+        self.shutdownRequested = true
         guard let context = self.context else { return }
         self.state = .draining
         self.writeFrame(.goAway, flags: 0, streamID: 0) { out in
@@ -177,6 +217,11 @@ final class APNSConnection: ChannelInboundHandler {
     /// Writes one request as HEADERS + DATA into the outgoing buffer; `flush()` sends the batch.
     /// Only called while `capacity > 0`.
     func send(_ pending: Pending) {
+        guard self.state == .ready, self.nextStreamID < Self.lastUsableStreamID else {
+            if self.state == .ready { self.drain(reason: "stream ids used up") }
+            self.pool.resend(pending, countingSend: false)
+            return
+        }
         var pending = pending
         var token: ProviderToken?
         if self.pool.tokenSource != nil {
@@ -190,7 +235,6 @@ final class APNSConnection: ChannelInboundHandler {
         pending.sends += 1
         let streamID = self.nextStreamID
         self.nextStreamID += 2
-        if self.nextStreamID > 0x7FFF_FF00 { self.drain(reason: "stream ids used up") }
 
         let request = pending.request
         let headers = request.headers
@@ -329,7 +373,7 @@ final class APNSConnection: ChannelInboundHandler {
     // MARK: receiving
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard self.state != .closed else { return }
+        guard self.state != .closed, context === self.context else { return }
         var incoming = self.unwrapInboundIn(data)
         self.lastRead = .now()
         if self.inbound == nil || self.inbound!.readableBytes == 0 {
@@ -353,6 +397,7 @@ final class APNSConnection: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        guard context === self.context else { return }
         if self.unacknowledgedBytes >= Self.connectionReceiveWindow / 4 {
             self.writeFrame(.windowUpdate, flags: 0, streamID: 0) { $0.writeInteger(UInt32(self.unacknowledgedBytes)) }
             self.unacknowledgedBytes = 0
@@ -403,7 +448,7 @@ final class APNSConnection: ChannelInboundHandler {
             }
             if flags & 0x1 != 0 {
                 self.streams[streamID] = nil
-                self.finish(stream)
+                self.finish(stream, streamID: streamID)
             } else {
                 self.streams[streamID] = stream
             }
@@ -493,13 +538,19 @@ final class APNSConnection: ChannelInboundHandler {
         }
         if endStream {
             self.streams[streamID] = nil
-            self.finish(stream)
+            self.finish(stream, streamID: streamID)
         } else {
             self.streams[streamID] = stream
         }
     }
 
-    private func finish(_ stream: Stream) {
+    /// Completes a stream whose answer is in. If part of its DATA is still held back by flow
+    /// control, the stream is reset so the server does not wait for the rest.
+    private func finish(_ stream: Stream, streamID: UInt32? = nil) {
+        if let streamID, stream.unsent != nil {
+            self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(0x8)) }
+            self.blocked.removeAll { $0 == streamID }
+        }
         let pending = stream.pending
         if stream.status == 200 {
             self.ramped = true
@@ -556,6 +607,7 @@ final class APNSConnection: ChannelInboundHandler {
             // Until told otherwise, HTTP/2 allows unlimited streams; stay careful with APNs's ramp.
             if !sawMaxStreams { self.peerMaxStreams = 100 }
             self.state = .ready
+            self.becameReady = true
             self.logger.debug("connection ready", metadata: ["apns.max_streams": "\(self.peerMaxStreams)"])
             self.pool.connectionReady(self)
         }
@@ -568,6 +620,7 @@ final class APNSConnection: ChannelInboundHandler {
         self.logger.info("APNs sent GOAWAY", metadata: ["apns.goaway.reason": "\(reason)", "apns.goaway.code": "\(code)"])
         let wasConnecting = self.state == .connecting
         if self.state != .closed { self.state = .draining }
+        self.goAwayLastStreamID = min(lastStreamID, self.goAwayLastStreamID ?? lastStreamID)
         // Streams above last-stream-id were never processed: they go to another connection.
         let unprocessed = self.streams.filter { $0.key > lastStreamID }.sorted { $0.key < $1.key }
         for (streamID, stream) in unprocessed {

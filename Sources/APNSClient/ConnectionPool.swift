@@ -71,25 +71,29 @@ final class ConnectionPool {
     /// spreading them round-robin; one flush per connection.
     func dispatch() {
         if !self.started { self.start() }
-        let count = self.connections.count
-        guard count > 0 else {
+        guard !self.connections.isEmpty else {
             self.ensureConnections()
+            if self.shutdownPromise != nil { self.checkShutdown() }
             return
         }
+        // A snapshot: a flush that fails closes its channel at once, which changes `connections`.
+        let snapshot = self.connections
+        let count = snapshot.count
         for offset in 0..<count {
-            let connection = self.connections[(self.roundRobin + offset) % count]
+            let connection = snapshot[(self.roundRobin + offset) % count]
+            guard connection.state == .ready else { continue }
             var wrote = false
             var capacity = connection.capacity
-            guard capacity > 0 else { continue }
             while capacity > 0, let pending = self.retries.popFirst() {
                 connection.send(pending)
                 capacity = connection.capacity
                 wrote = true
             }
-            guard capacity > 0 else { continue }
-            for pending in self.intake.take(upTo: capacity) {
-                connection.send(pending)
-                wrote = true
+            if capacity > 0 {
+                for pending in self.intake.take(upTo: capacity) {
+                    connection.send(pending)
+                    wrote = true
+                }
             }
             if wrote { connection.flush() }
         }
@@ -211,9 +215,9 @@ final class ConnectionPool {
         self.dispatch()
     }
 
-    func connectionClosed(_ connection: APNSConnection, wasReady: Bool, unanswered: [Pending], reason: String) {
+    func connectionClosed(_ connection: APNSConnection, becameReady: Bool, unanswered: [Pending], reason: String) {
         self.connections.removeAll { $0 === connection }
-        if !wasReady {
+        if !becameReady {
             self.noteFailure(reason)
         } else {
             self.logger.debug("APNs connection closed", metadata: ["apns.connection": "\(connection.id)", "reason": "\(reason)"])
@@ -234,7 +238,6 @@ final class ConnectionPool {
     func failed(_ pending: Pending, _ error: APNSClientError) {
         self.metrics.failed(error.failureClass)
         pending.complete(.failure(error))
-        if self.shutdownPromise != nil { self.checkShutdown() }
     }
 
     func deadlineExceeded(_ pending: Pending, sent: Bool) {
@@ -252,9 +255,9 @@ final class ConnectionPool {
 
     /// Puts a request on the wire again, at the front of the line, unless it was sent too often
     /// or its deadline passed.
+    /// `countingSend`: it went on the wire (and counts against `maximumResends`); otherwise it
+    /// was handed back before being written.
     func resend(_ pending: Pending, countingSend: Bool, reason: String = "resent") {
-        var pending = pending
-        if !countingSend { pending.sends = max(0, pending.sends - 1) }
         if pending.deadline <= .now() { return self.deadlineExceeded(pending, sent: pending.sends > 0) }
         if pending.sends > self.configuration.maximumResends {
             return self.failed(
@@ -326,8 +329,8 @@ final class ConnectionPool {
                 self.metrics.tokenRefreshes.increment()
             }
         }
-        if !self.retries.isEmpty { self.dispatch() }
-        if self.shutdownPromise != nil { self.checkShutdown() }
+        // Streams freed by deadlines, resends waiting, queued requests: put them on the wire.
+        self.dispatch()
     }
 
     // MARK: shutdown

@@ -69,8 +69,8 @@ final class Intake: Sendable {
         }
     }
 
-    /// Takes up to `limit` requests, oldest first. When that empties the queue with room to
-    /// spare, the pool is marked as waiting, so the next `enqueue` wakes it.
+    /// Takes up to `limit` requests, oldest first. When that empties the queue, the pool is
+    /// marked as waiting, so the next `enqueue` wakes it.
     func take(upTo limit: Int) -> [Pending] {
         guard limit > 0 else { return [] }
         let (taken, waiters) = self.state.withLock { state -> ([Pending], [UnsafeContinuation<Void, Never>]) in
@@ -78,7 +78,9 @@ final class Intake: Sendable {
             var taken: [Pending] = []
             taken.reserveCapacity(count)
             for _ in 0..<count { taken.append(state.queue.removeFirst()) }
-            state.wakeNeeded = count < limit
+            // Empty now: the next request wakes the pool. Not empty: the pool pulls by itself
+            // when a stream frees up (an answer, or the sweep after a deadline).
+            state.wakeNeeded = state.queue.isEmpty
             let released = min(count, state.waiters.count)
             var waiters: [UnsafeContinuation<Void, Never>] = []
             for _ in 0..<released { waiters.append(state.waiters.removeFirst()) }

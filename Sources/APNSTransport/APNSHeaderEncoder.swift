@@ -27,7 +27,8 @@ public struct APNSHeaderEncoder: Sendable {
     private var table: [Entry] = []
     private var tableSize = 0
     private var maxTableSize: Int
-    /// A table size the peer asked for, announced at the start of the next header block.
+    /// The smallest table size the peer set since the last header block, announced (with the
+    /// final size when larger) at the start of the next one.
     private var pendingSizeUpdate: Int?
 
     /// - Parameter maxTableSize: the peer's SETTINGS_HEADER_TABLE_SIZE (4096 until it says otherwise).
@@ -81,8 +82,10 @@ public struct APNSHeaderEncoder: Sendable {
     }
 
     private mutating func beginBlock(into buffer: inout ByteBuffer) {
-        if let size = self.pendingSizeUpdate {
-            Self.writeInteger(size, prefixBits: 5, flags: 0x20, into: &buffer)
+        // RFC 7541 §4.2: the smallest size since the last block, then the final one if larger.
+        if let smallest = self.pendingSizeUpdate {
+            Self.writeInteger(smallest, prefixBits: 5, flags: 0x20, into: &buffer)
+            if smallest < self.maxTableSize { Self.writeInteger(self.maxTableSize, prefixBits: 5, flags: 0x20, into: &buffer) }
             self.pendingSizeUpdate = nil
         }
     }

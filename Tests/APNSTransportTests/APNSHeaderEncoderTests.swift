@@ -75,4 +75,22 @@ import Testing
         #expect(headers.first(name: "authorization")?.count == 187)  // too big for 100 bytes: sent literally
         #expect(encoder.dynamicTableCount <= 2)
     }
+
+    @Test("a table shrunk to 0 and grown back is announced as both sizes (RFC 7541 §4.2)")
+    func shrinkThenGrow() throws {
+        var encoder = APNSHeaderEncoder()
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+        var warm = self.push(&encoder, token: "aa", id: "00000000-0000-4000-8000-000000000001")
+        _ = try decoder.decodeHeaders(from: &warm)
+        encoder.setMaxTableSize(0)
+        encoder.setMaxTableSize(4096)
+        var block = self.push(&encoder, token: "bb", id: "00000000-0000-4000-8000-000000000002")
+        #expect(block.getInteger(at: block.readerIndex, as: UInt8.self) == 0x20)  // size 0
+        #expect(block.getInteger(at: block.readerIndex + 1, as: UInt8.self)! & 0xE0 == 0x20)  // then 4096
+        let headers = try decoder.decodeHeaders(from: &block)
+        #expect(headers.first(name: ":path") == "/3/device/bb")
+        #expect(encoder.dynamicTableCount == 5, "the table was emptied, then refilled")
+        var next = self.push(&encoder, token: "cc", id: "00000000-0000-4000-8000-000000000003")
+        #expect(try decoder.decodeHeaders(from: &next).first(name: "apns-topic") != nil)
+    }
 }
