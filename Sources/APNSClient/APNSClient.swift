@@ -47,6 +47,8 @@ public final class APNSClient: Service, Sendable {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = ["h2"]
+        // A peer that never answers close_notify (a dead connection) holds a close this long at most.
+        tls.shutdownTimeout = .seconds(1)
         switch configuration.trustRoots {
         case .system: break
         case .certificates(let certificates): tls.trustRoots = .certificates(certificates)

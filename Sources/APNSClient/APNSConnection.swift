@@ -62,6 +62,7 @@ final class APNSConnection: ChannelInboundHandler {
     /// this handler to several attempts' pipelines; the others are ignored and closed by NIO.
     private var context: ChannelHandlerContext?
     private var becameReady = false
+    private var terminated = false
     private var shutdownRequested = false
     /// The last-stream-id of a GOAWAY: streams at or below it may have been processed.
     private var goAwayLastStreamID: UInt32?
@@ -137,6 +138,16 @@ final class APNSConnection: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         guard context === self.context else { return }
+        self.terminate()
+        self.context = nil
+    }
+
+    /// Hands every stream back once: answered-but-unfinished ones complete, ones at or below a
+    /// GOAWAY's last-stream-id fail (APNs may have acted on them), the rest go to the pool to be
+    /// resent. Then the pool forgets this connection.
+    private func terminate() {
+        guard !self.terminated else { return }
+        self.terminated = true
         self.state = .closed
         let reason = self.closeReason ?? "the connection closed"
         var unanswered: [Pending] = []
@@ -145,7 +156,6 @@ final class APNSConnection: ChannelInboundHandler {
                 // The answer's status came; its body did not. Complete with what arrived.
                 self.finish(stream)
             } else if let last = self.goAwayLastStreamID, streamID <= last {
-                // At or below GOAWAY's last-stream-id: APNs may have acted on it. Not resent.
                 self.pool.failed(
                     stream.pending,
                     APNSClientError(code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered")
@@ -156,7 +166,6 @@ final class APNSConnection: ChannelInboundHandler {
         }
         self.streams.removeAll()
         self.blocked.removeAll()
-        self.context = nil
         self.pool.connectionClosed(self, becameReady: self.becameReady, unanswered: unanswered, reason: reason)
     }
 
@@ -178,10 +187,13 @@ final class APNSConnection: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
-    /// Closes now; unanswered streams go back to the pool.
+    /// Closes now; unanswered streams go back to the pool at once, without waiting for the TLS
+    /// shutdown of a peer that may never answer.
     func close(reason: String) {
         if self.closeReason == nil { self.closeReason = reason }
-        self.context?.close(promise: nil)
+        let context = self.context
+        self.terminate()
+        context?.close(promise: nil)
     }
 
     /// Stops taking streams; closes once the ones in flight are answered.
