@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSModels
+
+/// A stored API key, as needed to check a presented one.
+public struct StoredAPIKey: Sendable, Hashable {
+    public var id: String
+    public var hash: [UInt8]
+    public var scope: APIScope
+    /// The one app a `register`/`send` key is bound to; nil for keys valid for every app.
+    public var appID: String?
+    public var name: String?
+
+    public init(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?) {
+        self.id = id
+        self.hash = hash
+        self.scope = scope
+        self.appID = appID
+        self.name = name
+    }
+}
+
+/// Filters for listing devices.
+public struct DeviceQuery: Sendable, Hashable {
+    public var userID: String?
+    public var tag: String?
+    public var tokenPrefix: String?
+    public var limit: Int
+
+    public init(userID: String? = nil, tag: String? = nil, tokenPrefix: String? = nil, limit: Int = 100) {
+        self.userID = userID
+        self.tag = tag
+        self.tokenPrefix = tokenPrefix
+        self.limit = limit
+    }
+}
+
+/// Everything Herald keeps: apps and their sealed credentials, API keys, the device registry,
+/// notifications and their deliveries (the durable outbox), and the invalidation audit trail.
+/// SQLite is the embedded driver; PostgreSQL shares this contract.
+public protocol HeraldStore: Sendable {
+    func createApp(_ app: App) async throws
+    func app(_ id: String) async throws -> App?
+    func apps() async throws -> [App]
+
+    /// Stores sealed (encrypted) credential material for one environment, replacing any before.
+    func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws
+    func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]]
+
+    func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws
+    func apiKey(id: String) async throws -> StoredAPIKey?
+    func hasAPIKeys() async throws -> Bool
+
+    /// Idempotent upsert by token; moves the token to the new user; reactivates it.
+    func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device
+    func unregister(appID: String, token: String) async throws -> Bool
+    func devices(appID: String, _ query: DeviceQuery) async throws -> [Device]
+    func device(appID: String, token: String) async throws -> Device?
+    func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation]
+
+    /// Commits the notification and one delivery per matching device in one transaction; an
+    /// idempotency key already used returns the first notification instead.
+    func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+        -> (id: String, deliveries: Int, existing: Bool)
+    func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
+    /// Cancels a notification's pending deliveries; false when nothing was pending.
+    func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool
+
+    /// Leases up to `limit` due deliveries until `now + leaseMilliseconds`.
+    func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
+    /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's timestamp).
+    func record(_ results: [DeliveryResult], now: Int64) async throws
+    /// Deliveries per state, for metrics.
+    func deliveryCounts() async throws -> [DeliveryState: Int]
+}

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSModels
+
+/// An app: a bundle id with APNs credentials per environment.
+public struct App: Sendable, Hashable {
+    public var id: String
+    public var bundleID: String
+    public var createdAt: Int64
+
+    public init(id: String, bundleID: String, createdAt: Int64) {
+        self.id = id
+        self.bundleID = bundleID
+        self.createdAt = createdAt
+    }
+}
+
+/// How Herald authenticates to APNs for one app and environment.
+public enum CredentialMaterial: Sendable, Hashable {
+    /// A `.p8` key; `restrictedTo` for Apple's environment-restricted keys.
+    case token(keyID: String, teamID: String, privateKeyPEM: String, restrictedTo: APNSEnvironment?)
+    /// A client certificate (chain) and its key, both PEM.
+    case certificate(certificatePEM: String, privateKeyPEM: String)
+}
+
+/// What an app or SDK sends to register a token.
+public struct DeviceRegistration: Sendable, Hashable {
+    public var token: DeviceToken
+    public var kind: DeviceKind
+    public var environment: APNSEnvironment
+    public var userID: String?
+    public var tags: [String]
+    public var locale: String?
+    public var timeZone: String?
+    public var appVersion: String?
+    public var platform: String?
+    /// Live Activity update tokens: the activity they update.
+    public var activityID: String?
+    /// Push-to-start tokens: the ActivityAttributes type they start.
+    public var attributesType: String?
+
+    public init(
+        token: DeviceToken, kind: DeviceKind = .device, environment: APNSEnvironment = .production, userID: String? = nil,
+        tags: [String] = [], locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
+        platform: String? = nil, activityID: String? = nil, attributesType: String? = nil
+    ) {
+        self.token = token
+        self.kind = kind
+        self.environment = environment
+        self.userID = userID
+        self.tags = tags
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.platform = platform
+        self.activityID = activityID
+        self.attributesType = attributesType
+    }
+}
+
+/// A registered token.
+public struct Device: Sendable, Hashable {
+    public var id: Int64
+    public var appID: String
+    public var registration: DeviceRegistration
+    public var active: Bool
+    public var createdAt: Int64
+    public var lastRegisteredAt: Int64
+    public var invalidatedAt: Int64?
+    public var invalidationReason: String?
+
+    public init(id: Int64, appID: String, registration: DeviceRegistration, active: Bool, createdAt: Int64, lastRegisteredAt: Int64, invalidatedAt: Int64?, invalidationReason: String?) {
+        self.id = id
+        self.appID = appID
+        self.registration = registration
+        self.active = active
+        self.createdAt = createdAt
+        self.lastRegisteredAt = lastRegisteredAt
+        self.invalidatedAt = invalidatedAt
+        self.invalidationReason = invalidationReason
+    }
+}
+
+/// Who a notification goes to.
+public enum Audience: Sendable, Hashable {
+    case tokens([String])
+    case users([String])
+    case tags([String], matchAll: Bool)
+    case all
+}
+
+/// A notification as accepted: what to send and to whom.
+public struct NotificationSpec: Sendable, Hashable {
+    public var audience: Audience
+    /// Only devices of these kinds (all kinds when empty).
+    public var kinds: Set<DeviceKind>
+    /// Only devices in this environment (both when nil).
+    public var environment: APNSEnvironment?
+    /// The push type; derived from each device's kind when nil.
+    public var pushType: PushType?
+    public var priority: Priority?
+    /// Absolute UNIX seconds; 0 = one attempt only; nil = APNs's storage policy.
+    public var expiration: Int64?
+    public var collapseID: String?
+    public var payload: [UInt8]
+    /// When to send (ms since 1970); now when nil.
+    public var scheduledAt: Int64?
+    public var idempotencyKey: String?
+
+    public init(
+        audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
+        priority: Priority? = nil, expiration: Int64? = nil, collapseID: String? = nil, payload: [UInt8],
+        scheduledAt: Int64? = nil, idempotencyKey: String? = nil
+    ) {
+        self.audience = audience
+        self.kinds = kinds
+        self.environment = environment
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.payload = payload
+        self.scheduledAt = scheduledAt
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// Where a delivery stands.
+public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
+    /// Waiting to be sent (or to be retried).
+    case pending
+    /// Accepted by APNs.
+    case sent
+    /// Refused for good, or out of attempts / past expiration.
+    case failed
+}
+
+/// One notification to one device, as claimed for sending.
+public struct ClaimedDelivery: Sendable, Hashable {
+    public var id: Int64
+    public var notificationID: String
+    public var appID: String
+    public var deviceID: Int64
+    public var token: String
+    public var environment: APNSEnvironment
+    public var pushType: PushType
+    public var topic: String
+    public var priority: Priority?
+    public var expiration: Int64?
+    public var collapseID: String?
+    public var payload: [UInt8]
+    public var attempts: Int
+
+    public init(id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String, priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int) {
+        self.id = id
+        self.notificationID = notificationID
+        self.appID = appID
+        self.deviceID = deviceID
+        self.token = token
+        self.environment = environment
+        self.pushType = pushType
+        self.topic = topic
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.payload = payload
+        self.attempts = attempts
+    }
+}
+
+/// What became of one send.
+public struct DeliveryResult: Sendable, Hashable {
+    public enum Outcome: Sendable, Hashable {
+        case sent(apnsID: String?)
+        /// Try again at `retryAt` (ms), unless out of attempts or past expiration.
+        case retry(status: Int?, reason: String, retryAt: Int64)
+        /// Final; `invalidate` also deactivates the device (after `timestamp` for 410).
+        case failed(status: Int?, reason: String, invalidate: Bool, timestamp: Int64?)
+    }
+
+    public var deliveryID: Int64
+    public var outcome: Outcome
+    public var latencyMilliseconds: Int64
+
+    public init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64) {
+        self.deliveryID = deliveryID
+        self.outcome = outcome
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+}
+
+/// One delivery as reported by the API.
+public struct DeliveryRecord: Sendable, Hashable {
+    public var id: Int64
+    public var token: String
+    public var kind: DeviceKind?
+    public var environment: APNSEnvironment
+    public var pushType: PushType
+    public var state: DeliveryState
+    public var attempts: Int
+    public var apnsID: String?
+    public var status: Int?
+    public var reason: String?
+    public var latencyMilliseconds: Int64?
+
+    public init(id: Int64, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState, attempts: Int, apnsID: String?, status: Int?, reason: String?, latencyMilliseconds: Int64?) {
+        self.id = id
+        self.token = token
+        self.kind = kind
+        self.environment = environment
+        self.pushType = pushType
+        self.state = state
+        self.attempts = attempts
+        self.apnsID = apnsID
+        self.status = status
+        self.reason = reason
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+}
+
+/// A notification and its deliveries' states.
+public struct NotificationStatus: Sendable, Hashable {
+    public var id: String
+    public var appID: String
+    public var createdAt: Int64
+    public var scheduledAt: Int64
+    public var counts: [DeliveryState: Int]
+    public var deliveries: [DeliveryRecord]
+
+    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, counts: [DeliveryState: Int], deliveries: [DeliveryRecord]) {
+        self.id = id
+        self.appID = appID
+        self.createdAt = createdAt
+        self.scheduledAt = scheduledAt
+        self.counts = counts
+        self.deliveries = deliveries
+    }
+}
+
+/// An invalidation as recorded (audit trail).
+public struct Invalidation: Sendable, Hashable {
+    public var deviceID: Int64
+    public var reason: String
+    public var apnsTimestamp: Int64?
+    public var at: Int64
+    /// False when the device was re-registered after APNs's timestamp and so kept.
+    public var applied: Bool
+
+    public init(deviceID: Int64, reason: String, apnsTimestamp: Int64?, at: Int64, applied: Bool) {
+        self.deviceID = deviceID
+        self.reason = reason
+        self.apnsTimestamp = apnsTimestamp
+        self.at = at
+        self.applied = applied
+    }
+}

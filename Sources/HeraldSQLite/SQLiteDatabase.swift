@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSQLite
+import Foundation
+public import NIOPosix
+import Synchronization
+
+/// What SQLite said went wrong, with its result code.
+public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    public var code: Int32
+    public var message: String
+
+    public var description: String { "SQLite error \(self.code): \(self.message)" }
+
+    /// A UNIQUE / PRIMARY KEY violation.
+    public var isConstraintViolation: Bool { self.code & 0xFF == SQLITE_CONSTRAINT }
+}
+
+/// A value bound to or read from a statement.
+public enum SQLValue: Sendable, Hashable {
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case blob([UInt8])
+    case null
+
+    public var int: Int64? { if case .integer(let value) = self { return value } else { return nil } }
+    public var string: String? { if case .text(let value) = self { return value } else { return nil } }
+    public var bytes: [UInt8]? { if case .blob(let value) = self { return value } else { return nil } }
+}
+
+/// One SQLite database file, opened once, used from one thread at a time.
+///
+/// Work runs as whole closures on NIO's thread pool (`read`/`write`), so the cooperative pool never
+/// blocks, and a transaction's statements run back to back without a hop between them. Writes
+/// are serialized by a lock (SQLite allows one writer); prepared statements are cached by SQL text.
+public final class SQLiteDatabase: Sendable {
+    private let connection: Mutex<Connection>
+    private let threadPool: NIOThreadPool
+    public let path: String
+
+    /// Opens (creating if needed) `path` in WAL mode with foreign keys on.
+    public init(path: String, threadPool: NIOThreadPool = .singleton) throws {
+        self.path = path
+        self.threadPool = threadPool
+        self.connection = Mutex(try Connection(path: path))
+        try self.connection.withLock { connection in
+            try connection.execute("PRAGMA journal_mode = WAL")
+            try connection.execute("PRAGMA synchronous = NORMAL")
+            try connection.execute("PRAGMA foreign_keys = ON")
+            try connection.execute("PRAGMA busy_timeout = 5000")
+        }
+    }
+
+    /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the thread pool; rolls
+    /// back if it throws, so nothing half-written remains.
+    @discardableResult
+    public func write<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
+        try await self.threadPool.runIfActive {
+            try self.connection.withLock { connection in
+                try connection.execute("BEGIN IMMEDIATE")
+                do {
+                    let result = try body(connection)
+                    try connection.execute("COMMIT")
+                    return result
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Runs `body` on the thread pool without a transaction (reads).
+    @discardableResult
+    public func read<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
+        try await self.threadPool.runIfActive {
+            try self.connection.withLock { connection in try body(connection) }
+        }
+    }
+
+    /// The connection: statements, bindings, rows. Only reachable inside `read`/`write`.
+    public struct Connection: ~Copyable, @unchecked Sendable {
+        fileprivate let handle: OpaquePointer
+        private let cache: StatementCache
+
+        fileprivate init(path: String) throws {
+            var handle: OpaquePointer?
+            let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+            let status = sqlite3_open_v2(path, &handle, flags, nil)
+            guard status == SQLITE_OK, let handle else {
+                let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+                if let handle { sqlite3_close_v2(handle) }
+                throw SQLiteError(code: status, message: message)
+            }
+            self.handle = handle
+            self.cache = StatementCache()
+        }
+
+        deinit {
+            self.cache.finalizeAll()
+            sqlite3_close_v2(self.handle)
+        }
+
+        /// Runs SQL without results (may hold several statements).
+        public func execute(_ sql: String) throws {
+            var error: UnsafeMutablePointer<CChar>?
+            let status = sqlite3_exec(self.handle, sql, nil, nil, &error)
+            if status != SQLITE_OK {
+                let message = error.map { String(cString: $0) } ?? "unknown"
+                sqlite3_free(error)
+                throw SQLiteError(code: status, message: message)
+            }
+        }
+
+        /// Runs one statement with `bindings` and returns every row.
+        @discardableResult
+        public func query(_ sql: String, _ bindings: [SQLValue] = []) throws -> [[SQLValue]] {
+            var rows: [[SQLValue]] = []
+            try self.each(sql, bindings) { rows.append($0) }
+            return rows
+        }
+
+        /// Runs one statement with `bindings`, handing each row to `body`.
+        public func each(_ sql: String, _ bindings: [SQLValue], _ body: ([SQLValue]) throws -> Void) throws {
+            let statement = try self.cache.statement(sql, handle: self.handle)
+            defer {
+                sqlite3_reset(statement)
+                sqlite3_clear_bindings(statement)
+            }
+            for (index, value) in bindings.enumerated() {
+                let position = Int32(index + 1)
+                let status: Int32
+                switch value {
+                case .integer(let number): status = sqlite3_bind_int64(statement, position, number)
+                case .real(let number): status = sqlite3_bind_double(statement, position, number)
+                case .text(let text): status = sqlite3_bind_text(statement, position, text, -1, Self.transient)
+                case .blob(let bytes):
+                    status = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, position, $0.baseAddress, Int32($0.count), Self.transient) }
+                case .null: status = sqlite3_bind_null(statement, position)
+                }
+                guard status == SQLITE_OK else { throw self.error(status) }
+            }
+            let columns = sqlite3_column_count(statement)
+            while true {
+                let status = sqlite3_step(statement)
+                if status == SQLITE_DONE { return }
+                guard status == SQLITE_ROW else { throw self.error(status) }
+                var row: [SQLValue] = []
+                row.reserveCapacity(Int(columns))
+                for column in 0..<columns {
+                    switch sqlite3_column_type(statement, column) {
+                    case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
+                    case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+                    case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(statement, column))))
+                    case SQLITE_BLOB:
+                        let count = Int(sqlite3_column_bytes(statement, column))
+                        if let pointer = sqlite3_column_blob(statement, column), count > 0 {
+                            row.append(.blob(Array(UnsafeRawBufferPointer(start: pointer, count: count))))
+                        } else {
+                            row.append(.blob([]))
+                        }
+                    default: row.append(.null)
+                    }
+                }
+                try body(row)
+            }
+        }
+
+        /// Rows changed by the last statement.
+        public var changes: Int { Int(sqlite3_changes(self.handle)) }
+
+        public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(self.handle) }
+
+        private func error(_ status: Int32) -> SQLiteError {
+            SQLiteError(code: sqlite3_extended_errcode(self.handle), message: String(cString: sqlite3_errmsg(self.handle)))
+        }
+
+        private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    }
+}
+
+/// Prepared statements by SQL text, for one connection.
+private final class StatementCache: @unchecked Sendable {
+    private var statements: [String: OpaquePointer] = [:]
+
+    func statement(_ sql: String, handle: OpaquePointer) throws -> OpaquePointer {
+        if let statement = self.statements[sql] { return statement }
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else {
+            throw SQLiteError(code: status, message: String(cString: sqlite3_errmsg(handle)) + " in: \(sql.prefix(200))")
+        }
+        if self.statements.count > 256 { self.finalizeAll() }
+        self.statements[sql] = statement
+        return statement
+    }
+
+    func finalizeAll() {
+        for statement in self.statements.values { sqlite3_finalize(statement) }
+        self.statements.removeAll()
+    }
+}

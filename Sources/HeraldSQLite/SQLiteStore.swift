@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSModels
+public import HeraldCore
+
+/// The embedded store: one SQLite file in WAL mode.
+public final class SQLiteStore: HeraldStore {
+    public let database: SQLiteDatabase
+
+    /// Opens (creating and migrating if needed) the database at `path`.
+    public init(path: String) async throws {
+        self.database = try SQLiteDatabase(path: path)
+        try await self.database.write { db in
+            try db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            let version = try db.query("SELECT max(version) FROM schema_version").first?.first?.int ?? 0
+            for (index, migration) in Self.migrations.enumerated() where index + 1 > version {
+                try db.execute(migration)
+                try db.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(Int64(index + 1))])
+            }
+        }
+    }
+
+    static let migrations = [
+        """
+        CREATE TABLE apps (id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, created_at INTEGER NOT NULL);
+        CREATE TABLE credentials (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, environment TEXT NOT NULL,
+            sealed BLOB NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (app_id, environment));
+        CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY, hash BLOB NOT NULL, scope TEXT NOT NULL,
+            app_id TEXT REFERENCES apps(id) ON DELETE CASCADE, name TEXT, created_at INTEGER NOT NULL);
+        CREATE TABLE devices (
+            id INTEGER PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+            token TEXT NOT NULL, kind TEXT NOT NULL, environment TEXT NOT NULL, user_id TEXT, locale TEXT,
+            time_zone TEXT, app_version TEXT, platform TEXT, activity_id TEXT, attributes_type TEXT,
+            active INTEGER NOT NULL DEFAULT 1, created_at INTEGER NOT NULL, last_registered_at INTEGER NOT NULL,
+            invalidated_at INTEGER, invalidation_reason TEXT, UNIQUE (app_id, token));
+        CREATE INDEX devices_user ON devices (app_id, user_id);
+        CREATE TABLE device_tags (
+            device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag TEXT NOT NULL,
+            PRIMARY KEY (device_id, tag)) WITHOUT ROWID;
+        CREATE INDEX device_tags_tag ON device_tags (tag, device_id);
+        CREATE TABLE invalidations (
+            id INTEGER PRIMARY KEY, app_id TEXT NOT NULL, device_id INTEGER NOT NULL, reason TEXT NOT NULL,
+            apns_timestamp INTEGER, at INTEGER NOT NULL, applied INTEGER NOT NULL);
+        CREATE INDEX invalidations_device ON invalidations (device_id);
+        CREATE TABLE notifications (
+            id TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+            priority INTEGER, expiration INTEGER, collapse_id TEXT, payload BLOB NOT NULL,
+            created_at INTEGER NOT NULL, scheduled_at INTEGER NOT NULL, idempotency_key TEXT,
+            UNIQUE (app_id, idempotency_key));
+        CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL REFERENCES notifications(id) ON DELETE CASCADE,
+            device_id INTEGER NOT NULL, token TEXT NOT NULL, environment TEXT NOT NULL, push_type TEXT NOT NULL,
+            topic TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER NOT NULL, lease_until INTEGER, apns_id TEXT, status INTEGER, reason TEXT,
+            latency_ms INTEGER, updated_at INTEGER NOT NULL);
+        CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE state = 'pending';
+        CREATE INDEX deliveries_notification ON deliveries (notification_id);
+        """
+    ]
+
+    // MARK: apps and credentials
+
+    public func createApp(_ app: App) async throws {
+        do {
+            try await self.database.write { db in
+                try db.query(
+                    "INSERT INTO apps (id, bundle_id, created_at) VALUES (?, ?, ?)",
+                    [.text(app.id), .text(app.bundleID), .integer(app.createdAt)]
+                )
+            }
+        } catch let error as SQLiteError where error.isConstraintViolation {
+            throw HeraldError.conflict("an app with id '\(app.id)' exists", code: "app_exists")
+        }
+    }
+
+    public func app(_ id: String) async throws -> App? {
+        try await self.database.read { db in
+            try db.query("SELECT id, bundle_id, created_at FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
+        }
+    }
+
+    public func apps() async throws -> [App] {
+        try await self.database.read { db in try db.query("SELECT id, bundle_id, created_at FROM apps ORDER BY id").map(Self.app) }
+    }
+
+    private static func app(_ row: [SQLValue]) -> App {
+        App(id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0)
+    }
+
+    public func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
+        try await self.database.write { db in
+            try db.query(
+                """
+                INSERT INTO credentials (app_id, environment, sealed, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (app_id, environment) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
+                """,
+                [.text(appID), .text(environment.rawValue), .blob(sealed), .integer(now)]
+            )
+        }
+    }
+
+    public func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
+        try await self.database.read { db in
+            var result: [APNSEnvironment: [UInt8]] = [:]
+            for row in try db.query("SELECT environment, sealed FROM credentials WHERE app_id = ?", [.text(appID)]) {
+                if let environment = row[0].string.flatMap(APNSEnvironment.init(rawValue:)), let sealed = row[1].bytes {
+                    result[environment] = sealed
+                }
+            }
+            return result
+        }
+    }
+
+    // MARK: API keys
+
+    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
+        try await self.database.write { db in
+            try db.query(
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [.text(id), .blob(hash), .text(scope.rawValue), appID.map(SQLValue.text) ?? .null, name.map(SQLValue.text) ?? .null, .integer(now)]
+            )
+        }
+    }
+
+    public func apiKey(id: String) async throws -> StoredAPIKey? {
+        try await self.database.read { db in
+            guard let row = try db.query("SELECT id, hash, scope, app_id, name FROM api_keys WHERE id = ?", [.text(id)]).first,
+                let scope = row[2].string.flatMap(APIScope.init(rawValue:))
+            else { return nil }
+            return StoredAPIKey(id: row[0].string ?? "", hash: row[1].bytes ?? [], scope: scope, appID: row[3].string, name: row[4].string)
+        }
+    }
+
+    public func hasAPIKeys() async throws -> Bool {
+        try await self.database.read { db in try db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty == false }
+    }
+
+    // MARK: devices
+
+    static let deviceColumns = """
+        id, app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform, activity_id,
+        attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason
+        """
+
+    public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
+        try await self.database.write { db in
+            let rows = try db.query(
+                """
+                INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+                    activity_id, attributes_type, active, created_at, last_registered_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+                ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
+                    user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
+                    app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
+                    attributes_type = excluded.attributes_type, active = 1,
+                    last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+                RETURNING \(Self.deviceColumns)
+                """,
+                [
+                    .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
+                    Self.optional(registration.userID), Self.optional(registration.locale), Self.optional(registration.timeZone),
+                    Self.optional(registration.appVersion), Self.optional(registration.platform), Self.optional(registration.activityID),
+                    Self.optional(registration.attributesType), .integer(now), .integer(now),
+                ]
+            )
+            guard let row = rows.first else { throw SQLiteError(code: 1, message: "upsert returned nothing") }
+            let id = row[0].int ?? 0
+            try db.query("DELETE FROM device_tags WHERE device_id = ?", [.integer(id)])
+            for tag in Set(registration.tags) {
+                try db.query("INSERT INTO device_tags (device_id, tag) VALUES (?, ?)", [.integer(id), .text(tag)])
+            }
+            return Self.device(row, tags: registration.tags.sorted())
+        }
+    }
+
+    public func unregister(appID: String, token: String) async throws -> Bool {
+        try await self.database.write { db in
+            try db.query("DELETE FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(token)])
+            return db.changes > 0
+        }
+    }
+
+    public func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
+        try await self.database.read { db in
+            var sql = "SELECT \(Self.deviceColumns) FROM devices d WHERE app_id = ?"
+            var bindings: [SQLValue] = [.text(appID)]
+            if let userID = query.userID {
+                sql += " AND user_id = ?"
+                bindings.append(.text(userID))
+            }
+            if let tag = query.tag {
+                sql += " AND id IN (SELECT device_id FROM device_tags WHERE tag = ?)"
+                bindings.append(.text(tag))
+            }
+            if let prefix = query.tokenPrefix {
+                sql += " AND token >= ? AND token < ?"
+                bindings.append(.text(prefix))
+                bindings.append(.text(prefix + "\u{FFFF}"))
+            }
+            sql += " ORDER BY id LIMIT ?"
+            bindings.append(.integer(Int64(max(1, min(query.limit, 1000)))))
+            return try db.query(sql, bindings).map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
+        }
+    }
+
+    public func device(appID: String, token: String) async throws -> Device? {
+        try await self.database.read { db in
+            try db.query("SELECT \(Self.deviceColumns) FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(token)])
+                .first.map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
+        }
+    }
+
+    public func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation] {
+        try await self.database.read { db in
+            try db.query(
+                "SELECT device_id, reason, apns_timestamp, at, applied FROM invalidations WHERE app_id = ? AND device_id = ? ORDER BY id",
+                [.text(appID), .integer(deviceID)]
+            ).map { row in
+                Invalidation(deviceID: row[0].int ?? 0, reason: row[1].string ?? "", apnsTimestamp: row[2].int, at: row[3].int ?? 0, applied: row[4].int == 1)
+            }
+        }
+    }
+
+    private static func tags(_ db: borrowing SQLiteDatabase.Connection, _ id: Int64) throws -> [String] {
+        try db.query("SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", [.integer(id)]).compactMap { $0[0].string }
+    }
+
+    private static func device(_ row: [SQLValue], tags: [String]) -> Device {
+        let token = (try? DeviceToken(hex: row[2].string ?? "")) ?? (try! DeviceToken(hex: "00"))
+        let registration = DeviceRegistration(
+            token: token,
+            kind: row[3].string.flatMap(DeviceKind.init(rawValue:)) ?? .device,
+            environment: row[4].string.flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            userID: row[5].string, tags: tags, locale: row[6].string, timeZone: row[7].string, appVersion: row[8].string,
+            platform: row[9].string, activityID: row[10].string, attributesType: row[11].string
+        )
+        return Device(
+            id: row[0].int ?? 0, appID: row[1].string ?? "", registration: registration, active: row[12].int == 1,
+            createdAt: row[13].int ?? 0, lastRegisteredAt: row[14].int ?? 0, invalidatedAt: row[15].int,
+            invalidationReason: row[16].string
+        )
+    }
+
+    private static func optional(_ text: String?) -> SQLValue { text.map(SQLValue.text) ?? .null }
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSClient
+public import APNSModels
+import HeraldCore
+import Logging
+import NIOSSL
+import Synchronization
+
+/// Where pushes for an app and environment go when the app has no credentials of its own.
+public struct EmulatorTarget: Sendable {
+    public var host: String
+    public var ports: [APNSEnvironment: Int]
+    public var caFile: String
+    public var key: SigningKey
+
+    public init(host: String, ports: [APNSEnvironment: Int], caFile: String, key: SigningKey) {
+        self.host = host
+        self.ports = ports
+        self.caFile = caFile
+        self.key = key
+    }
+}
+
+/// One APNs client per (app, environment), made on first use from the app's sealed credentials
+/// — or pointed at the built-in emulator when the app has none — and reused after.
+final class ClientProvider: Sendable {
+    private struct Entry: Sendable {
+        var sealed: [UInt8]?
+        var client: APNSClient
+    }
+
+    private let store: any HeraldStore
+    private let secrets: SecretBox
+    private let emulator: EmulatorTarget?
+    private let logger: Logger
+    private let clients = Mutex<[String: Entry]>([:])
+
+    init(store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, logger: Logger) {
+        self.store = store
+        self.secrets = secrets
+        self.emulator = emulator
+        self.logger = logger
+    }
+
+    /// The client for `appID` in `environment`; a new one if the credentials changed.
+    func client(appID: String, environment: APNSEnvironment) async throws(HeraldError) -> APNSClient {
+        let key = "\(appID)/\(environment.rawValue)"
+        let sealed: [UInt8]?
+        do {
+            sealed = try await self.store.credentials(appID: appID)[environment]
+        } catch {
+            throw HeraldError(status: 503, code: "store_unavailable", "cannot read credentials: \(error)")
+        }
+        if let entry = self.clients.withLock({ $0[key] }), entry.sealed == sealed { return entry.client }
+        let configuration = try self.configuration(sealed: sealed, environment: environment, appID: appID)
+        let client: APNSClient
+        do {
+            var logger = self.logger
+            logger[metadataKey: "herald.app"] = "\(appID)"
+            client = try APNSClient(configuration: configuration, logger: logger)
+        } catch {
+            throw HeraldError(status: 422, code: "bad_credentials", error.message)
+        }
+        let replaced = self.clients.withLock { clients -> APNSClient? in
+            let old = clients[key]?.client
+            clients[key] = Entry(sealed: sealed, client: client)
+            return old
+        }
+        if let replaced { await replaced.shutdown() }
+        return client
+    }
+
+    private func configuration(sealed: [UInt8]?, environment: APNSEnvironment, appID: String) throws(HeraldError) -> APNSClientConfiguration {
+        guard let sealed else {
+            guard let emulator = self.emulator, let port = emulator.ports[environment] else {
+                throw HeraldError(status: 422, code: "no_credentials", "app '\(appID)' has no \(environment) credentials")
+            }
+            var configuration = APNSClientConfiguration(
+                credential: .token(emulator.key), environment: environment, host: emulator.host, port: port,
+                trustRoots: .pemFile(emulator.caFile)
+            )
+            configuration.requestTimeout = .seconds(10)
+            return configuration
+        }
+        let material: CredentialMaterial
+        do {
+            material = try CredentialCoding.decode(try self.secrets.open(sealed))
+        } catch {
+            throw HeraldError(status: 500, code: "credentials_unreadable", "stored credentials cannot be opened with this master key")
+        }
+        let credential: APNSClientConfiguration.Credential
+        switch material {
+        case .token(let keyID, let teamID, let pem, let restriction):
+            do {
+                credential = .token(try SigningKey(pem: pem, keyID: keyID, teamID: teamID), restrictedTo: restriction)
+            } catch {
+                throw HeraldError(status: 422, code: "bad_credentials", error.description)
+            }
+        case .certificate(let certificatePEM, let keyPEM):
+            do {
+                credential = .certificate(
+                    chain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)),
+                    privateKey: try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
+                )
+            } catch {
+                throw HeraldError(status: 422, code: "bad_credentials", "the certificate or key cannot be read")
+            }
+        }
+        var configuration = APNSClientConfiguration(credential: credential, environment: environment)
+        configuration.requestTimeout = .seconds(10)
+        return configuration
+    }
+
+    func shutdown() async {
+        let clients = self.clients.withLock { clients -> [APNSClient] in
+            let all = clients.values.map(\.client)
+            clients.removeAll()
+            return all
+        }
+        for client in clients { await client.shutdown() }
+    }
+}
+
+/// Credential material as JSON, sealed before it is stored.
+enum CredentialCoding {
+    static func encode(_ material: CredentialMaterial) -> [UInt8] {
+        switch material {
+        case .token(let keyID, let teamID, let pem, let restriction):
+            var members: [(String, JSONValue)] = [("type", "token"), ("keyId", .string(keyID)), ("teamId", .string(teamID)), ("privateKey", .string(pem))]
+            if let restriction { members.append(("restrictedTo", .string(restriction.rawValue))) }
+            return JSONValue.object(members).serialized()
+        case .certificate(let certificate, let key):
+            return JSONValue.object([("type", "certificate"), ("certificate", .string(certificate)), ("privateKey", .string(key))]).serialized()
+        }
+    }
+
+    struct Unreadable: Error {}
+
+    static func decode(_ bytes: [UInt8]) throws -> CredentialMaterial {
+        let value = try JSONValue.parse(bytes)
+        switch value["type"]?.stringValue {
+        case "token":
+            guard let keyID = value["keyId"]?.stringValue, let teamID = value["teamId"]?.stringValue, let pem = value["privateKey"]?.stringValue else {
+                throw Unreadable()
+            }
+            return .token(keyID: keyID, teamID: teamID, privateKeyPEM: pem, restrictedTo: value["restrictedTo"]?.stringValue.flatMap(APNSEnvironment.init(rawValue:)))
+        case "certificate":
+            guard let certificate = value["certificate"]?.stringValue, let key = value["privateKey"]?.stringValue else { throw Unreadable() }
+            return .certificate(certificatePEM: certificate, privateKeyPEM: key)
+        default:
+            throw Unreadable()
+        }
+    }
+}

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSClient
+import APNSModels
+import HeraldCore
+import Logging
+public import ServiceLifecycle
+import Synchronization
+
+/// The delivery engine: claims due deliveries in batches under a lease, sends them through the
+/// APNs client of their app and environment, and records the outcomes in one transaction per
+/// batch. Retries what APNs says may succeed later (429, 5xx, connection failures) with
+/// exponential back-off and jitter, until the notification expires or `maximumAttempts`; never
+/// retries what must be fixed; invalidates tokens APNs calls dead.
+///
+/// At-least-once: a delivery is leased, not removed, while it is sent; if the process dies, the
+/// lease runs out and another claim sends it again.
+public final class DeliveryEngine: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var batchSize = 1000
+        public var lease: Duration = .seconds(60)
+        /// How often an idle engine looks for due deliveries.
+        public var pollInterval: Duration = .milliseconds(50)
+        public var maximumAttempts = 8
+        public var retryBase: Duration = .seconds(1)
+        public var retryMaximum: Duration = .seconds(300)
+
+        public init() {}
+    }
+
+    private let store: any HeraldStore
+    private let clients: ClientProvider
+    private let configuration: Configuration
+    private let clock: any EpochClock
+    private let logger: Logger
+    private let doorbell = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    init(store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger) {
+        self.store = store
+        self.clients = clients
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// New work was committed: look now instead of at the next poll.
+    func ring() {
+        let waiter = self.doorbell.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.rung = true
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    public func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            let worked: Bool
+            do {
+                worked = try await self.runBatch()
+            } catch {
+                self.logger.error("delivery batch failed", metadata: ["error": "\(error)"])
+                worked = false
+            }
+            if !worked { await self.idle() }
+        }
+    }
+
+    /// Waits for the poll interval or the doorbell, whichever comes first; returns at shutdown.
+    private func idle() async {
+        if self.doorbell.withLock({ state in
+            let rung = state.rung
+            state.rung = false
+            return rung
+        }) { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try? await Task.sleep(for: self.configuration.pollInterval)
+                self.ring()
+            }
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let ready = self.doorbell.withLock { state -> Bool in
+                        if state.rung { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+            }
+            await group.next()
+            group.cancelAll()
+            await group.waitForAll()
+        }
+        self.doorbell.withLock { $0.rung = false }
+    }
+
+    /// Claims, sends and records one batch; false when nothing was due.
+    func runBatch() async throws -> Bool {
+        let now = self.clock.nowMilliseconds
+        let batch = try await self.store.claimDeliveries(
+            limit: self.configuration.batchSize, now: now,
+            leaseMilliseconds: Int64(self.configuration.lease.components.seconds) * 1000
+        )
+        guard !batch.isEmpty else { return false }
+        var groups: [String: [ClaimedDelivery]] = [:]
+        for delivery in batch { groups["\(delivery.appID)/\(delivery.environment.rawValue)", default: []].append(delivery) }
+        let results = await withTaskGroup(of: [DeliveryResult].self) { group in
+            for deliveries in groups.values {
+                group.addTask { await self.send(deliveries) }
+            }
+            var all: [DeliveryResult] = []
+            for await results in group { all += results }
+            return all
+        }
+        try await self.store.record(results, now: self.clock.nowMilliseconds)
+        return true
+    }
+
+    private func send(_ deliveries: [ClaimedDelivery]) async -> [DeliveryResult] {
+        guard let first = deliveries.first else { return [] }
+        let client: APNSClient
+        do {
+            client = try await self.clients.client(appID: first.appID, environment: first.environment)
+        } catch {
+            self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
+            return deliveries.map { self.retryOrFail($0, status: nil, reason: error.code, retryable: error.status >= 500) }
+        }
+        var requests: [APNSRequest] = []
+        var results: [DeliveryResult] = []
+        requests.reserveCapacity(deliveries.count)
+        for (index, delivery) in deliveries.enumerated() {
+            do {
+                let headers = NotificationHeaders(
+                    pushType: delivery.pushType, topic: delivery.topic, priority: delivery.priority,
+                    expiration: delivery.expiration.map { $0 == 0 ? .immediately : .at(epochSeconds: $0) } ?? .storagePolicy,
+                    collapseID: delivery.collapseID
+                )
+                requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: delivery.payload, tag: index))
+            } catch {
+                results.append(DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 0))
+            }
+        }
+        let started = self.clock.nowMilliseconds
+        let stream = AsyncStream<APNSRequest> { continuation in
+            for request in requests { continuation.yield(request) }
+            continuation.finish()
+        }
+        do {
+            try await client.send(stream) { outcome in
+                let delivery = deliveries[outcome.request.tag]
+                let latency = self.clock.nowMilliseconds - started
+                switch outcome.result {
+                case .success(let accepted):
+                    results.append(DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency))
+                case .failure(let error):
+                    var result = self.classify(delivery, error)
+                    result.latencyMilliseconds = latency
+                    results.append(result)
+                }
+            }
+        } catch {
+            // The input never throws and the handler neither: unreachable in practice; leases retry.
+            self.logger.error("bulk send ended early", metadata: ["error": "\(error)"])
+        }
+        return results
+    }
+
+    private func classify(_ delivery: ClaimedDelivery, _ error: APNSClientError) -> DeliveryResult {
+        let reason = error.reason?.rawValue ?? error.code.rawValue
+        switch error.failureClass {
+        case .invalidateToken:
+            return DeliveryResult(
+                deliveryID: delivery.id,
+                outcome: .failed(status: error.status, reason: reason, invalidate: true, timestamp: error.timestampMilliseconds),
+                latencyMilliseconds: 0
+            )
+        case .fixAndDrop:
+            return DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil), latencyMilliseconds: 0)
+        case .retryLater:
+            return self.retryOrFail(delivery, status: error.status, reason: reason, retryable: true)
+        }
+    }
+
+    private func retryOrFail(_ delivery: ClaimedDelivery, status: Int?, reason: String, retryable: Bool) -> DeliveryResult {
+        let now = self.clock.nowMilliseconds
+        let exponent = min(max(delivery.attempts - 1, 0), 20)
+        let base = min(self.milliseconds(self.configuration.retryBase) << exponent, self.milliseconds(self.configuration.retryMaximum))
+        let retryAt = now + Int64(Double(base) * Double.random(in: 0.5...1.0))
+        let expired = delivery.expiration.map { $0 == 0 || retryAt >= $0 * 1000 } ?? false
+        guard retryable, delivery.attempts < self.configuration.maximumAttempts, !expired else {
+            let why = !retryable ? reason : expired ? "\(reason) (expired before a retry)" : "\(reason) (after \(delivery.attempts) attempts)"
+            return DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: status, reason: why, invalidate: false, timestamp: nil), latencyMilliseconds: 0)
+        }
+        return DeliveryResult(deliveryID: delivery.id, outcome: .retry(status: status, reason: reason, retryAt: retryAt), latencyMilliseconds: 0)
+    }
+
+    private func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSEmulator
+public import APNSModels
+import Foundation
+import HeraldCore
+public import HeraldSQLite
+import Hummingbird
+public import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// `herald serve`: the API, the delivery engine and (without Apple credentials) a built-in
+/// emulator, over one SQLite file.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port (see ``RunningServer/port``).
+    public var port = 8080
+    /// Holds the database, the master key (unless given) and the emulator's CA.
+    public var dataDirectory = ".herald"
+    /// Default: `<dataDirectory>/herald.sqlite`.
+    public var databasePath: String?
+    /// 32 bytes sealing stored credentials; default: `HERALD_MASTER_KEY`, else a key generated
+    /// once into `<dataDirectory>/master.key` (mode 0600).
+    public var masterKey: [UInt8]?
+    /// Start an emulator in-process for apps without credentials of their own.
+    public var builtInEmulator = true
+    /// The built-in emulator's ports (0 = free ports).
+    public var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
+    public var engine = DeliveryEngine.Configuration()
+
+    public init() {}
+}
+
+/// What a started server tells its caller.
+public struct RunningServer: Sendable {
+    public let port: Int
+    /// The admin key created on first start (shown once), or nil when keys existed already.
+    public let initialAdminKey: String?
+    public let emulator: APNSEmulator?
+    public let store: SQLiteStore
+}
+
+/// Opens the store, prepares keys and the emulator, runs the API and the delivery engine until
+/// `body` returns (tests) or graceful shutdown (the CLI passes a body that waits for it).
+public func withHeraldServer<Result: Sendable>(
+    configuration: ServerConfiguration,
+    clock: any EpochClock = SystemEpochClock(),
+    logger: Logger = Logger(label: "herald"),
+    _ body: @escaping @Sendable (RunningServer) async throws -> Result
+) async throws -> Result {
+    try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+    let store = try await SQLiteStore(path: configuration.databasePath ?? configuration.dataDirectory + "/herald.sqlite")
+    let secrets = try SecretBox(masterKey: try configuration.masterKey ?? loadMasterKey(directory: configuration.dataDirectory))
+    let initialAdminKey = try await bootstrapAdminKey(store: store, clock: clock)
+
+    func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?) async throws -> Result {
+        let clients = ClientProvider(store: store, secrets: secrets, emulator: emulatorTarget, logger: logger)
+        let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger)
+        let router = Router()
+        API(store: store, secrets: secrets, engine: engine, clock: clock).register(on: router)
+        let bound = Mutex<CheckedContinuation<Int, Never>?>(nil)
+        let application = Application(
+            router: router,
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                bound.withLock { continuation in
+                    continuation?.resume(returning: port)
+                    continuation = nil
+                }
+            },
+            logger: logger
+        )
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: application), .init(service: engine)], logger: logger)
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let port = await withCheckedContinuation { continuation in
+                bound.withLock { $0 = continuation }
+                tasks.addTask { try await group.run() }
+            }
+            logger.info("herald serving", metadata: ["herald.port": "\(port)"])
+            do {
+                let result = try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store))
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+                await clients.shutdown()
+                return result
+            } catch {
+                await group.triggerGracefulShutdown()
+                try? await tasks.waitForAll()
+                await clients.shutdown()
+                throw error
+            }
+        }
+    }
+
+    guard configuration.builtInEmulator else { return try await serve(nil, nil) }
+    var emulatorConfiguration = APNSEmulator.Configuration(
+        listeners: [
+            .init(environment: .development, host: "127.0.0.1", port: configuration.emulatorPorts.development, tls: true),
+            .init(environment: .production, host: "127.0.0.1", port: configuration.emulatorPorts.production, tls: true),
+        ],
+        controlPort: configuration.emulatorPorts.control
+    )
+    emulatorConfiguration.dataDirectory = configuration.dataDirectory + "/emulator"
+    return try await withAPNSEmulator(configuration: emulatorConfiguration, logger: logger) { emulator in
+        let key = SigningKey.generate(keyID: "HERALD0001", teamID: "HERALDTEAM")
+        emulator.register(key: key)
+        let caFile = configuration.dataDirectory + "/emulator/ca.pem"
+        try emulator.certificateAuthorityPEM.write(toFile: caFile, atomically: true, encoding: .utf8)
+        var ports: [APNSEnvironment: Int] = [:]
+        for (environment, port) in emulator.ports { ports[environment] = port }
+        logger.info(
+            "built-in APNs emulator (apps without credentials push here)",
+            metadata: ["emulator.control_port": "\(emulator.controlPort ?? 0)", "emulator.ca": "\(caFile)"]
+        )
+        return try await serve(EmulatorTarget(host: "127.0.0.1", ports: ports, caFile: caFile, key: key), emulator)
+    }
+}
+
+/// `HERALD_MASTER_KEY`, or a key generated once into the data directory.
+func loadMasterKey(directory: String) throws -> [UInt8] {
+    if let text = ProcessInfo.processInfo.environment["HERALD_MASTER_KEY"] {
+        guard let key = SecretBox.parseMasterKey(text) else {
+            throw HeraldError(status: 500, code: "bad_master_key", "HERALD_MASTER_KEY must be 32 bytes as 64 hex digits or base64")
+        }
+        return key
+    }
+    let path = directory + "/master.key"
+    if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+        guard let key = SecretBox.parseMasterKey(text) else {
+            throw HeraldError(status: 500, code: "bad_master_key", "\(path) does not hold a 32-byte key")
+        }
+        return key
+    }
+    let key = SecretBox.generateMasterKey()
+    let hex = key.map { String(format: "%02x", $0) }.joined()
+    guard FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
+        throw HeraldError(status: 500, code: "bad_master_key", "cannot write \(path)")
+    }
+    return key
+}
+
+/// The first admin key, when there is no key at all yet.
+func bootstrapAdminKey(store: any HeraldStore, clock: any EpochClock) async throws -> String? {
+    guard try await !store.hasAPIKeys() else { return nil }
+    let secret = APIKeySecret.generate()
+    try await store.createAPIKey(id: secret.id, hash: secret.hash, scope: .admin, appID: nil, name: "initial admin", now: clock.nowMilliseconds)
+    return secret.token
+}

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldCore
+import HeraldSQLite
+import HeraldTesting
+import Testing
+
+/// The SQLite store on a real database file.
+@Suite struct SQLiteStoreTests {
+    func withStore<Result>(_ body: (SQLiteStore) async throws -> Result) async throws -> Result {
+        let directory = try TemporaryDirectory(prefix: "herald-store")
+        defer { directory.remove() }
+        let store = try await SQLiteStore(path: directory.path + "/herald.sqlite")
+        try await store.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+        return try await body(store)
+    }
+
+    func token(_ n: Int, bytes: Int = 32) throws -> DeviceToken {
+        let hex = String(n, radix: 16)
+        return try DeviceToken(hex: String(repeating: "0", count: bytes * 2 - hex.count) + hex)
+    }
+
+    @Test("registering is an idempotent upsert that moves the token to the new user and replaces its tags")
+    func upsert() async throws {
+        try await self.withStore { store async throws in
+            let first = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["a", "b"]), now: 10)
+            let again = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "bob", tags: ["c"]), now: 20)
+            #expect(first.id == again.id)
+            #expect(again.registration.userID == "bob")
+            #expect(again.registration.tags == ["c"])
+            #expect(again.createdAt == 10)
+            #expect(again.lastRegisteredAt == 20)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(userID: "ann")).isEmpty)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(tag: "c")).count == 1)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(tokenPrefix: "0000")).count == 1)
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex) == false)
+        }
+    }
+
+    @Test("a notification expands to one delivery per matching active device, with push type and topic by kind")
+    func expansion() async throws {
+        try await self.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["news", "sport"]), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), kind: .voip, userID: "ann", tags: ["news"]), now: 1)
+            _ = try await store.register(
+                appID: "demo", DeviceRegistration(token: try self.token(3, bytes: 80), kind: .liveActivity, userID: "bob", activityID: "game-1"), now: 1)
+            func send(_ audience: Audience, pushType: PushType? = nil) async throws -> Int {
+                let spec = NotificationSpec(audience: audience, pushType: pushType, payload: Array(#"{"aps":{}}"#.utf8))
+                return try await store.createNotification(appID: "demo", id: UUIDText.random(), bundleID: "com.example.app", spec, now: 5).deliveries
+            }
+            #expect(try await send(.all) == 3)
+            #expect(try await send(.users(["ann"])) == 2)
+            #expect(try await send(.tags(["news"], matchAll: false)) == 2)
+            #expect(try await send(.tags(["news", "sport"], matchAll: true)) == 1)
+            #expect(try await send(.tokens([try self.token(2).hex, "ffff"])) == 1)
+            #expect(try await send(.all, pushType: .background) == 1, "only alert tokens can take background pushes")
+            let claimed = try await store.claimDeliveries(limit: 100, now: 5, leaseMilliseconds: 1000)
+            let voip = try #require(claimed.first { $0.token == (try? self.token(2).hex) })
+            #expect(voip.pushType == .voip)
+            #expect(voip.topic == "com.example.app.voip")
+            let activity = try #require(claimed.first { $0.pushType == .liveactivity })
+            #expect(activity.topic == "com.example.app.push-type.liveactivity")
+            #expect(try await store.claimDeliveries(limit: 100, now: 6, leaseMilliseconds: 1000).isEmpty, "leased")
+            #expect(try await store.claimDeliveries(limit: 100, now: 1006, leaseMilliseconds: 1000).count == claimed.count, "lease expired")
+        }
+    }
+
+    @Test("an idempotency key returns the first notification")
+    func idempotency() async throws {
+        try await self.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 1)
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8), idempotencyKey: "k1")
+            let first = try await store.createNotification(appID: "demo", id: "n1", bundleID: "com.example.app", spec, now: 2)
+            let second = try await store.createNotification(appID: "demo", id: "n2", bundleID: "com.example.app", spec, now: 3)
+            #expect(first.id == "n1" && !first.existing)
+            #expect(second.id == "n1" && second.existing && second.deliveries == 1)
+        }
+    }
+
+    @Test("410 invalidates unless the token was registered again after APNs's timestamp; both are audited")
+    func invalidation() async throws {
+        try await self.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 100)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2)), now: 300)
+            _ = try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 400, leaseMilliseconds: 1000)
+            try await store.record(
+                claimed.map { DeliveryResult(deliveryID: $0.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
+                now: 401
+            )
+            let stale = try #require(try await store.device(appID: "demo", token: try self.token(1).hex))
+            let renewed = try #require(try await store.device(appID: "demo", token: try self.token(2).hex))
+            #expect(!stale.active && stale.invalidationReason == "Unregistered")
+            #expect(renewed.active, "registered at 300, after APNs's timestamp 200")
+            #expect(try await store.invalidations(appID: "demo", deviceID: stale.id).map(\.applied) == [true])
+            #expect(try await store.invalidations(appID: "demo", deviceID: renewed.id).map(\.applied) == [false])
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts[.failed] == 2)
+            // Registering again reactivates.
+            #expect(try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 500).active)
+        }
+    }
+
+    @Test("a failing transaction writes nothing")
+    func atomic() async throws {
+        try await self.withStore { store async throws in
+            await #expect(throws: HeraldError.self) { try await store.createApp(App(id: "demo", bundleID: "x", createdAt: 2)) }
+            #expect(try await store.apps().count == 1)
+        }
+    }
+}
