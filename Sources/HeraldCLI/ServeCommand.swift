@@ -2,8 +2,11 @@
 import APNSEmulator
 import ArgumentParser
 import Foundation
+import APNSModels
 import HeraldServer
 import Logging
+import CoreMetrics
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -18,32 +21,58 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Address to listen on.") var host = "127.0.0.1"
-    @Option(help: "API port (0: a free one).") var port = 8080
-    @Option(help: "Data directory.") var dataDir = ".herald"
-    @Option(help: "SQLite database file (default: <data-dir>/herald.sqlite).") var database: String?
-    @Flag(help: "Do not start the built-in APNs emulator.") var noEmulator = false
-    @Option(help: "Built-in emulator: development port.") var emulatorPort = 2197
-    @Option(help: "Built-in emulator: production port.") var emulatorProductionPort = 2196
-    @Option(help: "Built-in emulator: control API port.") var emulatorControlPort = 2198
-    @Option(help: "Log level.") var logLevel: Logger.Level = .info
+    @Option(help: "A JSON configuration file (keys as below, e.g. {\"port\": 8080}).") var config: String?
+    @Option(help: "Address to listen on [HERALD_HOST, host; 127.0.0.1].") var host: String?
+    @Option(help: "API port, 0 for a free one [HERALD_PORT, port; 8080].") var port: Int?
+    @Option(help: "Data directory [HERALD_DATA_DIR, dataDir; .herald].") var dataDir: String?
+    @Option(help: "SQLite database file [HERALD_DATABASE, database; <data-dir>/herald.sqlite].") var database: String?
+    @Flag(help: "Do not start the built-in APNs emulator [HERALD_NO_EMULATOR=1, noEmulator].") var noEmulator = false
+    @Option(help: "Built-in emulator: development port [HERALD_EMULATOR_PORT, emulatorPort; 2197].") var emulatorPort: Int?
+    @Option(help: "Built-in emulator: production port [HERALD_EMULATOR_PRODUCTION_PORT, emulatorProductionPort; 2196].") var emulatorProductionPort: Int?
+    @Option(help: "Built-in emulator: control API port [HERALD_EMULATOR_CONTROL_PORT, emulatorControlPort; 2198].") var emulatorControlPort: Int?
+    @Option(help: "Send every app's pushes to this host instead of Apple's: a proxy, an external emulator [HERALD_APNS_HOST, apnsHost].") var apnsHost: String?
+    @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
+    @Option(help: "CA (PEM) to trust for --apns-host [HERALD_APNS_CA_FILE, apnsCaFile].") var apnsCaFile: String?
+    @Option(help: "Seconds a claimed delivery stays leased [HERALD_LEASE_SECONDS, leaseSeconds; 60].") var leaseSeconds: Int?
+    @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
+        let settings = try Settings(file: self.config)
+        guard let level = Logger.Level(rawValue: settings.string(self.logLevel, "logLevel") ?? "info") else {
+            throw ValidationError("the log level must be trace, debug, info, notice, warning, error or critical")
+        }
         var logger = Logger(label: "herald")
-        logger.logLevel = self.logLevel
+        logger.logLevel = level
         var configuration = ServerConfiguration()
-        configuration.host = self.host
-        configuration.port = self.port
-        configuration.dataDirectory = self.dataDir
-        configuration.databasePath = self.database
-        configuration.builtInEmulator = !self.noEmulator
-        configuration.emulatorPorts = (self.emulatorPort, self.emulatorProductionPort, self.emulatorControlPort)
+        configuration.host = settings.string(self.host, "host") ?? "127.0.0.1"
+        configuration.port = try settings.int(self.port, "port") ?? 8080
+        configuration.dataDirectory = settings.string(self.dataDir, "dataDir") ?? ".herald"
+        configuration.databasePath = settings.string(self.database, "database")
+        configuration.builtInEmulator = !(self.noEmulator || settings.flag("noEmulator"))
+        configuration.emulatorPorts = (
+            try settings.int(self.emulatorPort, "emulatorPort") ?? 2197,
+            try settings.int(self.emulatorProductionPort, "emulatorProductionPort") ?? 2196,
+            try settings.int(self.emulatorControlPort, "emulatorControlPort") ?? 2198
+        )
+        if let host = settings.string(self.apnsHost, "apnsHost") {
+            configuration.apnsOverride = (host, try settings.int(self.apnsPort, "apnsPort") ?? 443, settings.string(self.apnsCaFile, "apnsCaFile"))
+        }
+        let lease = try settings.int(self.leaseSeconds, "leaseSeconds") ?? 60
+        guard (1...3600).contains(lease) else { throw ValidationError("the lease must be 1 to 3600 seconds") }
+        configuration.engine.lease = .seconds(lease)
+        for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
+            guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
+        }
+        let listenHost = configuration.host
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        configuration.metrics = registry
         let finalLogger = logger
         try await withHeraldServer(configuration: configuration, logger: logger) { server in
             if let key = server.initialAdminKey {
                 say("Admin API key (shown once; keep it secret):\n  \(key)")
             }
-            say("Herald listening on http://\(self.host):\(server.port)")
+            say("Herald listening on http://\(listenHost):\(server.port)")
             if let emulator = server.emulator, let control = emulator.controlPort {
                 say("Built-in APNs emulator: control API http://127.0.0.1:\(control)")
             }
@@ -58,4 +87,56 @@ struct ServeCommand: AsyncParsableCommand {
 /// Writes a line to standard output at once (unbuffered), so it shows in a pipe or a log file.
 private func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Where a setting comes from: the command line, else `HERALD_<KEY>`, else the JSON file, else
+/// the default the caller gives.
+struct Settings {
+    private let file: JSONValue?
+    private let environment = ProcessInfo.processInfo.environment
+
+    init(file path: String?) throws {
+        guard let path else {
+            self.file = nil
+            return
+        }
+        guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+        do {
+            let value = try JSONValue.parse(Array(data))
+            guard case .object = value else { throw ValidationError("\(path) must hold a JSON object") }
+            self.file = value
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("\(path) is not JSON: \(error)")
+        }
+    }
+
+    /// `logLevel` → `HERALD_LOG_LEVEL`.
+    private static func variable(_ key: String) -> String {
+        "HERALD_" + key.reduce(into: "") { name, character in
+            if character.isUppercase { name += "_" }
+            name += character.uppercased()
+        }
+    }
+
+    func string(_ flag: String?, _ key: String) -> String? {
+        flag ?? self.environment[Self.variable(key)] ?? self.file?[key]?.stringValue
+    }
+
+    func int(_ flag: Int?, _ key: String) throws -> Int? {
+        if let flag { return flag }
+        if let text = self.environment[Self.variable(key)] {
+            guard let value = Int(text) else { throw ValidationError("\(Self.variable(key)) must be a number") }
+            return value
+        }
+        guard let value = self.file?[key] else { return nil }
+        guard let number = value.intValue else { throw ValidationError("\(key) in the configuration file must be a number") }
+        return Int(number)
+    }
+
+    func flag(_ key: String) -> Bool {
+        if let text = self.environment[Self.variable(key)] { return text == "1" || text == "true" }
+        return self.file?[key]?.boolValue ?? false
+    }
 }

@@ -85,6 +85,8 @@ public enum Audience: Sendable, Hashable {
     case tokens([String])
     case users([String])
     case tags([String], matchAll: Bool)
+    /// Every update token of one Live Activity.
+    case activity(String)
     case all
 }
 
@@ -104,13 +106,17 @@ public struct NotificationSpec: Sendable, Hashable {
     public var payload: [UInt8]
     /// When to send (ms since 1970); now when nil.
     public var scheduledAt: Int64?
+    /// Send at this wall-clock time in each device's time zone (UTC when it has none); devices
+    /// for which it has passed get it at once.
+    public var localTime: LocalTime?
     public var idempotencyKey: String?
 
     public init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
         priority: Priority? = nil, expiration: Int64? = nil, collapseID: String? = nil, payload: [UInt8],
-        scheduledAt: Int64? = nil, idempotencyKey: String? = nil
+        scheduledAt: Int64? = nil, localTime: LocalTime? = nil, idempotencyKey: String? = nil
     ) {
+        self.localTime = localTime
         self.audience = audience
         self.kinds = kinds
         self.environment = environment

@@ -59,6 +59,9 @@ extension SQLiteStore {
             case .users(let users):
                 bindings.append(list(users))
                 sql += " AND d.user_id IN (SELECT value FROM json_each(?\(bindings.count)))"
+            case .activity(let activityID):
+                bindings.append(.text(activityID))
+                sql += " AND d.kind = 'liveactivity' AND d.activity_id = ?\(bindings.count)"
             case .tags(let tags, let matchAll):
                 bindings.append(list(tags))
                 let listParameter = bindings.count
@@ -87,7 +90,23 @@ extension SQLiteStore {
                 sql += " AND d.environment = ?\(bindings.count)"
             }
             try db.query(sql, bindings)
-            return (id, db.changes, false)
+            let count = db.changes
+            if let localTime = spec.localTime {
+                // One update per time zone among the recipients.
+                let zones = try db.query(
+                    "SELECT DISTINCT d.time_zone FROM deliveries x JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ?",
+                    [.text(id)]
+                ).map { $0[0].string }
+                for zone in zones {
+                    let due = max(scheduledAt, localTime.instant(timeZone: zone))
+                    try db.query(
+                        "UPDATE deliveries SET next_attempt_at = ?1, updated_at = ?1 WHERE notification_id = ?2 "
+                            + "AND device_id IN (SELECT id FROM devices WHERE app_id = ?3 AND time_zone IS ?4)",
+                        [.integer(due), .text(id), .text(appID), zone.map(SQLValue.text) ?? .null]
+                    )
+                }
+            }
+            return (id, count, false)
         }
     }
 

@@ -6,6 +6,7 @@ import Hummingbird
 import HTTPTypes
 import Logging
 import NIOCore
+import Prometheus
 
 /// The `/v1` JSON API: apps and credentials (admin), devices (register), notifications (send),
 /// keys (admin). Every error is `{"error": {"code", "message"}}`.
@@ -14,11 +15,27 @@ struct API: Sendable {
     let secrets: SecretBox
     let engine: DeliveryEngine
     let clock: any EpochClock
+    let metrics: PrometheusCollectorRegistry?
     static let bodyLimit = 1 << 20
 
     func register(on router: Router<BasicRequestContext>) {
         router.add(middleware: ErrorMiddleware())
+        router.add(middleware: MetricsMiddleware())
         router.get("/health") { _, _ in Self.json(.ok, .object([("status", "ok")])) }
+        router.get("/metrics") { _, _ in
+            guard let metrics = self.metrics else { throw HeraldError.notFound("metrics (not enabled)") }
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+        }
+        router.get("/v1/openapi.yaml") { _, _ in
+            guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let document = try? Data(contentsOf: url) else {
+                throw HeraldError.notFound("the OpenAPI document")
+            }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: document)))
+        }
 
         let v1 = router.group("v1")
         v1.post("apps") { request, context in

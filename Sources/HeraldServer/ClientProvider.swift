@@ -13,6 +13,13 @@ public struct EmulatorTarget: Sendable {
     public var caFile: String
     public var key: SigningKey
 
+    /// Where apps with credentials connect instead of Apple.
+    struct Override: Sendable {
+        var host: String
+        var port: Int
+        var caFile: String?
+    }
+
     public init(host: String, ports: [APNSEnvironment: Int], caFile: String, key: SigningKey) {
         self.host = host
         self.ports = ports
@@ -32,13 +39,15 @@ final class ClientProvider: Sendable {
     private let store: any HeraldStore
     private let secrets: SecretBox
     private let emulator: EmulatorTarget?
+    private let override: EmulatorTarget.Override?
     private let logger: Logger
     private let clients = Mutex<[String: Entry]>([:])
 
-    init(store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, logger: Logger) {
+    init(store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?, logger: Logger) {
         self.store = store
         self.secrets = secrets
         self.emulator = emulator
+        self.override = override
         self.logger = logger
     }
 
@@ -107,6 +116,11 @@ final class ClientProvider: Sendable {
             }
         }
         var configuration = APNSClientConfiguration(credential: credential, environment: environment)
+        if let override = self.override {
+            configuration.host = override.host
+            configuration.port = override.port
+            if let caFile = override.caFile { configuration.trustRoots = .pemFile(caFile) }
+        }
         configuration.requestTimeout = .seconds(10)
         return configuration
     }

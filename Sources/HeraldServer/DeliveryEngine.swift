@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSClient
 import APNSModels
+import CoreMetrics
 import HeraldCore
 import Logging
 public import ServiceLifecycle
@@ -62,7 +63,10 @@ public final class DeliveryEngine: Service, Sendable {
                 self.logger.error("delivery batch failed", metadata: ["error": "\(error)"])
                 worked = false
             }
-            if !worked { await self.idle() }
+            if !worked {
+                await self.updateQueueDepth(force: false)
+                await self.idle()
+            }
         }
     }
 
@@ -114,7 +118,40 @@ public final class DeliveryEngine: Service, Sendable {
             return all
         }
         try await self.store.record(results, now: self.clock.nowMilliseconds)
+        let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for result in results {
+            guard let delivery = byID[result.deliveryID] else { continue }
+            let outcome: String
+            switch result.outcome {
+            case .sent: outcome = "sent"
+            case .retry: outcome = "retry"
+            case .failed: outcome = "failed"
+            }
+            Counter(
+                label: "herald_deliveries_total",
+                dimensions: [("app", delivery.appID), ("push_type", delivery.pushType.rawValue), ("result", outcome)]
+            ).increment()
+            if case .sent = result.outcome {
+                Timer(label: "herald_delivery_latency", dimensions: [("app", delivery.appID)])
+                    .recordMilliseconds(result.latencyMilliseconds)
+            }
+        }
+        await self.updateQueueDepth(force: false)
         return true
+    }
+
+    private let lastDepthUpdate = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// The pending-deliveries gauge, refreshed at most every 5 seconds (a COUNT over the outbox).
+    func updateQueueDepth(force: Bool) async {
+        let now = ContinuousClock.now
+        let due = self.lastDepthUpdate.withLock { last -> Bool in
+            if !force, let last, now - last < .seconds(5) { return false }
+            last = now
+            return true
+        }
+        guard due, let counts = try? await self.store.deliveryCounts() else { return }
+        Gauge(label: "herald_deliveries_pending").record(counts[.pending] ?? 0)
     }
 
     private func send(_ deliveries: [ClaimedDelivery]) async -> [DeliveryResult] {

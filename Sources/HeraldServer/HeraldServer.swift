@@ -7,6 +7,7 @@ public import HeraldSQLite
 import Hummingbird
 public import Logging
 import NIOCore
+public import Prometheus
 import ServiceLifecycle
 import Synchronization
 
@@ -28,6 +29,11 @@ public struct ServerConfiguration: Sendable {
     /// The built-in emulator's ports (0 = free ports).
     public var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
     public var engine = DeliveryEngine.Configuration()
+    /// Send every app's pushes to this host instead of Apple's (a proxy, or an external
+    /// emulator in tests), trusting the CA in `caFile`.
+    public var apnsOverride: (host: String, port: Int, caFile: String?)?
+    /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
+    public var metrics: PrometheusCollectorRegistry?
 
     public init() {}
 }
@@ -55,10 +61,13 @@ public func withHeraldServer<Result: Sendable>(
     let initialAdminKey = try await bootstrapAdminKey(store: store, clock: clock)
 
     func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?) async throws -> Result {
-        let clients = ClientProvider(store: store, secrets: secrets, emulator: emulatorTarget, logger: logger)
+        let clients = ClientProvider(
+            store: store, secrets: secrets, emulator: emulatorTarget,
+            override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) }, logger: logger
+        )
         let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger)
         let router = Router()
-        API(store: store, secrets: secrets, engine: engine, clock: clock).register(on: router)
+        API(store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics).register(on: router)
         let bound = Mutex<CheckedContinuation<Int, Never>?>(nil)
         let application = Application(
             router: router,

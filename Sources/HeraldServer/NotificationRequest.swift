@@ -24,12 +24,15 @@ enum NotificationRequest {
             audience = .tokens(try strings(audienceValue["tokens"], "tokens").map { $0.lowercased() })
         } else if audienceValue["users"] != nil {
             audience = .users(try strings(audienceValue["users"], "users"))
+        } else if let activity = audienceValue["activityId"] {
+            guard let id = activity.stringValue, !id.isEmpty, id.utf8.count <= 256 else { throw bad("audience.activityId must be a string", "bad_audience") }
+            audience = .activity(id)
         } else if audienceValue["tags"] != nil {
             let match = audienceValue["match"]?.stringValue ?? "any"
             guard match == "any" || match == "all" else { throw bad("audience.match must be any or all", "bad_audience") }
             audience = .tags(try strings(audienceValue["tags"], "tags"), matchAll: match == "all")
         } else {
-            throw bad("audience must be \"all\", or have tokens, users or tags", "bad_audience")
+            throw bad("audience must be \"all\", or have tokens, users, tags or activityId", "bad_audience")
         }
         // Filters
         var kinds: Set<DeviceKind> = []
@@ -80,6 +83,13 @@ enum NotificationRequest {
             guard let milliseconds = value.intValue, milliseconds > 0 else { throw bad("scheduledAt is milliseconds since 1970", "bad_scheduled_at") }
             scheduledAt = milliseconds
         }
+        var localTime: LocalTime?
+        if let value = body["localTime"] {
+            guard let parsed = value.stringValue.flatMap(LocalTime.init) else {
+                throw bad("localTime is a wall-clock time like 2026-11-23T09:00 (no zone)", "bad_local_time")
+            }
+            localTime = parsed
+        }
         var idempotencyKey: String?
         if let value = body["idempotencyKey"] {
             guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= 128 else { throw bad("idempotencyKey is 1 to 128 bytes", "bad_idempotency_key") }
@@ -88,7 +98,7 @@ enum NotificationRequest {
         let payload = try self.payload(body, pushType: pushType)
         return NotificationSpec(
             audience: audience, kinds: kinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
-            collapseID: collapseID, payload: payload, scheduledAt: scheduledAt, idempotencyKey: idempotencyKey
+            collapseID: collapseID, payload: payload, scheduledAt: scheduledAt, localTime: localTime, idempotencyKey: idempotencyKey
         )
     }
 

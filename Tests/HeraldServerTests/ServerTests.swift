@@ -7,6 +7,8 @@ import HeraldServer
 import HeraldSQLite
 import HeraldTesting
 import Testing
+import Prometheus
+import CoreMetrics
 
 /// `herald serve` through its real HTTP API on a real socket, a real SQLite file, and the
 /// built-in emulator's virtual devices.
@@ -35,16 +37,25 @@ import Testing
         let server: RunningServer
     }
 
-    func withServer<Result: Sendable>(_ body: @escaping @Sendable (Context) async throws -> Result) async throws -> Result {
-        let directory = try TemporaryDirectory(prefix: "herald-serve")
-        defer { directory.remove() }
+    /// A server on free ports in `directory`, with a fresh master key and a built-in emulator.
+    static func configuration(_ directory: TemporaryDirectory) -> ServerConfiguration {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
-        return try await withHeraldServer(configuration: configuration) { server in
+        return configuration
+    }
+
+    func withServer<Result: Sendable>(
+        clock: any EpochClock = SystemEpochClock(),
+        _ body: @escaping @Sendable (Context) async throws -> Result
+    ) async throws -> Result {
+        let directory = try TemporaryDirectory(prefix: "herald-serve")
+        defer { directory.remove() }
+        let configuration = Self.configuration(directory)
+        return try await withHeraldServer(configuration: configuration, clock: clock) { server in
             let admin = try #require(server.initialAdminKey)
             let context = Context(
                 api: HTTP(base: "http://127.0.0.1:\(server.port)"),
@@ -223,6 +234,139 @@ import Testing
             let devices = try await context.api.call("GET", "/v1/apps/demo/devices", key: keys.send)
             #expect((devices.body["devices"] as? [Any])?.isEmpty == true, "nothing was written")
             #expect(try await context.server.store.deliveryCounts().isEmpty)
+        }
+    }
+
+    @Test("a scheduled notification waits for its time (moved clock), then goes out")
+    func scheduled() async throws {
+        let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
+        try await self.withServer(clock: clock) { context in
+            let keys = try await self.setUp(context)
+            let token = try await self.virtualDevice(context)
+            _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
+            let at = clock.nowMilliseconds + 3_600_000
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"later","scheduledAt":\#(at)}"#
+            )
+            let id = try #require(sent.body["id"] as? String)
+            try await Task.sleep(for: .milliseconds(300))
+            let waiting = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: keys.send)
+            #expect((waiting.body["counts"] as? [String: Int])?["pending"] == 1, "not before its time")
+            clock.advance(seconds: 3600)
+            let status = try await self.settled(context, key: keys.send, id: id)
+            #expect((status["counts"] as? [String: Int])?["sent"] == 1)
+        }
+    }
+
+    @Test("a Live Activity update goes to every update token of that activity, and only those")
+    func liveActivity() async throws {
+        try await self.withServer { context in
+            let keys = try await self.setUp(context)
+            var game1: [String] = []
+            for activity in ["game-1", "game-1", "game-2"] {
+                let token = try await self.virtualDevice(context, kind: "liveactivity")
+                if activity == "game-1" { game1.append(token) }
+                _ = try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
+                    json: #"{"environment":"sandbox","kind":"liveactivity","activityId":"\#(activity)"}"#
+                )
+            }
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send,
+                json: #"{"audience":{"activityId":"game-1"},"aps":{"timestamp":1,"event":"update","content-state":{"score":2}}}"#
+            )
+            #expect(sent.body["deliveries"] as? Int == 2)
+            let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
+            let deliveries = status["deliveries"] as? [[String: Any]] ?? []
+            #expect(Set(deliveries.compactMap { $0["token"] as? String }) == Set(game1))
+            #expect(deliveries.allSatisfy { $0["state"] as? String == "sent" && $0["pushType"] as? String == "liveactivity" })
+        }
+    }
+
+    @Test("local-time delivery: each device gets it at that wall-clock time in its own time zone")
+    func localTime() async throws {
+        let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
+        try await self.withServer(clock: clock) { context in
+            let keys = try await self.setUp(context)
+            var tokens: [String: String] = [:]
+            for zone in ["Asia/Tokyo", "America/New_York"] {
+                let token = try await self.virtualDevice(context)
+                tokens[zone] = token
+                _ = try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","timeZone":"\#(zone)"}"#
+                )
+            }
+            // Two hours from now, as a wall-clock time in Tokyo; New York reaches it 14 hours later.
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "Asia/Tokyo")
+            formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+            let wall = formatter.string(from: Date(timeIntervalSince1970: Double(clock.nowSeconds + 7200)))
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"good morning","localTime":"\#(wall)"}"#
+            )
+            let id = try #require(sent.body["id"] as? String)
+            func states() async throws -> [String: String] {
+                let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: keys.send)
+                var result: [String: String] = [:]
+                for delivery in status.body["deliveries"] as? [[String: Any]] ?? [] {
+                    if let zone = tokens.first(where: { $0.value == delivery["token"] as? String })?.key { result[zone] = delivery["state"] as? String }
+                }
+                return result
+            }
+            func wait(for zone: String) async throws {
+                for _ in 0..<100 where try await states()[zone] != "sent" { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await states() == ["Asia/Tokyo": "pending", "America/New_York": "pending"])
+            clock.advance(seconds: 7200)
+            try await wait(for: "Asia/Tokyo")
+            #expect(try await states() == ["Asia/Tokyo": "sent", "America/New_York": "pending"])
+            clock.advance(seconds: 14 * 3600)
+            try await wait(for: "America/New_York")
+            #expect(try await states() == ["Asia/Tokyo": "sent", "America/New_York": "sent"])
+        }
+    }
+}
+
+/// `/metrics` and the OpenAPI document.
+@Suite struct ServerDocumentTests {
+    /// swift-metrics can be bootstrapped once per process: one registry for this test binary.
+    static let registry: PrometheusCollectorRegistry = {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        return registry
+    }()
+
+    @Test("the OpenAPI document is served and names every route; /metrics counts deliveries")
+    func documentAndMetrics() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-doc")
+        defer { directory.remove() }
+        var configuration = ServerTests.configuration(directory)
+        configuration.metrics = Self.registry
+        try await withHeraldServer(configuration: configuration) { server in
+            let base = "http://127.0.0.1:\(server.port)"
+            let document = try await ProcessRunner.run("curl", ["-s", base + "/v1/openapi.yaml"]).standardOutput
+            #expect(document.hasPrefix("openapi: 3.1.0"))
+            for path in [
+                "/v1/apps:", "/v1/apps/{app}/credentials/{environment}:", "/v1/keys:", "/v1/apps/{app}/devices:",
+                "/v1/apps/{app}/devices/{token}:", "/v1/apps/{app}/notifications:", "/v1/apps/{app}/notifications/{id}:", "/metrics:",
+            ] {
+                #expect(document.contains("\n  \(path)\n"), "\(path) documented")
+            }
+            let tests = ServerTests()
+            let context = ServerTests.Context(
+                api: .init(base: base), control: .init(base: "http://127.0.0.1:\(server.emulator?.controlPort ?? 0)"),
+                admin: try #require(server.initialAdminKey), server: server
+            )
+            let keys = try await tests.setUp(context)
+            let token = try await tests.virtualDevice(context)
+            _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
+            let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"m"}"#)
+            _ = try await tests.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
+            let metrics = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput
+            #expect(metrics.contains(#"herald_deliveries_total{app="demo",push_type="alert",result="sent"}"#), "\(metrics.prefix(2000))")
+            #expect(metrics.contains("apns_client_connections_opened_total"))
         }
     }
 }

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# herald serve end to end on this machine, SQLite, against ../shared/bench's apns-sink (a C
+# HTTP/2 sink), beside the raw APNs client (herald-bench) measured in the same run:
+#   1. registration rate through the API (one keep-alive connection per worker);
+#   2. sustained send rate through the API in notifications of 1000 tokens each, with p50/p99
+#      from accept (notification committed) to sent (delivery recorded);
+#   3. a broadcast to FANOUT devices (inserted straight into the database: registering a million
+#      through the API is measured by 1. already): time to finish and herald's peak RSS.
+# Not a test: nothing fails on a number.
+#
+#   Benchmarks/serve-bench.sh        # REGISTER=20000 BATCHES=100 FANOUT=1000000
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
+WORK=$ROOT/.build-bench/serve
+REGISTER=${REGISTER:-20000}
+BATCHES=${BATCHES:-100}
+FANOUT=${FANOUT:-1000000}
+SINK_PORT=${SINK_PORT:-18460}
+API_PORT=${API_PORT:-18461}
+rm -rf "$WORK" && mkdir -p "$WORK"
+log() { printf '== %s\n' "$*" >&2; }
+
+need=()
+for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 sqlite3; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
+SINK=$ROOT/.build-bench/apns-sink
+[[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
+  -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
+
+log "swift build -c release --product herald / herald-bench"
+(cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
+HERALD=$ROOT/.build/release/herald
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+"$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
+pids+=($!)
+"$HERALD" serve --port "$API_PORT" --no-emulator --data-dir "$WORK/data" --apns-host 127.0.0.1 --apns-port "$SINK_PORT" \
+  --apns-ca-file "$WORK/sink.crt" --log-level warning > "$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+pids+=($SERVE_PID)
+for _ in $(seq 100); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
+ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
+
+log "raw client rate (herald-bench, 100000 pushes, 1000 in flight)"
+RAW=$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 100000 -c 1000 --ca-file sink.crt --key-file AuthKey.p8 \
+  --payload-file "$BENCH_DIR/data/payload.json" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')
+
+python3 - "$API_PORT" "$ADMIN" "$WORK" "$REGISTER" "$BATCHES" "$FANOUT" "$SERVE_PID" "$RAW" <<'PY'
+import http.client, json, os, sqlite3, sys, threading, time, uuid
+port, admin, work, register, batches, fanout, pid, raw = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8] or 0)
+def connect():
+    return http.client.HTTPConnection("127.0.0.1", port)
+def call(c, method, path, body=None):
+    c.request(method, path, json.dumps(body) if body is not None else None, {"authorization": "Bearer " + admin, "content-type": "application/json"})
+    r = c.getresponse(); text = r.read()
+    if r.status >= 300: sys.exit(f"{method} {path}: {r.status} {text[:200]}")
+    return json.loads(text) if text else None
+c = connect()
+call(c, "POST", "/v1/apps", {"id": "bench", "bundleId": "com.example.app"})
+call(c, "PUT", "/v1/apps/bench/credentials/production", {"keyId": "TEST123456", "teamId": "TEAMID1234", "privateKey": open(work + "/AuthKey.p8").read()})
+# 1. registration
+tokens = [os.urandom(32).hex() for _ in range(register)]
+def worker(chunk):
+    w = connect()
+    for t in chunk: call(w, "PUT", "/v1/apps/bench/devices/" + t, {"environment": "production"})
+threads = [threading.Thread(target=worker, args=(tokens[i::4],)) for i in range(4)]
+start = time.time(); [t.start() for t in threads]; [t.join() for t in threads]
+reg_rate = register / (time.time() - start)
+def wait_idle(ids):
+    while True:
+        pending = 0
+        for i in ids[-3:]:
+            s = call(c, "GET", f"/v1/apps/bench/notifications/{i}")
+            pending += s["counts"]["pending"]
+        if pending == 0:
+            db = sqlite3.connect(work + "/data/herald.sqlite")
+            left = db.execute("select count(*) from deliveries where state='pending'").fetchone()[0]
+            db.close()
+            if left == 0: return
+        time.sleep(0.05)
+# 2. sustained sends of 1000 tokens each
+ids = []
+start = time.time()
+for b in range(batches):
+    chunk = [tokens[(b * 1000 + k) % register] for k in range(1000)]
+    ids.append(call(c, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})["id"])
+wait_idle(ids)
+elapsed = time.time() - start
+send_rate = batches * 1000 / elapsed
+db = sqlite3.connect(work + "/data/herald.sqlite")
+lat = sorted(r[0] for r in db.execute(
+    "select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
+p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+failed = db.execute("select count(*) from deliveries where state='failed'").fetchone()[0]
+# 3. fan-out: FANOUT devices straight into the table, then one broadcast
+now = int(time.time() * 1000)
+db.executemany("insert into devices (app_id, token, kind, environment, active, created_at, last_registered_at) values ('bench', ?, 'device', 'production', 1, ?, ?)",
+               ((os.urandom(32).hex(), now, now) for _ in range(fanout - register)))
+db.commit(); db.close()
+start = time.time()
+bid = call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
+accepted = time.time() - start
+wait_idle([bid["id"]])
+fan = time.time() - start
+rss = 0
+for line in open(f"/proc/{pid}/status"):
+    if line.startswith("VmHWM"): rss = int(line.split()[1]) // 1024
+print(f"\n| measure | result | beside |\n|---|---:|---|")
+print(f"| raw APNs client (herald-bench, 1 connection) | {raw:,} notif/s | reference |")
+print(f"| registration through the API (4 keep-alive clients) | {reg_rate:,.0f} devices/s | |")
+print(f"| sends through the API, {batches} × 1000 tokens | {send_rate:,.0f} notif/s | {send_rate / raw:.2f}× raw client |" if raw else "")
+print(f"| accept → sent, p50 / p99 | {p50} ms / {p99} ms | |")
+print(f"| broadcast to {fanout:,} devices: 202 after | {accepted:.1f} s | |")
+print(f"| broadcast to {fanout:,} devices: all sent after | {fan:.1f} s | {fanout / fan:,.0f} notif/s = {fanout / fan / raw:.2f}× raw |" if raw else "")
+print(f"| herald peak RSS | {rss} MiB | |")
+print(f"| failed deliveries | {failed} | |")
+PY
