@@ -18,6 +18,8 @@ import Synchronization
 public final class DeliveryEngine: Service, Sendable {
     public struct Configuration: Sendable {
         public var batchSize = 1000
+        /// Batches in progress at once.
+        public var workers = 4
         public var lease: Duration = .seconds(60)
         /// How often an idle engine looks for due deliveries.
         public var pollInterval: Duration = .milliseconds(50)
@@ -33,7 +35,8 @@ public final class DeliveryEngine: Service, Sendable {
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
-    private let doorbell = Mutex<(rung: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    /// Rung when work is committed; every idle worker waiting on it wakes.
+    private let doorbell = Mutex<(rung: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger) {
         self.store = store
@@ -45,16 +48,26 @@ public final class DeliveryEngine: Service, Sendable {
 
     /// New work was committed: look now instead of at the next poll.
     func ring() {
-        let waiter = self.doorbell.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiters = self.doorbell.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.rung = true
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            let waiters = state.waiters
+            state.waiters = []
+            return waiters
         }
-        waiter?.resume()
+        for waiter in waiters { waiter.resume() }
     }
 
     public func run() async throws {
+        // Several workers, each claim → send → record: one's database work overlaps another's
+        // sending. Leases keep them apart.
+        await withDiscardingTaskGroup { group in
+            for _ in 0..<max(1, self.configuration.workers) {
+                group.addTask { await self.work() }
+            }
+        }
+    }
+
+    private func work() async {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let worked: Bool
             do {
@@ -86,7 +99,7 @@ public final class DeliveryEngine: Service, Sendable {
                 await withCheckedContinuation { continuation in
                     let ready = self.doorbell.withLock { state -> Bool in
                         if state.rung { return true }
-                        state.waiter = continuation
+                        state.waiters.append(continuation)
                         return false
                     }
                     if ready { continuation.resume() }

@@ -46,7 +46,7 @@ import Testing
         return (try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?[name] as? Int ?? -1
     }
 
-    @Test("SIGKILL mid-broadcast, restart: every delivery arrives, duplicates at most the in-flight batch")
+    @Test("SIGKILL mid-broadcast, restart: every delivery arrives, duplicates at most the in-flight window")
     func killMidBroadcast() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-crash")
         defer { directory.remove() }
@@ -114,6 +114,8 @@ import Testing
         _ = try await emulator.stop()
         #expect(counts["sent"] == count, "\(counts)")
         #expect(accepted >= count, "every delivery reached the emulator")
-        #expect(accepted <= count + 1000, "duplicates at most the batch in flight (\(accepted - count))")
+        // In flight at the kill: up to 4 workers × 1000, i.e. the whole broadcast here. Each
+        // delivery may be sent again once after the restart, never more.
+        #expect(accepted <= 2 * count, "duplicates at most the in-flight window (\(accepted - count))")
     }
 }
