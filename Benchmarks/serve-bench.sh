@@ -73,25 +73,20 @@ def worker(chunk):
 threads = [threading.Thread(target=worker, args=(tokens[i::4],)) for i in range(4)]
 start = time.time(); [t.start() for t in threads]; [t.join() for t in threads]
 reg_rate = register / (time.time() - start)
-def wait_idle(ids):
-    while True:
-        pending = 0
-        for i in ids[-3:]:
-            s = call(c, "GET", f"/v1/apps/bench/notifications/{i}")
-            pending += s["counts"]["pending"]
-        if pending == 0:
-            db = sqlite3.connect(work + "/data/herald.sqlite")
-            left = db.execute("select count(*) from deliveries where state='pending'").fetchone()[0]
-            db.close()
-            if left == 0: return
-        time.sleep(0.05)
+def wait_idle():
+    # Reads the database directly (a WAL reader never blocks Herald's writer) every 0.2 s, so
+    # the measurement does not load the API it measures.
+    db = sqlite3.connect(work + "/data/herald.sqlite")
+    while db.execute("select count(*) from deliveries where state='pending'").fetchone()[0] > 0:
+        time.sleep(0.2)
+    db.close()
 # 2. sustained sends of 1000 tokens each
 ids = []
 start = time.time()
 for b in range(batches):
     chunk = [tokens[(b * 1000 + k) % register] for k in range(1000)]
     ids.append(call(c, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})["id"])
-wait_idle(ids)
+wait_idle()
 elapsed = time.time() - start
 send_rate = batches * 1000 / elapsed
 db = sqlite3.connect(work + "/data/herald.sqlite")
@@ -107,7 +102,7 @@ db.commit(); db.close()
 start = time.time()
 bid = call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
 accepted = time.time() - start
-wait_idle([bid["id"]])
+wait_idle()
 fan = time.time() - start
 rss = 0
 for line in open(f"/proc/{pid}/status"):

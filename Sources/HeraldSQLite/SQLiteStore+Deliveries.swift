@@ -192,16 +192,33 @@ extension SQLiteStore {
 
     public func record(_ results: [DeliveryResult], now: Int64) async throws {
         guard !results.isEmpty else { return }
+        // Accepted ones, the bulk of every batch, in one statement over a JSON array of
+        // [id, apns-id, latency]; the rest one by one.
+        var sent: [JSONValue] = []
+        for result in results {
+            if case .sent(let apnsID) = result.outcome {
+                sent.append(.array([.int(result.deliveryID), apnsID.map(JSONValue.string) ?? .null, .int(result.latencyMilliseconds)]))
+            }
+        }
+        let sentList = sent.isEmpty ? nil : JSONValue.array(sent).jsonString
         try await self.database.write { db in
+            if let sentList {
+                try db.query(
+                    """
+                    UPDATE deliveries SET state = 'sent', apns_id = v.apns_id, status = 200, reason = NULL, latency_ms = v.latency,
+                        lease_until = NULL, updated_at = ?1
+                    FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency FROM json_each(?2)) AS v
+                    WHERE deliveries.id = v.id
+                    """,
+                    [.integer(now), .text(sentList)]
+                )
+            }
             for result in results {
                 let id = SQLValue.integer(result.deliveryID)
                 let latency = SQLValue.integer(result.latencyMilliseconds)
                 switch result.outcome {
-                case .sent(let apnsID):
-                    try db.query(
-                        "UPDATE deliveries SET state = 'sent', apns_id = ?, status = 200, reason = NULL, latency_ms = ?, lease_until = NULL, updated_at = ? WHERE id = ?",
-                        [apnsID.map(SQLValue.text) ?? .null, latency, .integer(now), id]
-                    )
+                case .sent:
+                    continue
                 case .retry(let status, let reason, let retryAt):
                     try db.query(
                         "UPDATE deliveries SET status = ?, reason = ?, latency_ms = ?, lease_until = NULL, next_attempt_at = ?, updated_at = ? WHERE id = ?",
