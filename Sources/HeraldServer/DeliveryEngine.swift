@@ -131,23 +131,29 @@ public final class DeliveryEngine: Service, Sendable {
             return all
         }
         try await self.store.record(results, now: self.clock.nowMilliseconds)
+        // Metrics per batch, not per delivery: one increment per (app, push type, result).
         let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var tallies: [[String]: Int64] = [:]
+        var latencies: [String: [Int64]] = [:]
         for result in results {
             guard let delivery = byID[result.deliveryID] else { continue }
             let outcome: String
             switch result.outcome {
-            case .sent: outcome = "sent"
+            case .sent:
+                outcome = "sent"
+                latencies[delivery.appID, default: []].append(result.latencyMilliseconds)
             case .retry: outcome = "retry"
             case .failed: outcome = "failed"
             }
-            Counter(
-                label: "herald_deliveries_total",
-                dimensions: [("app", delivery.appID), ("push_type", delivery.pushType.rawValue), ("result", outcome)]
-            ).increment()
-            if case .sent = result.outcome {
-                Timer(label: "herald_delivery_latency", dimensions: [("app", delivery.appID)])
-                    .recordMilliseconds(result.latencyMilliseconds)
-            }
+            tallies[[delivery.appID, delivery.pushType.rawValue, outcome], default: 0] += 1
+        }
+        for (key, count) in tallies {
+            Counter(label: "herald_deliveries_total", dimensions: [("app", key[0]), ("push_type", key[1]), ("result", key[2])])
+                .increment(by: count)
+        }
+        for (app, values) in latencies {
+            let timer = Timer(label: "herald_delivery_latency", dimensions: [("app", app)])
+            for value in values { timer.recordMilliseconds(value) }
         }
         await self.updateQueueDepth(force: false)
         return true
