@@ -35,7 +35,7 @@ public final class BackgroundProcess: Sendable {
             box.output.withLock { $0.append(data) }
         }
         process.terminationHandler = { finished in box.exit.withLock { $0 = finished.terminationStatus } }
-        try process.run()
+        try ProcessLaunch.run(process)
     }
 
     deinit {

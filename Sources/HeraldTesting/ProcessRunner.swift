@@ -43,7 +43,7 @@ public enum ProcessRunner {
             group.enter()
             group.enter()
             do {
-                try process.run()
+                try ProcessLaunch.run(process)
             } catch {
                 group.leave()
                 group.leave()
@@ -101,5 +101,16 @@ public struct TemporaryDirectory: Sendable {
 
     public func remove() {
         try? FileManager.default.removeItem(atPath: self.path)
+    }
+}
+
+/// Launches processes one at a time. swift-corelibs-foundation's `Process.run()` was seen to
+/// crash (a bad read inside it) when many tests launched processes at once; launching is quick,
+/// so serializing it costs nothing measurable, while the processes themselves still run in parallel.
+enum ProcessLaunch {
+    private static let lock = Mutex<Void>(())
+
+    static func run(_ process: Process) throws {
+        try self.lock.withLock { _ in try process.run() }
     }
 }
