@@ -5,7 +5,6 @@ import CoreMetrics
 /// The client's swift-metrics instruments, made once per client (never per request).
 /// Labels carry no tokens, ids or topics: only outcomes, reasons and classes.
 struct ClientMetrics: Sendable {
-    let sent: Counter
     let succeeded: Counter
     let resent: Counter
     let refusedStreams: Counter
@@ -18,7 +17,6 @@ struct ClientMetrics: Sendable {
 
     init(environment: String) {
         let dimensions = [("environment", environment)]
-        self.sent = Counter(label: "apns_client_requests_sent_total", dimensions: dimensions)
         self.succeeded = Counter(label: "apns_client_requests_total", dimensions: dimensions + [("result", "success")])
         self.resent = Counter(label: "apns_client_resends_total", dimensions: dimensions)
         self.refusedStreams = Counter(label: "apns_client_refused_streams_total", dimensions: dimensions)

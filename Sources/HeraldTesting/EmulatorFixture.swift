@@ -18,6 +18,24 @@ public struct EmulatorFixture: Sendable {
 
     public var clock: EmulatorClock { self.emulator.clock }
 
+    /// Every token kind with a push type it takes, its topic and a body that fits: one row per
+    /// end-to-end delivery test case.
+    public static let pushKinds: [(kind: String, pushType: String, topic: String, body: String)] = [
+        ("device", "alert", "com.example.app", #"{"aps":{"alert":{"title":"T","body":"B"}}}"#),
+        ("device", "background", "com.example.app", #"{"aps":{"content-available":1}}"#),
+        ("voip", "voip", "com.example.app.voip", #"{"callUUID":"1","handle":"bob"}"#),
+        ("complication", "complication", "com.example.app.complication", #"{"aps":{"content-available":1}}"#),
+        ("fileprovider", "fileprovider", "com.example.app.pushkit.fileprovider", #"{"container-identifier":"x"}"#),
+        ("location", "location", "com.example.app.location-query", #"{"aps":{}}"#),
+        ("pushtotalk", "pushtotalk", "com.example.app.voip-ptt", #"{"activeSpeaker":"Ann"}"#),
+        ("liveactivity", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":1}}}"#),
+        ("push-to-start", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"x"}}}"#),
+        ("widgets", "widgets", "com.example.app.push-type.widgets", #"{"aps":{"content-changed":true}}"#),
+        ("controls", "controls", "com.example.app.push-type.controls", #"{"aps":{"content-changed":true}}"#),
+    ]
+
     /// curl against the development (sandbox) TLS port.
     public var development: Curl {
         Curl(baseURL: "https://localhost:\(self.emulator.ports[.development]!)", caFile: self.caFile, directory: self.directory)
@@ -87,6 +105,11 @@ public struct EmulatorFixture: Sendable {
     /// The emulator's counters as parsed JSON.
     public func counters() async throws -> [String: Any] {
         try await self.control("GET", "/v1/counters").json ?? [:]
+    }
+
+    /// One numeric counter (0 when absent).
+    public func counter(_ name: String) async throws -> Int {
+        (try await self.counters())[name] as? Int ?? 0
     }
 }
 

@@ -26,10 +26,6 @@ extension EmulatorFixture {
         configure(&configuration)
         return try await withAPNSClient(configuration: configuration, clock: self.clock, body)
     }
-
-    func counter(_ name: String) async throws -> Int {
-        (try await self.counters())[name] as? Int ?? 0
-    }
 }
 
 /// An alert to `token`.

@@ -20,23 +20,7 @@ import Testing
         )
     }
 
-    static let kinds: [(kind: String, pushType: String, topic: String, body: String)] = [
-        ("device", "alert", "com.example.app", #"{"aps":{"alert":{"title":"T","body":"B"}}}"#),
-        ("device", "background", "com.example.app", #"{"aps":{"content-available":1}}"#),
-        ("voip", "voip", "com.example.app.voip", #"{"callUUID":"1","handle":"bob"}"#),
-        ("complication", "complication", "com.example.app.complication", #"{"aps":{"content-available":1}}"#),
-        ("fileprovider", "fileprovider", "com.example.app.pushkit.fileprovider", #"{"container-identifier":"x"}"#),
-        ("location", "location", "com.example.app.location-query", #"{"aps":{}}"#),
-        ("pushtotalk", "pushtotalk", "com.example.app.voip-ptt", #"{"activeSpeaker":"Ann"}"#),
-        ("liveactivity", "liveactivity", "com.example.app.push-type.liveactivity",
-            #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":1}}}"#),
-        ("push-to-start", "liveactivity", "com.example.app.push-type.liveactivity",
-            #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"x"}}}"#),
-        ("widgets", "widgets", "com.example.app.push-type.widgets", #"{"aps":{"content-changed":true}}"#),
-        ("controls", "controls", "com.example.app.push-type.controls", #"{"aps":{"content-changed":true}}"#),
-    ]
-
-    @Test("every token kind receives its push type on its topic", arguments: DeliveryTests.kinds)
+    @Test("every token kind receives its push type on its topic", arguments: EmulatorFixture.pushKinds)
     func everyKind(kind: String, pushType: String, topic: String, body: String) async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice(kind: kind)

@@ -107,9 +107,3 @@ import Testing
         #expect(result.standardError.contains("--key-file"))
     }
 }
-
-extension EmulatorFixture {
-    func counter(_ name: String) async throws -> Int {
-        (try await self.counters())[name] as? Int ?? 0
-    }
-}
