@@ -179,8 +179,15 @@ public func withAPNSClient<Result>(
 }
 
 extension TimeAmount {
+    /// Saturates instead of trapping: a timeout of centuries means "never", not a crash.
     init(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow {
+            self = .nanoseconds(seconds < 0 ? .min : .max)
+            return
+        }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        self = .nanoseconds(overflowAgain ? (whole < 0 ? .min : .max) : total)
     }
 }

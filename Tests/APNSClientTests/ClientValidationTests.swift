@@ -117,3 +117,16 @@ import Testing
         }
     }
 }
+
+@Suite struct ClientTimeoutTests {
+    @Test("an absurdly long per-request timeout is taken as 'very long', not a crash")
+    func hugeTimeout() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try await fixture.createDevice()
+            let delivery = try await fixture.withClient { client async throws in
+                try await client.send(try alert(token), timeout: .seconds(Int64.max / 2))
+            }
+            #expect(delivery.apnsID != nil)
+        }
+    }
+}
