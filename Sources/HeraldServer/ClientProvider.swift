@@ -40,10 +40,17 @@ final class ClientProvider: Sendable {
     private let secrets: SecretBox
     private let emulator: EmulatorTarget?
     private let override: EmulatorTarget.Override?
+    /// Shorter than the delivery lease: a batch is answered or failed before its lease can
+    /// run out, so no other worker claims (and sends again) what is still in flight.
+    private let requestTimeout: Duration
     private let logger: Logger
     private let clients = Mutex<[String: Entry]>([:])
 
-    init(store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?, logger: Logger) {
+    init(
+        store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?, lease: Duration,
+        logger: Logger
+    ) {
+        self.requestTimeout = min(.seconds(10), lease / 2)
         self.store = store
         self.secrets = secrets
         self.emulator = emulator
@@ -88,7 +95,7 @@ final class ClientProvider: Sendable {
                 credential: .token(emulator.key), environment: environment, host: emulator.host, port: port,
                 trustRoots: .pemFile(emulator.caFile)
             )
-            configuration.requestTimeout = .seconds(10)
+            configuration.requestTimeout = self.requestTimeout
             return configuration
         }
         let material: CredentialMaterial
@@ -121,7 +128,7 @@ final class ClientProvider: Sendable {
             configuration.port = override.port
             if let caFile = override.caFile { configuration.trustRoots = .pemFile(caFile) }
         }
-        configuration.requestTimeout = .seconds(10)
+        configuration.requestTimeout = self.requestTimeout
         return configuration
     }
 

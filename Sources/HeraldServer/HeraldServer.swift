@@ -63,7 +63,8 @@ public func withHeraldServer<Result: Sendable>(
     func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?) async throws -> Result {
         let clients = ClientProvider(
             store: store, secrets: secrets, emulator: emulatorTarget,
-            override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) }, logger: logger
+            override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) },
+            lease: configuration.engine.lease, logger: logger
         )
         let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger)
         let router = Router()
