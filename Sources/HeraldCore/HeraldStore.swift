@@ -9,8 +9,13 @@ public struct StoredAPIKey: Sendable, Hashable {
     /// The one app a `register`/`send` key is bound to; nil for keys valid for every app.
     public var appID: String?
     public var name: String?
+    public var createdAt: Int64
+    /// When it was revoked; a revoked key authorizes nothing.
+    public var revokedAt: Int64?
 
-    public init(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?) {
+    public init(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, createdAt: Int64 = 0, revokedAt: Int64? = nil) {
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
         self.id = id
         self.hash = hash
         self.scope = scope
@@ -47,7 +52,12 @@ public protocol HeraldStore: Sendable {
     func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]]
 
     func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws
+    /// An active (not revoked) key.
     func apiKey(id: String) async throws -> StoredAPIKey?
+    /// Every key, revoked ones included.
+    func apiKeys() async throws -> [StoredAPIKey]
+    /// Revokes an active key; false when there is none. Refuses (409) to revoke the last admin key.
+    func revokeAPIKey(id: String, now: Int64) async throws -> Bool
     func hasAPIKeys() async throws -> Bool
 
     /// Idempotent upsert by token; moves the token to the new user; reactivates it.
@@ -57,15 +67,23 @@ public protocol HeraldStore: Sendable {
     func device(appID: String, token: String) async throws -> Device?
     func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation]
 
-    /// Commits the notification and one delivery per matching device in one transaction; an
-    /// idempotency key already used returns the first notification instead.
+    /// Commits the notification with its targeting and the size of its audience (the active
+    /// devices that match it now); deliveries are created chunk by chunk by `claimDeliveries`,
+    /// from the devices that existed at acceptance. An idempotency key already used returns the
+    /// first notification instead.
     func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
         -> (id: String, deliveries: Int, existing: Bool)
     func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
+    /// The app's notifications, newest first, created before `before` (ms) when given.
+    func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary]
+    /// A device's deliveries, newest first.
+    func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord]
     /// Cancels a notification's pending deliveries; false when nothing was pending.
     func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool
 
-    /// Leases up to `limit` due deliveries until `now + leaseMilliseconds`.
+    /// Leases up to `limit` due deliveries until `now + leaseMilliseconds`: first those already
+    /// created (retries, expired leases, local-time ones now due), then new ones from the next
+    /// chunk of due notifications' audiences, created already leased.
     func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
     /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's timestamp).
     func record(_ results: [DeliveryResult], now: Int64) async throws

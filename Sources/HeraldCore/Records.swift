@@ -197,6 +197,7 @@ public struct DeliveryResult: Sendable, Hashable {
 /// One delivery as reported by the API.
 public struct DeliveryRecord: Sendable, Hashable {
     public var id: Int64
+    public var notificationID: String
     public var token: String
     public var kind: DeviceKind?
     public var environment: APNSEnvironment
@@ -207,9 +208,15 @@ public struct DeliveryRecord: Sendable, Hashable {
     public var status: Int?
     public var reason: String?
     public var latencyMilliseconds: Int64?
+    /// When its state last changed (ms).
+    public var updatedAt: Int64
 
-    public init(id: Int64, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState, attempts: Int, apnsID: String?, status: Int?, reason: String?, latencyMilliseconds: Int64?) {
+    public init(
+        id: Int64, notificationID: String, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState,
+        attempts: Int, apnsID: String?, status: Int?, reason: String?, latencyMilliseconds: Int64?, updatedAt: Int64
+    ) {
         self.id = id
+        self.notificationID = notificationID
         self.token = token
         self.kind = kind
         self.environment = environment
@@ -220,23 +227,46 @@ public struct DeliveryRecord: Sendable, Hashable {
         self.status = status
         self.reason = reason
         self.latencyMilliseconds = latencyMilliseconds
+        self.updatedAt = updatedAt
+    }
+}
+
+/// A notification as listed: when, to how many, and whether it is still being expanded.
+public struct NotificationSummary: Sendable, Hashable {
+    public var id: String
+    public var appID: String
+    public var createdAt: Int64
+    public var scheduledAt: Int64
+    /// The active devices its audience matched when it was accepted.
+    public var audienceSize: Int
+    /// Deliveries not created yet (the rest of the audience is still to be expanded).
+    public var expanding: Bool
+    public var cancelledAt: Int64?
+    public var targeting: Targeting?
+
+    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?, targeting: Targeting?) {
+        self.id = id
+        self.appID = appID
+        self.createdAt = createdAt
+        self.scheduledAt = scheduledAt
+        self.audienceSize = audienceSize
+        self.expanding = expanding
+        self.cancelledAt = cancelledAt
+        self.targeting = targeting
     }
 }
 
 /// A notification and its deliveries' states.
 public struct NotificationStatus: Sendable, Hashable {
-    public var id: String
-    public var appID: String
-    public var createdAt: Int64
-    public var scheduledAt: Int64
+    public var summary: NotificationSummary
+    /// Deliveries per state; audience members not expanded yet count as pending.
     public var counts: [DeliveryState: Int]
     public var deliveries: [DeliveryRecord]
 
-    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, counts: [DeliveryState: Int], deliveries: [DeliveryRecord]) {
-        self.id = id
-        self.appID = appID
-        self.createdAt = createdAt
-        self.scheduledAt = scheduledAt
+    public var id: String { self.summary.id }
+
+    public init(summary: NotificationSummary, counts: [DeliveryState: Int], deliveries: [DeliveryRecord]) {
+        self.summary = summary
         self.counts = counts
         self.deliveries = deliveries
     }

@@ -116,12 +116,13 @@ public final class SQLiteDatabase: Sendable {
         @discardableResult
         public func query(_ sql: String, _ bindings: [SQLValue] = []) throws -> [[SQLValue]] {
             var rows: [[SQLValue]] = []
-            try self.each(sql, bindings) { rows.append($0) }
+            try self.each(sql, bindings) { row in rows.append(row.values) }
             return rows
         }
 
-        /// Runs one statement with `bindings`, handing each row to `body`.
-        public func each(_ sql: String, _ bindings: [SQLValue], _ body: ([SQLValue]) throws -> Void) throws {
+        /// Runs one statement with `bindings`, handing each row to `body` as a view that reads
+        /// columns in place (nothing is copied unless asked for).
+        public func each(_ sql: String, _ bindings: [SQLValue], _ body: (Row) throws -> Void) throws {
             let statement = try self.cache.statement(sql, handle: self.handle)
             defer {
                 sqlite3_reset(statement)
@@ -140,29 +141,54 @@ public final class SQLiteDatabase: Sendable {
                 }
                 guard status == SQLITE_OK else { throw self.error(status) }
             }
-            let columns = sqlite3_column_count(statement)
+            let row = Row(statement: statement)
             while true {
                 let status = sqlite3_step(statement)
                 if status == SQLITE_DONE { return }
                 guard status == SQLITE_ROW else { throw self.error(status) }
+                try body(row)
+            }
+        }
+
+        /// The current row of a running statement; valid only inside `each`'s closure.
+        public struct Row {
+            fileprivate let statement: OpaquePointer
+
+            public var count: Int { Int(sqlite3_column_count(self.statement)) }
+
+            public func isNull(_ column: Int) -> Bool { sqlite3_column_type(self.statement, Int32(column)) == SQLITE_NULL }
+
+            public func int(_ column: Int) -> Int64? {
+                self.isNull(column) ? nil : sqlite3_column_int64(self.statement, Int32(column))
+            }
+
+            public func string(_ column: Int) -> String? {
+                guard let text = sqlite3_column_text(self.statement, Int32(column)) else { return nil }
+                let count = Int(sqlite3_column_bytes(self.statement, Int32(column)))
+                return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+            }
+
+            public func bytes(_ column: Int) -> [UInt8]? {
+                guard !self.isNull(column) else { return nil }
+                let count = Int(sqlite3_column_bytes(self.statement, Int32(column)))
+                guard let pointer = sqlite3_column_blob(self.statement, Int32(column)), count > 0 else { return [] }
+                return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+            }
+
+            /// Every column as a value.
+            public var values: [SQLValue] {
                 var row: [SQLValue] = []
-                row.reserveCapacity(Int(columns))
-                for column in 0..<columns {
-                    switch sqlite3_column_type(statement, column) {
-                    case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(statement, column)))
-                    case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
-                    case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(statement, column))))
-                    case SQLITE_BLOB:
-                        let count = Int(sqlite3_column_bytes(statement, column))
-                        if let pointer = sqlite3_column_blob(statement, column), count > 0 {
-                            row.append(.blob(Array(UnsafeRawBufferPointer(start: pointer, count: count))))
-                        } else {
-                            row.append(.blob([]))
-                        }
+                row.reserveCapacity(self.count)
+                for column in 0..<Int32(self.count) {
+                    switch sqlite3_column_type(self.statement, column) {
+                    case SQLITE_INTEGER: row.append(.integer(sqlite3_column_int64(self.statement, column)))
+                    case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(self.statement, column)))
+                    case SQLITE_TEXT: row.append(.text(self.string(Int(column)) ?? ""))
+                    case SQLITE_BLOB: row.append(.blob(self.bytes(Int(column)) ?? []))
                     default: row.append(.null)
                     }
                 }
-                try body(row)
+                return row
             }
         }
 

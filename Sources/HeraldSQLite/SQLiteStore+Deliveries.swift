@@ -4,16 +4,61 @@ public import HeraldCore
 
 extension SQLiteStore {
     /// `CASE` expressions giving each device's push type and topic, from the kind table (enum
-    /// values only, never caller input, go into the SQL text).
-    private static func pushTypeAndTopic(fixed: PushType?) -> (pushType: String, topic: String) {
+    /// values only, never caller input, go into the SQL text); `bundle` is the bundle id's parameter.
+    private static func pushTypeAndTopic(fixed: PushType?, bundle: String) -> (pushType: String, topic: String) {
         var pushTypeCases = "CASE d.kind"
         var topicCases = "CASE d.kind"
         for kind in DeviceKind.allCases {
             let pushType = fixed ?? kind.defaultPushType
             pushTypeCases += " WHEN '\(kind.rawValue)' THEN '\(pushType.rawValue)'"
-            topicCases += " WHEN '\(kind.rawValue)' THEN ?1 || '\(pushType.topicSuffix ?? "")'"
+            topicCases += " WHEN '\(kind.rawValue)' THEN \(bundle) || '\(pushType.topicSuffix ?? "")'"
         }
         return (pushTypeCases + " END", topicCases + " END")
+    }
+
+    /// The conditions (after `d.app_id = ? AND d.active = 1`) that pick a targeting's devices
+    /// from `devices d`, with their bindings numbered from `first`; and how to name the device id
+    /// in range conditions: for lists of tokens, users or one activity, `+d.id`, which keeps
+    /// SQLite from walking the whole id range instead of the index on those columns.
+    static func audienceFilter(_ targeting: Targeting, first: Int) -> (sql: String, bindings: [SQLValue], id: String) {
+        var sql = ""
+        var bindings: [SQLValue] = []
+        func next(_ value: SQLValue) -> String {
+            bindings.append(value)
+            return "?\(first + bindings.count - 1)"
+        }
+        func list(_ values: [String]) -> SQLValue { .text(JSONValue.array(values.map(JSONValue.string)).jsonString) }
+        switch targeting.audience {
+        case .all:
+            break
+        case .tokens(let tokens):
+            sql += " AND d.token IN (SELECT value FROM json_each(\(next(list(tokens)))))"
+        case .users(let users):
+            sql += " AND d.user_id IN (SELECT value FROM json_each(\(next(list(users)))))"
+        case .activity(let activityID):
+            sql += " AND d.kind = 'liveactivity' AND d.activity_id = \(next(.text(activityID)))"
+        case .tags(let tags, let matchAll):
+            let parameter = next(list(tags))
+            if matchAll {
+                sql += """
+                     AND (SELECT count(*) FROM device_tags t WHERE t.device_id = d.id
+                        AND t.tag IN (SELECT value FROM json_each(\(parameter)))) = \(next(.integer(Int64(Set(tags).count))))
+                    """
+            } else {
+                sql += " AND d.id IN (SELECT device_id FROM device_tags WHERE tag IN (SELECT value FROM json_each(\(parameter))))"
+            }
+        }
+        let kinds = targeting.eligibleKinds
+        if !kinds.isEmpty {
+            sql += " AND d.kind IN (SELECT value FROM json_each(\(next(list(kinds.map(\.rawValue).sorted())))))"
+        }
+        if let environment = targeting.environment {
+            sql += " AND d.environment = \(next(.text(environment.rawValue)))"
+        }
+        switch targeting.audience {
+        case .tokens, .users, .activity: return (sql, bindings, "+d.id")
+        case .all, .tags: return (sql, bindings, "d.id")
+        }
     }
 
     public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
@@ -21,172 +66,272 @@ extension SQLiteStore {
     {
         try await self.database.write { db in
             if let key = spec.idempotencyKey,
-                let existing = try db.query("SELECT id FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
+                let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
                 let existingID = existing[0].string
             {
-                let count = try db.query("SELECT count(*) FROM deliveries WHERE notification_id = ?", [.text(existingID)]).first?[0].int ?? 0
-                return (existingID, Int(count), true)
+                return (existingID, Int(existing[1].int ?? 0), true)
             }
-            let scheduledAt = spec.scheduledAt ?? now
+            // The audience is every matching device that exists now (ids up to the newest);
+            // counted here, expanded chunk by chunk later.
+            let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
+            let targeting = spec.targeting
+            let filter = Self.audienceFilter(targeting, first: 3)
+            let size = try db.query(
+                "SELECT count(*) FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql,
+                [.text(appID), .integer(until)] + filter.bindings
+            ).first?[0].int ?? 0
             try db.query(
                 """
-                INSERT INTO notifications (id, app_id, priority, expiration, collapse_id, payload, created_at, scheduled_at, idempotency_key)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
+                    idempotency_key, targeting, audience_size, expand_after, expand_until)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    .text(id), .text(appID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
+                    .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
                     spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
-                    .blob(spec.payload), .integer(now), .integer(scheduledAt), spec.idempotencyKey.map(SQLValue.text) ?? .null,
+                    .blob(spec.payload), .integer(now), .integer(spec.scheduledAt ?? now), spec.idempotencyKey.map(SQLValue.text) ?? .null,
+                    .text(targeting.jsonString), .integer(size), size > 0 ? .integer(0) : .null, .integer(until),
                 ]
             )
-            // ?1 bundle id, ?2 notification id, ?3 due time, ?4 app id, then the audience's own.
-            let (pushType, topic) = Self.pushTypeAndTopic(fixed: spec.pushType)
-            var sql = """
-                INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, next_attempt_at, updated_at)
-                SELECT ?2, d.id, d.token, d.environment, \(pushType), \(topic), 'pending', ?3, ?3
-                FROM devices d WHERE d.app_id = ?4 AND d.active = 1
-                """
-            var bindings: [SQLValue] = [.text(bundleID), .text(id), .integer(scheduledAt), .text(appID)]
-            func list(_ values: [String]) -> SQLValue {
-                .text(JSONValue.array(values.map(JSONValue.string)).jsonString)
-            }
-            switch spec.audience {
-            case .all:
-                break
-            case .tokens(let tokens):
-                bindings.append(list(tokens))
-                sql += " AND d.token IN (SELECT value FROM json_each(?\(bindings.count)))"
-            case .users(let users):
-                bindings.append(list(users))
-                sql += " AND d.user_id IN (SELECT value FROM json_each(?\(bindings.count)))"
-            case .activity(let activityID):
-                bindings.append(.text(activityID))
-                sql += " AND d.kind = 'liveactivity' AND d.activity_id = ?\(bindings.count)"
-            case .tags(let tags, let matchAll):
-                bindings.append(list(tags))
-                let listParameter = bindings.count
-                if matchAll {
-                    bindings.append(.integer(Int64(Set(tags).count)))
-                    sql += """
-                         AND (SELECT count(*) FROM device_tags t WHERE t.device_id = d.id
-                            AND t.tag IN (SELECT value FROM json_each(?\(listParameter)))) = ?\(bindings.count)
-                        """
-                } else {
-                    sql += " AND d.id IN (SELECT device_id FROM device_tags WHERE tag IN (SELECT value FROM json_each(?\(listParameter))))"
-                }
-            }
-            var kinds = spec.kinds
-            if let fixed = spec.pushType {
-                // Only kinds that can receive the requested push type.
-                let able = Set(DeviceKind.allCases.filter { $0.pushTypes.contains(fixed) })
-                kinds = kinds.isEmpty ? able : kinds.intersection(able)
-            }
-            if !kinds.isEmpty {
-                bindings.append(list(kinds.map(\.rawValue).sorted()))
-                sql += " AND d.kind IN (SELECT value FROM json_each(?\(bindings.count)))"
-            }
-            if let environment = spec.environment {
-                bindings.append(.text(environment.rawValue))
-                sql += " AND d.environment = ?\(bindings.count)"
-            }
-            try db.query(sql, bindings)
-            let count = db.changes
-            if let localTime = spec.localTime {
-                // One update per time zone among the recipients.
-                let zones = try db.query(
-                    "SELECT DISTINCT d.time_zone FROM deliveries x JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ?",
-                    [.text(id)]
-                ).map { $0[0].string }
-                for zone in zones {
-                    let due = max(scheduledAt, localTime.instant(timeZone: zone))
-                    try db.query(
-                        "UPDATE deliveries SET next_attempt_at = ?1, updated_at = ?1 WHERE notification_id = ?2 "
-                            + "AND device_id IN (SELECT id FROM devices WHERE app_id = ?3 AND time_zone IS ?4)",
-                        [.integer(due), .text(id), .text(appID), zone.map(SQLValue.text) ?? .null]
-                    )
-                }
-            }
-            return (id, count, false)
+            return (id, Int(size), false)
         }
+    }
+
+    private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at, targeting"
+
+    private static func summary(_ row: SQLiteDatabase.Connection.Row) -> NotificationSummary {
+        NotificationSummary(
+            id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
+            audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6),
+            targeting: row.string(7).flatMap(Targeting.init(jsonString:))
+        )
+    }
+
+    private static let deliveryColumns = """
+        x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
+        x.latency_ms, x.updated_at
+        """
+
+    private static func delivery(_ row: SQLiteDatabase.Connection.Row) -> DeliveryRecord {
+        DeliveryRecord(
+            id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "", kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
+            environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert,
+            state: row.string(6).flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row.int(7) ?? 0),
+            apnsID: row.string(8), status: row.int(9).map(Int.init), reason: row.string(10), latencyMilliseconds: row.int(11),
+            updatedAt: row.int(12) ?? 0
+        )
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
         try await self.database.read { db in
-            guard let row = try db.query("SELECT id, app_id, created_at, scheduled_at FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]).first else {
-                return nil
+            var found: NotificationSummary?
+            try db.each("SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) {
+                found = Self.summary($0)
             }
+            guard let summary = found else { return nil }
             var counts: [DeliveryState: Int] = [:]
-            for count in try db.query("SELECT state, count(*) FROM deliveries WHERE notification_id = ? GROUP BY state", [.text(id)]) {
-                if let state = count[0].string.flatMap(DeliveryState.init(rawValue:)) { counts[state] = Int(count[1].int ?? 0) }
+            var created = 0
+            try db.each("SELECT state, count(*) FROM deliveries WHERE notification_id = ? GROUP BY state", [.text(id)]) { row in
+                let count = Int(row.int(1) ?? 0)
+                created += count
+                if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = count }
             }
-            let deliveries = try db.query(
-                """
-                SELECT x.id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason, x.latency_ms
-                FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?
-                """,
+            if summary.expanding { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
+            var deliveries: [DeliveryRecord] = []
+            try db.each(
+                "SELECT \(Self.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?",
                 [.text(id), .integer(Int64(deliveryLimit))]
-            ).map { row in
-                DeliveryRecord(
-                    id: row[0].int ?? 0, token: row[1].string ?? "", kind: row[2].string.flatMap(DeviceKind.init(rawValue:)),
-                    environment: row[3].string.flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-                    pushType: row[4].string.flatMap(PushType.init(rawValue:)) ?? .alert,
-                    state: row[5].string.flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row[6].int ?? 0),
-                    apnsID: row[7].string, status: row[8].int.map(Int.init), reason: row[9].string, latencyMilliseconds: row[10].int
-                )
-            }
-            return NotificationStatus(
-                id: row[0].string ?? "", appID: row[1].string ?? "", createdAt: row[2].int ?? 0, scheduledAt: row[3].int ?? 0,
-                counts: counts, deliveries: deliveries
-            )
+            ) { deliveries.append(Self.delivery($0)) }
+            return NotificationStatus(summary: summary, counts: counts, deliveries: deliveries)
+        }
+    }
+
+    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+        try await self.database.read { db in
+            var result: [NotificationSummary] = []
+            try db.each(
+                "SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                [.text(appID), .integer(before ?? Int64.max), .integer(Int64(limit))]
+            ) { result.append(Self.summary($0)) }
+            return result
+        }
+    }
+
+    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+        try await self.database.read { db in
+            var result: [DeliveryRecord] = []
+            try db.each(
+                """
+                SELECT \(Self.deliveryColumns) FROM devices d JOIN deliveries x ON x.device_id = d.id
+                WHERE d.app_id = ? AND d.token = ? ORDER BY x.id DESC LIMIT ?
+                """,
+                [.text(appID), .text(token), .integer(Int64(limit))]
+            ) { result.append(Self.delivery($0)) }
+            return result
         }
     }
 
     public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
         try await self.database.write { db in
             try db.query(
+                "UPDATE notifications SET expand_after = NULL, cancelled_at = ?1 WHERE app_id = ?2 AND id = ?3 AND expand_after IS NOT NULL",
+                [.integer(now), .text(appID), .text(id)]
+            )
+            let stoppedExpansion = db.changes > 0
+            try db.query(
                 """
-                UPDATE deliveries SET state = 'failed', reason = 'Cancelled', lease_until = NULL, updated_at = ?
+                UPDATE deliveries SET state = 'failed', reason = 'Cancelled', updated_at = ?
                 WHERE state = 'pending' AND notification_id = (SELECT id FROM notifications WHERE app_id = ? AND id = ?)
                 """,
                 [.integer(now), .text(appID), .text(id)]
             )
-            return db.changes > 0
+            let cancelled = stoppedExpansion || db.changes > 0
+            if cancelled {
+                try db.query("UPDATE notifications SET cancelled_at = ?1 WHERE id = ?2 AND cancelled_at IS NULL", [.integer(now), .text(id)])
+            }
+            return cancelled
         }
+    }
+
+    /// What every delivery of one notification shares, read once per claim.
+    private struct Shared {
+        var appID: String
+        var priority: Priority?
+        var expiration: Int64?
+        var collapseID: String?
+        var payload: [UInt8]
+    }
+
+    private static let sharedColumns = "app_id, priority, expiration, collapse_id, payload"
+
+    private static func shared(_ row: SQLiteDatabase.Connection.Row, from first: Int) -> Shared {
+        Shared(
+            appID: row.string(first) ?? "", priority: row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }, expiration: row.int(first + 2),
+            collapseID: row.string(first + 3), payload: row.bytes(first + 4) ?? []
+        )
+    }
+
+    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
+    private static func claimed(_ row: SQLiteDatabase.Connection.Row, _ shared: Shared, notificationID: String) -> ClaimedDelivery {
+        ClaimedDelivery(
+            id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
+            token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
+            priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
+            attempts: Int(row.int(7) ?? 0)
+        )
     }
 
     public func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
         try await self.database.write { db in
-            let claimed = try db.query(
+            let leaseEnd = now + leaseMilliseconds
+            var result: [ClaimedDelivery] = []
+            result.reserveCapacity(limit)
+            var shared: [String: Shared] = [:]
+            // 1. Deliveries that exist and are due. A lease moves the next attempt to the lease's
+            // end: if the process dies, the delivery is simply due again then.
+            try db.each(
                 """
-                UPDATE deliveries SET lease_until = ?1, attempts = attempts + 1, updated_at = ?2
-                WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2
-                    AND (lease_until IS NULL OR lease_until <= ?2) ORDER BY next_attempt_at, id LIMIT ?3)
+                UPDATE deliveries SET next_attempt_at = ?1, attempts = attempts + 1, updated_at = ?2
+                WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)
                 RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
                 """,
-                [.integer(now + leaseMilliseconds), .integer(now), .integer(Int64(limit))]
-            )
-            var notifications: [String: (appID: String, priority: Int64?, expiration: Int64?, collapseID: String?, payload: [UInt8])] = [:]
-            var result: [ClaimedDelivery] = []
-            result.reserveCapacity(claimed.count)
-            for row in claimed {
-                let notificationID = row[1].string ?? ""
-                if notifications[notificationID] == nil,
-                    let n = try db.query("SELECT app_id, priority, expiration, collapse_id, payload FROM notifications WHERE id = ?", [.text(notificationID)]).first
-                {
-                    notifications[notificationID] = (n[0].string ?? "", n[1].int, n[2].int, n[3].string, n[4].bytes ?? [])
+                [.integer(leaseEnd), .integer(now), .integer(Int64(limit))]
+            ) { row in
+                let notificationID = row.string(1) ?? ""
+                if shared[notificationID] == nil {
+                    try db.each("SELECT \(Self.sharedColumns) FROM notifications WHERE id = ?", [.text(notificationID)]) {
+                        shared[notificationID] = Self.shared($0, from: 0)
+                    }
                 }
-                guard let notification = notifications[notificationID] else { continue }
-                result.append(
-                    ClaimedDelivery(
-                        id: row[0].int ?? 0, notificationID: notificationID, appID: notification.appID, deviceID: row[2].int ?? 0,
-                        token: row[3].string ?? "", environment: row[4].string.flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-                        pushType: row[5].string.flatMap(PushType.init(rawValue:)) ?? .alert, topic: row[6].string ?? "",
-                        priority: notification.priority.flatMap { Priority(rawValue: Int($0)) }, expiration: notification.expiration,
-                        collapseID: notification.collapseID, payload: notification.payload, attempts: Int(row[7].int ?? 0)
+                guard let common = shared[notificationID] else { return }
+                result.append(Self.claimed(row, common, notificationID: notificationID))
+            }
+            // 2. The next chunks of due notifications' audiences, created already leased, so a
+            // broadcast's deliveries are written once before sending and once after.
+            var expanded = 0
+            while result.count < limit, expanded < limit {
+                var next: (id: String, bundleID: String, targeting: Targeting?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
+                try db.each(
+                    """
+                    SELECT id, bundle_id, targeting, expand_after, expand_until, scheduled_at, \(Self.sharedColumns)
+                    FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= ? ORDER BY scheduled_at, id LIMIT 1
+                    """,
+                    [.integer(now)]
+                ) { row in
+                    next = (
+                        row.string(0) ?? "", row.string(1) ?? "", row.string(2).flatMap(Targeting.init(jsonString:)), row.int(3) ?? 0,
+                        row.int(4) ?? 0, row.int(5) ?? 0, Self.shared(row, from: 6)
                     )
+                }
+                guard let notification = next else { break }
+                guard let targeting = notification.targeting else {
+                    // Not something Herald wrote: stop expanding it rather than loop on it.
+                    try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
+                    continue
+                }
+                let chunk = limit - result.count
+                // A local-time notification's deliveries are created pending at each device's own
+                // time; the others leased, to be sent now.
+                let deferred = targeting.localTime != nil
+                let (pushType, topic) = Self.pushTypeAndTopic(fixed: targeting.pushType, bundle: "?1")
+                let filter = Self.audienceFilter(targeting, first: 10)
+                var last = notification.after
+                var count = 0
+                try db.each(
+                    """
+                    INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
+                    SELECT ?2, d.id, d.token, d.environment, \(pushType), \(topic), 'pending', ?8, ?3, ?9
+                    FROM devices d WHERE d.app_id = ?4 AND d.active = 1 AND \(filter.id) > ?5 AND \(filter.id) <= ?6\(filter.sql)
+                    ORDER BY d.id LIMIT ?7
+                    RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
+                    """,
+                    [
+                        .text(notification.bundleID), .text(notification.id), .integer(deferred ? notification.scheduledAt : leaseEnd),
+                        .text(notification.shared.appID), .integer(notification.after), .integer(notification.until), .integer(Int64(chunk)),
+                        .integer(deferred ? 0 : 1), .integer(now),
+                    ] + filter.bindings
+                ) { row in
+                    count += 1
+                    last = max(last, row.int(2) ?? last)
+                    if !deferred { result.append(Self.claimed(row, notification.shared, notificationID: notification.id)) }
+                }
+                expanded += count
+                if let localTime = targeting.localTime, count > 0 {
+                    try Self.scheduleLocalTime(db, localTime, notificationID: notification.id, scheduledAt: notification.scheduledAt, after: notification.after, through: last)
+                }
+                // Fewer than asked for: the audience is exhausted.
+                try db.query(
+                    "UPDATE notifications SET expand_after = ? WHERE id = ?",
+                    [count < chunk ? .null : .integer(last), .text(notification.id)]
                 )
             }
             return result
+        }
+    }
+
+    /// Moves each delivery of the chunk (device ids in `after…through`) to its device's local time.
+    private static func scheduleLocalTime(
+        _ db: borrowing SQLiteDatabase.Connection, _ localTime: LocalTime, notificationID: String, scheduledAt: Int64, after: Int64, through: Int64
+    ) throws {
+        var zones: [String?] = []
+        try db.each(
+            """
+            SELECT DISTINCT d.time_zone FROM deliveries x JOIN devices d ON d.id = x.device_id
+            WHERE x.notification_id = ?1 AND x.device_id > ?2 AND x.device_id <= ?3
+            """,
+            [.text(notificationID), .integer(after), .integer(through)]
+        ) { zones.append($0.string(0)) }
+        for zone in zones {
+            let due = max(scheduledAt, localTime.instant(timeZone: zone))
+            try db.query(
+                """
+                UPDATE deliveries SET next_attempt_at = ?1, updated_at = ?1 WHERE notification_id = ?2 AND device_id > ?3 AND device_id <= ?4
+                    AND device_id IN (SELECT id FROM devices WHERE time_zone IS ?5)
+                """,
+                [.integer(due), .text(notificationID), .integer(after), .integer(through), zone.map(SQLValue.text) ?? .null]
+            )
         }
     }
 
@@ -206,7 +351,7 @@ extension SQLiteStore {
                 try db.query(
                     """
                     UPDATE deliveries SET state = 'sent', apns_id = v.apns_id, status = 200, reason = NULL, latency_ms = v.latency,
-                        lease_until = NULL, updated_at = ?1
+                        updated_at = ?1
                     FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency FROM json_each(?2)) AS v
                     WHERE deliveries.id = v.id
                     """,
@@ -221,12 +366,12 @@ extension SQLiteStore {
                     continue
                 case .retry(let status, let reason, let retryAt):
                     try db.query(
-                        "UPDATE deliveries SET status = ?, reason = ?, latency_ms = ?, lease_until = NULL, next_attempt_at = ?, updated_at = ? WHERE id = ?",
+                        "UPDATE deliveries SET status = ?, reason = ?, latency_ms = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?",
                         [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(retryAt), .integer(now), id]
                     )
                 case .failed(let status, let reason, let invalidate, let timestamp):
                     try db.query(
-                        "UPDATE deliveries SET state = 'failed', status = ?, reason = ?, latency_ms = ?, lease_until = NULL, updated_at = ? WHERE id = ?",
+                        "UPDATE deliveries SET state = 'failed', status = ?, reason = ?, latency_ms = ?, updated_at = ? WHERE id = ?",
                         [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id]
                     )
                     if invalidate {

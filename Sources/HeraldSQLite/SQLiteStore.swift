@@ -56,7 +56,27 @@ public final class SQLiteStore: HeraldStore {
             latency_ms INTEGER, updated_at INTEGER NOT NULL);
         CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE state = 'pending';
         CREATE INDEX deliveries_notification ON deliveries (notification_id);
+        """,
+        // 2: audiences expanded chunk by chunk after acceptance (the notification keeps its
+        // targeting and a cursor over device ids); a lease is a delivery's next attempt moved past
+        // the lease's end, so the due index holds only what is due; recent notifications, a
+        // device's deliveries, revoked keys.
         """
+        ALTER TABLE notifications ADD COLUMN bundle_id TEXT NOT NULL DEFAULT '';
+        ALTER TABLE notifications ADD COLUMN targeting TEXT;
+        ALTER TABLE notifications ADD COLUMN audience_size INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE notifications ADD COLUMN expand_after INTEGER;
+        ALTER TABLE notifications ADD COLUMN expand_until INTEGER;
+        ALTER TABLE notifications ADD COLUMN cancelled_at INTEGER;
+        UPDATE notifications SET audience_size = (SELECT count(*) FROM deliveries x WHERE x.notification_id = notifications.id);
+        CREATE INDEX notifications_expanding ON notifications (scheduled_at) WHERE expand_after IS NOT NULL;
+        CREATE INDEX notifications_recent ON notifications (app_id, created_at);
+        CREATE INDEX devices_app ON devices (app_id);
+        CREATE INDEX devices_activity ON devices (app_id, activity_id) WHERE activity_id IS NOT NULL;
+        CREATE INDEX deliveries_device ON deliveries (device_id);
+        UPDATE deliveries SET next_attempt_at = lease_until WHERE state = 'pending' AND lease_until > next_attempt_at;
+        ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
+        """,
     ]
 
     // MARK: apps and credentials
@@ -123,12 +143,45 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
+    private static let keyColumns = "id, hash, scope, app_id, name, created_at, revoked_at"
+
+    private static func apiKey(_ row: SQLiteDatabase.Connection.Row) -> StoredAPIKey? {
+        guard let scope = row.string(2).flatMap(APIScope.init(rawValue:)) else { return nil }
+        return StoredAPIKey(
+            id: row.string(0) ?? "", hash: row.bytes(1) ?? [], scope: scope, appID: row.string(3), name: row.string(4),
+            createdAt: row.int(5) ?? 0, revokedAt: row.int(6)
+        )
+    }
+
     public func apiKey(id: String) async throws -> StoredAPIKey? {
         try await self.database.read { db in
-            guard let row = try db.query("SELECT id, hash, scope, app_id, name FROM api_keys WHERE id = ?", [.text(id)]).first,
-                let scope = row[2].string.flatMap(APIScope.init(rawValue:))
-            else { return nil }
-            return StoredAPIKey(id: row[0].string ?? "", hash: row[1].bytes ?? [], scope: scope, appID: row[3].string, name: row[4].string)
+            var key: StoredAPIKey?
+            try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]) { key = Self.apiKey($0) }
+            return key
+        }
+    }
+
+    public func apiKeys() async throws -> [StoredAPIKey] {
+        try await self.database.read { db in
+            var keys: [StoredAPIKey] = []
+            try db.each("SELECT \(Self.keyColumns) FROM api_keys ORDER BY created_at, id", []) { row in
+                if let key = Self.apiKey(row) { keys.append(key) }
+            }
+            return keys
+        }
+    }
+
+    public func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
+        try await self.database.write { db in
+            let scope = try db.query("SELECT scope FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]).first?[0].string
+            guard let scope else { return false }
+            if scope == APIScope.admin.rawValue,
+                try db.query("SELECT count(*) FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL").first?[0].int ?? 0 <= 1
+            {
+                throw HeraldError.conflict("this is the last admin key: create another before revoking it", code: "last_admin_key")
+            }
+            try db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [.integer(now), .text(id)])
+            return true
         }
     }
 

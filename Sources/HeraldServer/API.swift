@@ -84,6 +84,16 @@ struct API: Sendable {
             )
             return Self.json(.created, .object([("id", .string(secret.id)), ("key", .string(secret.token)), ("scope", .string(scope.rawValue))]))
         }
+        v1.get("keys") { request, _ in
+            try await self.authorize(request, scope: .admin, app: nil)
+            return Self.json(.ok, .object([("keys", .array(try await self.store.apiKeys().map(Self.keyJSON)))]))
+        }
+        v1.delete("keys/:id") { request, context in
+            try await self.authorize(request, scope: .admin, app: nil)
+            let id = context.parameters.get("id") ?? ""
+            guard try await self.store.revokeAPIKey(id: id, now: self.clock.nowMilliseconds) else { throw HeraldError.notFound("API key '\(id)'") }
+            return Response(status: .noContent)
+        }
 
         // Devices
         v1.put("apps/:app/devices/:token") { request, context in
@@ -103,8 +113,7 @@ struct API: Sendable {
         v1.get("apps/:app/devices") { request, context in
             let app = try await self.app(request, context, scope: .send)
             let query = request.uri.queryParameters
-            let limit = query["limit"].map { Int(String($0)) } ?? 100
-            guard let limit, (1...1000).contains(limit) else { throw HeraldError.invalid("limit must be 1 to 1000", code: "bad_limit") }
+            let limit = try Self.limit(request, fallback: 100, maximum: 1000)
             let devices = try await self.store.devices(
                 appID: app.id,
                 DeviceQuery(
@@ -131,6 +140,14 @@ struct API: Sendable {
             ))
             return Self.json(.ok, .object(members))
         }
+        v1.get("apps/:app/devices/:token/deliveries") { request, context in
+            let app = try await self.app(request, context, scope: .send)
+            let token = try Self.token(context.parameters.get("token") ?? "")
+            let limit = try Self.limit(request, fallback: 50, maximum: 1000)
+            guard try await self.store.device(appID: app.id, token: token.hex) != nil else { throw HeraldError.notFound("device") }
+            let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: limit)
+            return Self.json(.ok, .object([("deliveries", .array(deliveries.map { Self.deliveryJSON($0, withNotification: true) }))]))
+        }
 
         // Notifications
         v1.post("apps/:app/notifications") { request, context in
@@ -144,6 +161,19 @@ struct API: Sendable {
                 created.existing ? .ok : .accepted,
                 .object([("id", .string(created.id)), ("deliveries", .int(Int64(created.deliveries))), ("duplicate", .bool(created.existing))])
             )
+        }
+        v1.get("apps/:app/notifications") { request, context in
+            let app = try await self.app(request, context, scope: .send)
+            let limit = try Self.limit(request, fallback: 50, maximum: 500)
+            var before: Int64?
+            if let text = request.uri.queryParameters["before"] {
+                guard let value = Int64(String(text)), value > 0 else {
+                    throw HeraldError.invalid("before must be a time in milliseconds since 1970", code: "bad_before")
+                }
+                before = value
+            }
+            let summaries = try await self.store.notifications(appID: app.id, limit: limit, before: before)
+            return Self.json(.ok, .object([("notifications", .array(summaries.map { .object(Self.summaryMembers($0)) }))]))
         }
         v1.get("apps/:app/notifications/:id") { request, context in
             let app = try await self.app(request, context, scope: .send)
@@ -331,22 +361,51 @@ struct API: Sendable {
         ])
     }
 
+    static func summaryMembers(_ summary: NotificationSummary) -> [(String, JSONValue)] {
+        [
+            ("id", .string(summary.id)), ("createdAt", .int(summary.createdAt)), ("scheduledAt", .int(summary.scheduledAt)),
+            ("audience", .int(Int64(summary.audienceSize))), ("expanding", .bool(summary.expanding)),
+            ("cancelledAt", summary.cancelledAt.map(JSONValue.int) ?? .null),
+        ]
+    }
+
     static func notificationJSON(_ status: NotificationStatus) -> JSONValue {
+        .object(
+            Self.summaryMembers(status.summary) + [
+                ("counts", .object(DeliveryState.allCases.map { ($0.rawValue, .int(Int64(status.counts[$0] ?? 0))) })),
+                ("deliveries", .array(status.deliveries.map { Self.deliveryJSON($0, withNotification: false) })),
+            ]
+        )
+    }
+
+    static func deliveryJSON(_ d: DeliveryRecord, withNotification: Bool) -> JSONValue {
+        var members: [(String, JSONValue)] = withNotification ? [("notificationId", .string(d.notificationID))] : []
+        members += [
+            ("token", .string(d.token)), ("kind", d.kind.map { .string($0.rawValue) } ?? .null),
+            ("environment", .string(d.environment == .development ? "sandbox" : "production")),
+            ("pushType", .string(d.pushType.rawValue)), ("state", .string(d.state.rawValue)), ("attempts", .int(Int64(d.attempts))),
+            ("apnsId", d.apnsID.map(JSONValue.string) ?? .null), ("status", d.status.map { .int(Int64($0)) } ?? .null),
+            ("reason", d.reason.map(JSONValue.string) ?? .null), ("latencyMs", d.latencyMilliseconds.map(JSONValue.int) ?? .null),
+            ("updatedAt", .int(d.updatedAt)),
+        ]
+        return .object(members)
+    }
+
+    static func keyJSON(_ key: StoredAPIKey) -> JSONValue {
         .object([
-            ("id", .string(status.id)), ("createdAt", .int(status.createdAt)), ("scheduledAt", .int(status.scheduledAt)),
-            ("counts", .object(DeliveryState.allCases.map { ($0.rawValue, .int(Int64(status.counts[$0] ?? 0))) })),
-            (
-                "deliveries",
-                .array(status.deliveries.map { d in
-                    .object([
-                        ("token", .string(d.token)), ("kind", d.kind.map { .string($0.rawValue) } ?? .null),
-                        ("pushType", .string(d.pushType.rawValue)), ("state", .string(d.state.rawValue)), ("attempts", .int(Int64(d.attempts))),
-                        ("apnsId", d.apnsID.map(JSONValue.string) ?? .null), ("status", d.status.map { .int(Int64($0)) } ?? .null),
-                        ("reason", d.reason.map(JSONValue.string) ?? .null), ("latencyMs", d.latencyMilliseconds.map(JSONValue.int) ?? .null),
-                    ])
-                })
-            ),
+            ("id", .string(key.id)), ("scope", .string(key.scope.rawValue)), ("appId", key.appID.map(JSONValue.string) ?? .null),
+            ("name", key.name.map(JSONValue.string) ?? .null), ("createdAt", .int(key.createdAt)),
+            ("revokedAt", key.revokedAt.map(JSONValue.int) ?? .null),
         ])
+    }
+
+    /// `limit` from the query string: `fallback` when absent, 1…`maximum` otherwise.
+    static func limit(_ request: Request, fallback: Int, maximum: Int) throws -> Int {
+        guard let text = request.uri.queryParameters["limit"] else { return fallback }
+        guard let limit = Int(String(text)), (1...maximum).contains(limit) else {
+            throw HeraldError.invalid("limit must be 1 to \(maximum)", code: "bad_limit")
+        }
+        return limit
     }
 }
 

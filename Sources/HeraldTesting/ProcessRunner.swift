@@ -14,72 +14,45 @@ public struct ProcessResult: Sendable {
 }
 
 public enum ProcessRunner {
+    /// At most this many programs run at once: a few dozen TLS clients starting together on two
+    /// cores starved the servers under test for seconds, and tests with deadlines failed.
+    static let slots = AsyncSlots(4)
+
     /// Runs `executable` (looked up on PATH) with `arguments`, feeding `input` to standard input.
     /// After `timeout` seconds the process is killed. Waiting happens off Swift's cooperative
-    /// pool, so many tests can run programs at once without starving each other.
+    /// pool (see ``ChildProcess``), so many tests can run programs at once without starving each other.
     public static func run(
         _ executable: String,
         _ arguments: [String],
         input: Data? = nil,
         timeout: TimeInterval = 30
     ) async throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [executable] + arguments
-        let output = Pipe()
-        let error = Pipe()
-        let inputPipe = Pipe()
-        process.standardOutput = output
-        process.standardError = error
-        process.standardInput = inputPipe
-        let collector = OutputCollector()
-        let group = DispatchGroup()
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { finished in
-                // Both pipes are read to their end before the result is handed back.
-                group.notify(queue: .global()) { continuation.resume(returning: finished.terminationStatus) }
+        await Self.slots.acquire()
+        defer { Self.slots.release() }
+        let child = try ChildProcess(executable, arguments, keepInput: true)
+        child.writeInputAndClose(input.map { Array($0) } ?? [])
+        let status = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { await child.wait() }
+            group.addTask {
+                // The watchdog: a program that outlives `timeout` is killed.
+                try? await Task.sleep(for: .seconds(timeout))
+                return nil
             }
-            // Enter before the child can possibly exit, so the notify above waits for both readers.
-            group.enter()
-            group.enter()
-            do {
-                try ProcessLaunch.run(process)
-            } catch {
-                group.leave()
-                group.leave()
-                continuation.resume(throwing: error)
-                return
-            }
-            for (pipe, isError) in [(output, false), (error, true)] {
-                DispatchQueue.global().async {
-                    collector.set(pipe.fileHandleForReading.readDataToEndOfFile(), isError: isError)
-                    group.leave()
+            for await result in group {
+                if let status = result {
+                    group.cancelAll()
+                    return status
                 }
+                child.signal(SIGKILL)
             }
-            if let input { inputPipe.fileHandleForWriting.write(input) }
-            try? inputPipe.fileHandleForWriting.close()
-            let pid = process.processIdentifier
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-                if process.isRunning { kill(pid, SIGKILL) }
-            }
+            return -1
         }
         return ProcessResult(
             exitCode: status,
-            standardOutput: String(decoding: collector.output, as: UTF8.self),
-            standardError: String(decoding: collector.error, as: UTF8.self)
+            standardOutput: String(decoding: child.output, as: UTF8.self),
+            standardError: String(decoding: child.error, as: UTF8.self)
         )
     }
-}
-
-private final class OutputCollector: Sendable {
-    private let state = Mutex<(output: Data, error: Data)>((Data(), Data()))
-
-    func set(_ data: Data, isError: Bool) {
-        self.state.withLock { if isError { $0.error = data } else { $0.output = data } }
-    }
-
-    var output: Data { self.state.withLock { $0.output } }
-    var error: Data { self.state.withLock { $0.error } }
 }
 
 /// A directory under the system's temporary folder, removed by ``remove()``.
@@ -104,13 +77,38 @@ public struct TemporaryDirectory: Sendable {
     }
 }
 
-/// Launches processes one at a time. swift-corelibs-foundation's `Process.run()` was seen to
-/// crash (a bad read inside it) when many tests launched processes at once; launching is quick,
-/// so serializing it costs nothing measurable, while the processes themselves still run in parallel.
-enum ProcessLaunch {
-    private static let lock = Mutex<Void>(())
 
-    static func run(_ process: Process) throws {
-        try self.lock.withLock { _ in try process.run() }
+/// A counting semaphore for async code: `acquire` suspends (never blocks a thread) while all
+/// slots are taken.
+final class AsyncSlots: Sendable {
+    private let state: Mutex<(free: Int, waiters: [CheckedContinuation<Void, Never>])>
+
+    init(_ count: Int) {
+        self.state = Mutex((count, []))
+    }
+
+    func acquire() async {
+        await withCheckedContinuation { continuation in
+            let granted = self.state.withLock { state -> Bool in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiters.append(continuation)
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.free += 1
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
     }
 }

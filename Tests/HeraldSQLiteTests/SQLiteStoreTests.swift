@@ -66,6 +66,50 @@ import Testing
         }
     }
 
+    @Test("an audience is expanded chunk by chunk into leased deliveries, from the devices there at acceptance; cancelling stops it")
+    func chunks() async throws {
+        try await self.withStore { store async throws in
+            for n in 1...25 {
+                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), tags: n % 2 == 0 ? ["even"] : []), now: 1)
+            }
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8))
+            #expect(try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", spec, now: 10).deliveries == 25)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(26)), now: 11)
+            var status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 100))
+            #expect(status.summary.expanding)
+            #expect(status.counts[.pending] == 25, "not expanded yet, still pending")
+            #expect(status.deliveries.isEmpty)
+            var seen: Set<Int64> = []
+            for expected in [10, 10, 5] {
+                let claimed = try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000)
+                #expect(claimed.count == expected)
+                #expect(claimed.allSatisfy { $0.attempts == 1 && $0.notificationID == "n" && $0.topic == "com.example.app" })
+                seen.formUnion(claimed.map(\.deviceID))
+            }
+            #expect(seen.count == 25, "each device once; the one registered after acceptance is not in the audience")
+            #expect(try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000).isEmpty)
+            status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 100))
+            #expect(!status.summary.expanding)
+            #expect(status.counts[.pending] == 25 && status.deliveries.count == 25)
+            let again = try await store.claimDeliveries(limit: 100, now: 1020, leaseMilliseconds: 1000)
+            #expect(again.count == 25 && again.allSatisfy { $0.attempts == 2 }, "leases ran out: due again")
+            try await store.record(again.map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1021)
+
+            let tagged = NotificationSpec(audience: .tags(["even"], matchAll: false), payload: Array("{}".utf8))
+            #expect(try await store.createNotification(appID: "demo", id: "m", bundleID: "com.example.app", tagged, now: 1030).deliveries == 12)
+            #expect(try await store.claimDeliveries(limit: 5, now: 1040, leaseMilliseconds: 1000).count == 5)
+            #expect(try await store.cancelNotification(appID: "demo", id: "m", now: 1050))
+            #expect(try await store.claimDeliveries(limit: 100, now: 5000, leaseMilliseconds: 1000).isEmpty, "nothing more expanded or due")
+            status = try #require(try await store.notification(appID: "demo", id: "m", deliveryLimit: 100))
+            #expect(!status.summary.expanding && status.summary.cancelledAt == 1050)
+            #expect(status.counts[.failed] == 5 && status.counts[.pending] == nil)
+            #expect(try await store.cancelNotification(appID: "demo", id: "m", now: 1060) == false)
+            let recent = try await store.notifications(appID: "demo", limit: 10, before: nil)
+            #expect(recent.map(\.id) == ["m", "n"])
+            #expect(try await store.deliveries(appID: "demo", token: try self.token(2).hex, limit: 10).map(\.notificationID) == ["m", "n"])
+        }
+    }
+
     @Test("an idempotency key returns the first notification")
     func idempotency() async throws {
         try await self.withStore { store async throws in

@@ -50,11 +50,13 @@ import CoreMetrics
 
     func withServer<Result: Sendable>(
         clock: any EpochClock = SystemEpochClock(),
+        configure: (inout ServerConfiguration) -> Void = { _ in },
         _ body: @escaping @Sendable (Context) async throws -> Result
     ) async throws -> Result {
         let directory = try TemporaryDirectory(prefix: "herald-serve")
         defer { directory.remove() }
-        let configuration = Self.configuration(directory)
+        var configuration = Self.configuration(directory)
+        configure(&configuration)
         return try await withHeraldServer(configuration: configuration, clock: clock) { server in
             let admin = try #require(server.initialAdminKey)
             let context = Context(
@@ -193,6 +195,10 @@ import CoreMetrics
                 ("GET", "/v1/apps/demo/devices", nil, [nil: 401, keys.register: 403, keys.send: 200, context.admin: 200]),
                 ("POST", "/v1/apps/demo/notifications", note, [nil: 401, keys.register: 403, keys.send: 202]),
                 ("POST", "/v1/keys", #"{"scope":"admin"}"#, [keys.register: 403, keys.send: 403]),
+                ("GET", "/v1/apps/demo/devices/\(token)/deliveries", nil, [nil: 401, keys.register: 403, keys.send: 200]),
+                ("GET", "/v1/apps/demo/notifications", nil, [nil: 401, keys.register: 403, keys.send: 200]),
+                ("GET", "/v1/keys", nil, [nil: 401, keys.register: 403, keys.send: 403, context.admin: 200]),
+                ("DELETE", "/v1/keys/0000000000000000", nil, [nil: 401, keys.register: 403, keys.send: 403, context.admin: 404]),
                 ("DELETE", "/v1/apps/demo/devices/\(token)", nil, [nil: 401, keys.register: 204]),
             ]
             for (method, path, body, expectations) in cases {

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+public import APNSModels
+
+/// Who a notification goes to, as stored with it: the audience and its filters. A notification
+/// is expanded into deliveries chunk by chunk after it is accepted, possibly by another process,
+/// so everything needed to find its devices again travels with it.
+public struct Targeting: Sendable, Hashable {
+    public var audience: Audience
+    public var kinds: Set<DeviceKind>
+    public var environment: APNSEnvironment?
+    public var pushType: PushType?
+    public var localTime: LocalTime?
+
+    public init(audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil) {
+        self.audience = audience
+        self.kinds = kinds
+        self.environment = environment
+        self.pushType = pushType
+        self.localTime = localTime
+    }
+
+    /// The kinds a device may have to be included: the requested ones, narrowed to those that
+    /// can receive the fixed push type when one is given; empty means every kind.
+    public var eligibleKinds: Set<DeviceKind> {
+        guard let fixed = self.pushType else { return self.kinds }
+        let able = Set(DeviceKind.allCases.filter { $0.pushTypes.contains(fixed) })
+        return self.kinds.isEmpty ? able : self.kinds.intersection(able)
+    }
+
+    /// The stored form (a JSON object).
+    public var jsonString: String {
+        var members: [(String, JSONValue)] = []
+        func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
+        switch self.audience {
+        case .all: members.append(("all", .bool(true)))
+        case .tokens(let tokens): members.append(("tokens", strings(tokens)))
+        case .users(let users): members.append(("users", strings(users)))
+        case .activity(let id): members.append(("activity", .string(id)))
+        case .tags(let tags, let matchAll): members += [("tags", strings(tags)), ("matchAll", .bool(matchAll))]
+        }
+        if !self.kinds.isEmpty { members.append(("kinds", strings(self.kinds.map(\.rawValue).sorted()))) }
+        if let environment = self.environment { members.append(("environment", .string(environment.rawValue))) }
+        if let pushType = self.pushType { members.append(("pushType", .string(pushType.rawValue))) }
+        if let localTime = self.localTime { members.append(("localTime", .string(localTime.description))) }
+        return JSONValue.object(members).jsonString
+    }
+
+    /// Reads the stored form back; nil when it is not one Herald wrote.
+    public init?(jsonString: String) {
+        guard let value = try? JSONValue.parse(jsonString) else { return nil }
+        func strings(_ key: String) -> [String]? { value[key]?.arrayValue?.compactMap(\.stringValue) }
+        if value["all"]?.boolValue == true {
+            self.audience = .all
+        } else if let tokens = strings("tokens") {
+            self.audience = .tokens(tokens)
+        } else if let users = strings("users") {
+            self.audience = .users(users)
+        } else if let activity = value["activity"]?.stringValue {
+            self.audience = .activity(activity)
+        } else if let tags = strings("tags") {
+            self.audience = .tags(tags, matchAll: value["matchAll"]?.boolValue ?? false)
+        } else {
+            return nil
+        }
+        self.kinds = Set((strings("kinds") ?? []).compactMap(DeviceKind.init(rawValue:)))
+        self.environment = value["environment"]?.stringValue.flatMap(APNSEnvironment.init(rawValue:))
+        self.pushType = value["pushType"]?.stringValue.flatMap(PushType.init(rawValue:))
+        self.localTime = value["localTime"]?.stringValue.flatMap(LocalTime.init)
+    }
+}
+
+extension NotificationSpec {
+    public var targeting: Targeting {
+        Targeting(audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime)
+    }
+}
