@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
 import Foundation
-public import NIOPosix
+import NIOPosix
 import Synchronization
 
 /// What SQLite said went wrong, with its result code.
@@ -28,35 +28,65 @@ public enum SQLValue: Sendable, Hashable {
     public var bytes: [UInt8]? { if case .blob(let value) = self { return value } else { return nil } }
 }
 
-/// One SQLite database file, opened once, used from one thread at a time.
+/// One SQLite database file in WAL mode: one writer connection and a few reader connections.
 ///
-/// Work runs as whole closures on NIO's thread pool (`read`/`write`), so the cooperative pool never
-/// blocks, and a transaction's statements run back to back without a hop between them. Writes
-/// are serialized by a lock (SQLite allows one writer); prepared statements are cached by SQL text.
+/// Work runs as whole closures on threads of the database's own (`read`/`write`), so the
+/// cooperative pool never blocks and a transaction's statements run back to back without a hop
+/// between them. Writes queue, in order, for the one writer thread (SQLite allows one writer);
+/// reads run at the same time on reader connections and see the last committed state (WAL
+/// readers never wait for the writer). Prepared statements are cached per connection by SQL text.
 public final class SQLiteDatabase: Sendable {
-    private let connection: Mutex<Connection>
-    private let threadPool: NIOThreadPool
+    private let writer: Mutex<Connection>
+    private let readers: [Slot]
+    private let freeReaders: Mutex<[Int]>
+    private let writerThread: NIOThreadPool
+    private let readerThreads: NIOThreadPool
     public let path: String
 
-    /// Opens (creating if needed) `path` in WAL mode with foreign keys on.
-    public init(path: String, threadPool: NIOThreadPool = .singleton) throws {
+    /// Opens (creating if needed) `path` in WAL mode with foreign keys on, with `readers` reader
+    /// connections.
+    public init(path: String, readers: Int = 2) throws {
         self.path = path
-        self.threadPool = threadPool
-        self.connection = Mutex(try Connection(path: path))
-        try self.connection.withLock { connection in
-            try connection.execute("PRAGMA journal_mode = WAL")
-            try connection.execute("PRAGMA synchronous = NORMAL")
-            try connection.execute("PRAGMA foreign_keys = ON")
-            try connection.execute("PRAGMA busy_timeout = 5000")
+        let writer = try Connection(path: path)
+        try writer.execute("PRAGMA journal_mode = WAL")
+        try writer.execute("PRAGMA synchronous = NORMAL")
+        try Self.configure(writer)
+        var slots: [Slot] = []
+        for _ in 0..<max(1, readers) {
+            let reader = try Connection(path: path)
+            try Self.configure(reader)
+            try reader.execute("PRAGMA query_only = 1")
+            slots.append(Slot(reader))
         }
+        self.writer = Mutex(writer)
+        self.readers = slots
+        self.freeReaders = Mutex(Array(slots.indices))
+        self.writerThread = NIOThreadPool(numberOfThreads: 1)
+        self.readerThreads = NIOThreadPool(numberOfThreads: max(1, readers))
+        self.writerThread.start()
+        self.readerThreads.start()
     }
 
-    /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the thread pool; rolls
-    /// back if it throws, so nothing half-written remains.
+    private static func configure(_ connection: borrowing Connection) throws {
+        try connection.execute("PRAGMA foreign_keys = ON")
+        try connection.execute("PRAGMA busy_timeout = 5000")
+        // 32 MiB of page cache per connection (the default is 2 MiB): a broadcast's indexes
+        // stay in memory instead of being read back through the kernel page by page.
+        try connection.execute("PRAGMA cache_size = -32768")
+        try connection.execute("PRAGMA temp_store = MEMORY")
+    }
+
+    deinit {
+        self.writerThread.shutdownGracefully { _ in }
+        self.readerThreads.shutdownGracefully { _ in }
+    }
+
+    /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the writer's thread;
+    /// rolls back if it throws, so nothing half-written remains.
     @discardableResult
     public func write<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
-        try await self.threadPool.runIfActive {
-            try self.connection.withLock { connection in
+        try await self.writerThread.runIfActive {
+            try self.writer.withLock { connection in
                 try connection.execute("BEGIN IMMEDIATE")
                 do {
                     let result = try body(connection)
@@ -70,12 +100,26 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
-    /// Runs `body` on the thread pool without a transaction (reads).
+    /// Runs `body` on a reader connection, in one read transaction (one consistent snapshot).
     @discardableResult
     public func read<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
-        try await self.threadPool.runIfActive {
-            try self.connection.withLock { connection in try body(connection) }
+        try await self.readerThreads.runIfActive {
+            // As many reader threads as reader connections: one is always free here.
+            guard let index = self.freeReaders.withLock({ $0.popLast() }) else {
+                throw SQLiteError(code: SQLITE_BUSY, message: "no reader connection free")
+            }
+            defer { self.freeReaders.withLock { $0.append(index) } }
+            return try self.readers[index].connection.withLock { connection in
+                try connection.execute("BEGIN")
+                defer { try? connection.execute("COMMIT") }
+                return try body(connection)
+            }
         }
+    }
+
+    private final class Slot: Sendable {
+        let connection: Mutex<Connection>
+        init(_ connection: consuming Connection) { self.connection = Mutex(connection) }
     }
 
     /// The connection: statements, bindings, rows. Only reachable inside `read`/`write`.

@@ -338,14 +338,29 @@ extension SQLiteStore {
     public func record(_ results: [DeliveryResult], now: Int64) async throws {
         guard !results.isEmpty else { return }
         // Accepted ones, the bulk of every batch, in one statement over a JSON array of
-        // [id, apns-id, latency]; the rest one by one.
-        var sent: [JSONValue] = []
+        // [id, apns-id, latency], written straight as text; the rest one by one.
+        var sentText: [UInt8] = [UInt8(ascii: "[")]
+        sentText.reserveCapacity(results.count * 64)
+        var anySent = false
         for result in results {
-            if case .sent(let apnsID) = result.outcome {
-                sent.append(.array([.int(result.deliveryID), apnsID.map(JSONValue.string) ?? .null, .int(result.latencyMilliseconds)]))
+            guard case .sent(let apnsID) = result.outcome else { continue }
+            if anySent { sentText.append(UInt8(ascii: ",")) }
+            anySent = true
+            sentText.append(UInt8(ascii: "["))
+            sentText += String(result.deliveryID).utf8
+            sentText.append(UInt8(ascii: ","))
+            if let apnsID {
+                // An apns-id is a UUID the client checked; quoted through the serializer anyway.
+                sentText += JSONValue.string(apnsID).serialized()
+            } else {
+                sentText += "null".utf8
             }
+            sentText.append(UInt8(ascii: ","))
+            sentText += String(result.latencyMilliseconds).utf8
+            sentText.append(UInt8(ascii: "]"))
         }
-        let sentList = sent.isEmpty ? nil : JSONValue.array(sent).jsonString
+        sentText.append(UInt8(ascii: "]"))
+        let sentList = anySent ? String(decoding: sentText, as: UTF8.self) : nil
         try await self.database.write { db in
             if let sentList {
                 try db.query(

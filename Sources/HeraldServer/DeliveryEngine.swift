@@ -120,43 +120,63 @@ public final class DeliveryEngine: Service, Sendable {
             leaseMilliseconds: Int64(self.configuration.lease.components.seconds) * 1000
         )
         guard !batch.isEmpty else { return false }
-        var groups: [String: [ClaimedDelivery]] = [:]
-        for delivery in batch { groups["\(delivery.appID)/\(delivery.environment.rawValue)", default: []].append(delivery) }
-        let results = await withTaskGroup(of: [DeliveryResult].self) { group in
-            for deliveries in groups.values {
-                group.addTask { await self.send(deliveries) }
+        // Usually one app and environment per batch: a short list beats hashing every delivery.
+        var groups: [(appID: String, environment: APNSEnvironment, deliveries: [ClaimedDelivery])] = []
+        for delivery in batch {
+            if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment }) {
+                groups[index].deliveries.append(delivery)
+            } else {
+                groups.append((delivery.appID, delivery.environment, [delivery]))
             }
-            var all: [DeliveryResult] = []
-            for await results in group { all += results }
+        }
+        let outcomes = await withTaskGroup(of: GroupOutcome.self) { group in
+            for entry in groups {
+                group.addTask { await self.send(entry.deliveries) }
+            }
+            var all: [GroupOutcome] = []
+            for await outcome in group { all.append(outcome) }
             return all
         }
-        try await self.store.record(results, now: self.clock.nowMilliseconds)
+        try await self.store.record(outcomes.flatMap(\.results), now: self.clock.nowMilliseconds)
         // Metrics per batch, not per delivery: one increment per (app, push type, result).
-        let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        var tallies: [[String]: Int64] = [:]
-        var latencies: [String: [Int64]] = [:]
-        for result in results {
-            guard let delivery = byID[result.deliveryID] else { continue }
-            let outcome: String
-            switch result.outcome {
-            case .sent:
-                outcome = "sent"
-                latencies[delivery.appID, default: []].append(result.latencyMilliseconds)
-            case .retry: outcome = "retry"
-            case .failed: outcome = "failed"
+        for outcome in outcomes {
+            for (key, count) in outcome.tallies {
+                Counter(label: "herald_deliveries_total", dimensions: [("app", outcome.appID), ("push_type", key.pushType.rawValue), ("result", key.result)])
+                    .increment(by: count)
             }
-            tallies[[delivery.appID, delivery.pushType.rawValue, outcome], default: 0] += 1
-        }
-        for (key, count) in tallies {
-            Counter(label: "herald_deliveries_total", dimensions: [("app", key[0]), ("push_type", key[1]), ("result", key[2])])
-                .increment(by: count)
-        }
-        for (app, values) in latencies {
-            let timer = Timer(label: "herald_delivery_latency", dimensions: [("app", app)])
-            for value in values { timer.recordMilliseconds(value) }
+            if !outcome.latencies.isEmpty {
+                let timer = Timer(label: "herald_delivery_latency", dimensions: [("app", outcome.appID)])
+                for value in outcome.latencies { timer.recordMilliseconds(value) }
+            }
         }
         await self.updateQueueDepth(force: false)
         return true
+    }
+
+    /// One group's results, with its metrics already tallied.
+    private struct GroupOutcome: Sendable {
+        struct Key: Hashable, Sendable {
+            var pushType: PushType
+            var result: String
+        }
+
+        var appID: String
+        var results: [DeliveryResult] = []
+        var tallies: [Key: Int64] = [:]
+        var latencies: [Int64] = []
+
+        mutating func add(_ result: DeliveryResult, pushType: PushType) {
+            let name: String
+            switch result.outcome {
+            case .sent:
+                name = "sent"
+                self.latencies.append(result.latencyMilliseconds)
+            case .retry: name = "retry"
+            case .failed: name = "failed"
+            }
+            self.tallies[Key(pushType: pushType, result: name), default: 0] += 1
+            self.results.append(result)
+        }
     }
 
     private let lastDepthUpdate = Mutex<ContinuousClock.Instant?>(nil)
@@ -173,17 +193,21 @@ public final class DeliveryEngine: Service, Sendable {
         Gauge(label: "herald_deliveries_pending").record(counts[.pending] ?? 0)
     }
 
-    private func send(_ deliveries: [ClaimedDelivery]) async -> [DeliveryResult] {
-        guard let first = deliveries.first else { return [] }
+    private func send(_ deliveries: [ClaimedDelivery]) async -> GroupOutcome {
+        guard let first = deliveries.first else { return GroupOutcome(appID: "") }
+        var outcome = GroupOutcome(appID: first.appID)
+        outcome.results.reserveCapacity(deliveries.count)
         let client: APNSClient
         do {
             client = try await self.clients.client(appID: first.appID, environment: first.environment)
         } catch {
             self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
-            return deliveries.map { self.retryOrFail($0, status: nil, reason: error.code, retryable: error.status >= 500) }
+            for delivery in deliveries {
+                outcome.add(self.retryOrFail(delivery, status: nil, reason: error.code, retryable: error.status >= 500), pushType: delivery.pushType)
+            }
+            return outcome
         }
         var requests: [APNSRequest] = []
-        var results: [DeliveryResult] = []
         requests.reserveCapacity(deliveries.count)
         for (index, delivery) in deliveries.enumerated() {
             do {
@@ -194,7 +218,10 @@ public final class DeliveryEngine: Service, Sendable {
                 )
                 requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: delivery.payload, tag: index))
             } catch {
-                results.append(DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 0))
+                outcome.add(
+                    DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 0),
+                    pushType: delivery.pushType
+                )
             }
         }
         let started = self.clock.nowMilliseconds
@@ -203,23 +230,23 @@ public final class DeliveryEngine: Service, Sendable {
             continuation.finish()
         }
         do {
-            try await client.send(stream) { outcome in
-                let delivery = deliveries[outcome.request.tag]
+            try await client.send(stream) { answer in
+                let delivery = deliveries[answer.request.tag]
                 let latency = self.clock.nowMilliseconds - started
-                switch outcome.result {
+                switch answer.result {
                 case .success(let accepted):
-                    results.append(DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency))
+                    outcome.add(DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency), pushType: delivery.pushType)
                 case .failure(let error):
                     var result = self.classify(delivery, error)
                     result.latencyMilliseconds = latency
-                    results.append(result)
+                    outcome.add(result, pushType: delivery.pushType)
                 }
             }
         } catch {
             // The input never throws and the handler neither: unreachable in practice; leases retry.
             self.logger.error("bulk send ended early", metadata: ["error": "\(error)"])
         }
-        return results
+        return outcome
     }
 
     private func classify(_ delivery: ClaimedDelivery, _ error: APNSClientError) -> DeliveryResult {

@@ -357,6 +357,7 @@ import CoreMetrics
             for path in [
                 "/v1/apps:", "/v1/apps/{app}/credentials/{environment}:", "/v1/keys:", "/v1/apps/{app}/devices:",
                 "/v1/apps/{app}/devices/{token}:", "/v1/apps/{app}/notifications:", "/v1/apps/{app}/notifications/{id}:", "/metrics:",
+                "/v1/keys/{id}:", "/v1/apps/{app}/devices/{token}/deliveries:",
             ] {
                 #expect(document.contains("\n  \(path)\n"), "\(path) documented")
             }
