@@ -56,6 +56,10 @@ RAW=$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 1
 python3 - "$API_PORT" "$ADMIN" "$WORK" "$REGISTER" "$BATCHES" "$FANOUT" "$SERVE_PID" "$RAW" <<'PY'
 import http.client, json, os, sqlite3, sys, threading, time, uuid
 port, admin, work, register, batches, fanout, pid, raw = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8] or 0)
+def peak_rss():
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM"): return int(line.split()[1]) // 1024
+    return 0
 def connect():
     return http.client.HTTPConnection("127.0.0.1", port)
 def call(c, method, path, body=None):
@@ -74,6 +78,7 @@ def worker(chunk):
 threads = [threading.Thread(target=worker, args=(tokens[i::4],)) for i in range(4)]
 start = time.time(); [t.start() for t in threads]; [t.join() for t in threads]
 reg_rate = register / (time.time() - start)
+rss_registered = peak_rss()
 def wait_idle():
     # Reads the database directly (a WAL reader never blocks Herald's writer) every 0.2 s, so
     # the measurement does not load the API it measures.
@@ -90,8 +95,14 @@ def poster(batch_numbers):
         chunk = [tokens[(b * 1000 + k) % register] for k in range(1000)]
         call(w, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})
 posters = [threading.Thread(target=poster, args=(range(i, batches, 4),)) for i in range(4)]
+# PERF=1: a perf profile of herald during the sends (perf.data in the work folder).
+import signal, subprocess
+profiler = subprocess.Popen(["perf", "record", "-F", "999", "-g", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", work + "/perf.data"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
 start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
 wait_idle()
+if profiler:
+    profiler.send_signal(signal.SIGINT); profiler.wait()
 elapsed = time.time() - start
 send_rate = batches * 1000 / elapsed
 db = sqlite3.connect(work + "/data/herald.sqlite")
@@ -99,6 +110,7 @@ lat = sorted(r[0] for r in db.execute(
     "select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
 p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 failed = db.execute("select count(*) from deliveries where state='failed'").fetchone()[0]
+rss_sends = peak_rss()
 # 3. fan-out: FANOUT devices straight into the table, then one broadcast
 now = int(time.time() * 1000)
 db.executemany("insert into devices (app_id, token, kind, environment, active, created_at, last_registered_at) values ('bench', ?, 'device', 'production', 1, ?, ?)",
@@ -109,9 +121,7 @@ bid = call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title
 accepted = time.time() - start
 wait_idle()
 fan = time.time() - start
-rss = 0
-for line in open(f"/proc/{pid}/status"):
-    if line.startswith("VmHWM"): rss = int(line.split()[1]) // 1024
+rss = peak_rss()
 print(f"\n| measure | result | beside |\n|---|---:|---|")
 print(f"| raw APNs client (herald-bench, 1 connection) | {raw:,} notif/s | reference |")
 print(f"| registration through the API (4 keep-alive clients) | {reg_rate:,.0f} devices/s | |")
@@ -119,6 +129,6 @@ print(f"| sends through the API, {batches} × 1000 tokens, 4 posting connections
 print(f"| accept → sent, p50 / p99 | {p50} ms / {p99} ms | |")
 print(f"| broadcast to {fanout:,} devices: 202 after | {accepted:.1f} s | |")
 print(f"| broadcast to {fanout:,} devices: all sent after | {fan:.1f} s | {fanout / fan:,.0f} notif/s = {fanout / fan / raw:.2f}× raw |" if raw else "")
-print(f"| herald peak RSS | {rss} MiB | |")
+print(f"| herald peak RSS (after registration / sends / broadcast) | {rss_registered} / {rss_sends} / {rss} MiB | |")
 print(f"| failed deliveries | {failed} | |")
 PY

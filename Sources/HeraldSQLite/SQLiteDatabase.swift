@@ -70,9 +70,6 @@ public final class SQLiteDatabase: Sendable {
     private static func configure(_ connection: borrowing Connection) throws {
         try connection.execute("PRAGMA foreign_keys = ON")
         try connection.execute("PRAGMA busy_timeout = 5000")
-        // 32 MiB of page cache per connection (the default is 2 MiB): a broadcast's indexes
-        // stay in memory instead of being read back through the kernel page by page.
-        try connection.execute("PRAGMA cache_size = -32768")
         try connection.execute("PRAGMA temp_store = MEMORY")
     }
 

@@ -71,26 +71,47 @@ extension SQLiteStore {
             {
                 return (existingID, Int(existing[1].int ?? 0), true)
             }
-            // The audience is every matching device that exists now (ids up to the newest);
-            // counted here, expanded chunk by chunk later.
+            // The audience is every matching device that exists now (ids up to the newest).
+            // A list (tokens, users, one activity) is resolved to device ids here, once; "all"
+            // and tags are counted here and walked by id range when expanded.
             let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
             let targeting = spec.targeting
             let filter = Self.audienceFilter(targeting, first: 3)
-            let size = try db.query(
-                "SELECT count(*) FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql,
-                [.text(appID), .integer(until)] + filter.bindings
-            ).first?[0].int ?? 0
+            let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
+            let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
+            var size: Int64 = 0
+            var deviceIDs: String?
+            switch targeting.audience {
+            case .tokens, .users, .activity:
+                // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
+                // instead of looking each token (or user) up in its index.
+                var ids: [Int64] = []
+                try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+                ids.sort()
+                var text: [UInt8] = [UInt8(ascii: "[")]
+                for (index, deviceID) in ids.enumerated() {
+                    if index > 0 { text.append(UInt8(ascii: ",")) }
+                    text += String(deviceID).utf8
+                }
+                text.append(UInt8(ascii: "]"))
+                size = Int64(ids.count)
+                deviceIDs = String(decoding: text, as: UTF8.self)
+            case .all, .tags:
+                size = try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0
+            }
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
-                    idempotency_key, targeting, audience_size, expand_after, expand_until)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
                     spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
                     .blob(spec.payload), .integer(now), .integer(spec.scheduledAt ?? now), spec.idempotencyKey.map(SQLValue.text) ?? .null,
-                    .text(targeting.jsonString), .integer(size), size > 0 ? .integer(0) : .null, .integer(until),
+                    .text(targeting.jsonString), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), size > 0 ? .integer(0) : .null,
+                    .integer(until), targeting.pushType.map { .text($0.rawValue) } ?? .null,
+                    targeting.localTime.map { .text($0.description) } ?? .null,
                 ]
             )
             return (id, Int(size), false)
@@ -252,21 +273,36 @@ extension SQLiteStore {
             // broadcast's deliveries are written once before sending and once after.
             var expanded = 0
             while result.count < limit, expanded < limit {
-                var next: (id: String, bundleID: String, targeting: Targeting?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
+                var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
+                var pushType: PushType?
+                var localTime: LocalTime?
                 try db.each(
                     """
-                    SELECT id, bundle_id, targeting, expand_after, expand_until, scheduled_at, \(Self.sharedColumns)
+                    SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)
                     FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= ? ORDER BY scheduled_at, id LIMIT 1
                     """,
                     [.integer(now)]
                 ) { row in
                     next = (
-                        row.string(0) ?? "", row.string(1) ?? "", row.string(2).flatMap(Targeting.init(jsonString:)), row.int(3) ?? 0,
-                        row.int(4) ?? 0, row.int(5) ?? 0, Self.shared(row, from: 6)
+                        row.string(0) ?? "", row.string(1) ?? "", row.string(2), row.string(3),
+                        row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, Self.shared(row, from: 9)
                     )
+                    pushType = row.string(7).flatMap(PushType.init(rawValue:))
+                    localTime = row.string(8).flatMap(LocalTime.init)
                 }
                 guard let notification = next else { break }
-                guard let targeting = notification.targeting else {
+                // A resolved list is walked through its ids (devices unregistered or made inactive
+                // since are skipped); "all" and tags by id range with their filter.
+                // For the ids, `+` keeps SQLite on rowid lookups of the list (in id order, so the
+                // ORDER BY costs nothing) instead of a walk over the app's id range.
+                let filter: (sql: String, bindings: [SQLValue], id: String)
+                var app = "d.app_id"
+                if let ids = notification.deviceIDs {
+                    filter = (" AND d.id IN (SELECT value FROM json_each(?10))", [.text(ids)], "+d.id")
+                    app = "+d.app_id"
+                } else if let targeting = notification.targeting.flatMap(Targeting.init(jsonString:)) {
+                    filter = Self.audienceFilter(targeting, first: 10)
+                } else {
                     // Not something Herald wrote: stop expanding it rather than loop on it.
                     try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
                     continue
@@ -274,16 +310,15 @@ extension SQLiteStore {
                 let chunk = limit - result.count
                 // A local-time notification's deliveries are created pending at each device's own
                 // time; the others leased, to be sent now.
-                let deferred = targeting.localTime != nil
-                let (pushType, topic) = Self.pushTypeAndTopic(fixed: targeting.pushType, bundle: "?1")
-                let filter = Self.audienceFilter(targeting, first: 10)
+                let deferred = localTime != nil
+                let (pushTypeSQL, topicSQL) = Self.pushTypeAndTopic(fixed: pushType, bundle: "?1")
                 var last = notification.after
                 var count = 0
                 try db.each(
                     """
                     INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
-                    SELECT ?2, d.id, d.token, d.environment, \(pushType), \(topic), 'pending', ?8, ?3, ?9
-                    FROM devices d WHERE d.app_id = ?4 AND d.active = 1 AND \(filter.id) > ?5 AND \(filter.id) <= ?6\(filter.sql)
+                    SELECT ?2, d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', ?8, ?3, ?9
+                    FROM devices d WHERE \(app) = ?4 AND d.active = 1 AND \(filter.id) > ?5 AND \(filter.id) <= ?6\(filter.sql)
                     ORDER BY d.id LIMIT ?7
                     RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
                     """,
@@ -298,7 +333,7 @@ extension SQLiteStore {
                     if !deferred { result.append(Self.claimed(row, notification.shared, notificationID: notification.id)) }
                 }
                 expanded += count
-                if let localTime = targeting.localTime, count > 0 {
+                if let localTime, count > 0 {
                     try Self.scheduleLocalTime(db, localTime, notificationID: notification.id, scheduledAt: notification.scheduledAt, after: notification.after, through: last)
                 }
                 // Fewer than asked for: the audience is exhausted.

@@ -58,12 +58,16 @@ public final class SQLiteStore: HeraldStore {
         CREATE INDEX deliveries_notification ON deliveries (notification_id);
         """,
         // 2: audiences expanded chunk by chunk after acceptance (the notification keeps its
-        // targeting and a cursor over device ids); a lease is a delivery's next attempt moved past
+        // targeting, the device ids of a list audience resolved at acceptance, and a cursor
+        // over device ids); a lease is a delivery's next attempt moved past
         // the lease's end, so the due index holds only what is due; recent notifications, a
         // device's deliveries, revoked keys.
         """
         ALTER TABLE notifications ADD COLUMN bundle_id TEXT NOT NULL DEFAULT '';
         ALTER TABLE notifications ADD COLUMN targeting TEXT;
+        ALTER TABLE notifications ADD COLUMN device_ids TEXT;
+        ALTER TABLE notifications ADD COLUMN push_type TEXT;
+        ALTER TABLE notifications ADD COLUMN local_time TEXT;
         ALTER TABLE notifications ADD COLUMN audience_size INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE notifications ADD COLUMN expand_after INTEGER;
         ALTER TABLE notifications ADD COLUMN expand_until INTEGER;
