@@ -64,23 +64,16 @@ extension SQLiteStore {
     public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
         -> (id: String, deliveries: Int, existing: Bool)
     {
-        try await self.database.write { db in
-            if let key = spec.idempotencyKey,
-                let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
-                let existingID = existing[0].string
-            {
-                return (existingID, Int(existing[1].int ?? 0), true)
-            }
-            // The audience is every matching device that exists now (ids up to the newest).
-            // A list (tokens, users, one activity) is resolved to device ids here, once; "all"
-            // and tags are counted here and walked by id range when expanded.
+        // The audience is every matching device that exists now (ids up to the newest). A list
+        // (tokens, users, one activity) is resolved to device ids, once; "all" and tags are
+        // counted, and walked by id range when expanded. Both on a reader connection, beside the
+        // writer: a device that goes away before its chunk is expanded is skipped then.
+        let targeting = spec.targeting
+        let filter = Self.audienceFilter(targeting, first: 3)
+        let (until, size, deviceIDs) = try await self.database.read { db -> (Int64, Int64, String?) in
             let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
-            let targeting = spec.targeting
-            let filter = Self.audienceFilter(targeting, first: 3)
             let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
             let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
-            var size: Int64 = 0
-            var deviceIDs: String?
             switch targeting.audience {
             case .tokens, .users, .activity:
                 // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
@@ -94,10 +87,18 @@ extension SQLiteStore {
                     text += String(deviceID).utf8
                 }
                 text.append(UInt8(ascii: "]"))
-                size = Int64(ids.count)
-                deviceIDs = String(decoding: text, as: UTF8.self)
+                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self))
             case .all, .tags:
-                size = try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0
+                return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil)
+            }
+        }
+        let targetingText = targeting.jsonString
+        return try await self.database.write { db in
+            if let key = spec.idempotencyKey,
+                let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
+                let existingID = existing[0].string
+            {
+                return (existingID, Int(existing[1].int ?? 0), true)
             }
             try db.query(
                 """
@@ -109,7 +110,7 @@ extension SQLiteStore {
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
                     spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
                     .blob(spec.payload), .integer(now), .integer(spec.scheduledAt ?? now), spec.idempotencyKey.map(SQLValue.text) ?? .null,
-                    .text(targeting.jsonString), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), size > 0 ? .integer(0) : .null,
+                    .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), size > 0 ? .integer(0) : .null,
                     .integer(until), targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null,
                 ]
