@@ -28,13 +28,18 @@ public struct Targeting: Sendable, Hashable {
     }
 
     /// The stored form (a JSON object).
-    public var jsonString: String {
+    public var jsonString: String { self.jsonString(listsAsCounts: false) }
+
+    /// The stored form; with `listsAsCounts`, a list of tokens or users is kept as its length
+    /// only (`{"tokenCount": 1000}`), for a notification whose list was resolved to device ids
+    /// already — that form describes the audience but cannot be read back into a `Targeting`.
+    public func jsonString(listsAsCounts: Bool) -> String {
         var members: [(String, JSONValue)] = []
         func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
         switch self.audience {
         case .all: members.append(("all", .bool(true)))
-        case .tokens(let tokens): members.append(("tokens", strings(tokens)))
-        case .users(let users): members.append(("users", strings(users)))
+        case .tokens(let tokens): members.append(listsAsCounts ? ("tokenCount", .int(Int64(tokens.count))) : ("tokens", strings(tokens)))
+        case .users(let users): members.append(listsAsCounts ? ("userCount", .int(Int64(users.count))) : ("users", strings(users)))
         case .activity(let id): members.append(("activity", .string(id)))
         case .tags(let tags, let matchAll): members += [("tags", strings(tags)), ("matchAll", .bool(matchAll))]
         }

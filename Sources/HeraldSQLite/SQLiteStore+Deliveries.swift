@@ -92,7 +92,8 @@ extension SQLiteStore {
                 return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil)
             }
         }
-        let targetingText = targeting.jsonString
+        // A resolved list is kept as its device ids; the targeting then records only its length.
+        let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
         return try await self.database.write { db in
             if let key = spec.idempotencyKey,
                 let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
