@@ -11,13 +11,15 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "herald",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "herald", targets: ["HeraldCLI"]),
         .executable(name: "herald-bench", targets: ["HeraldBench"]),
         .library(name: "APNSModels", targets: ["APNSModels"]),
         .library(name: "APNSEmulator", targets: ["APNSEmulator"]),
         .library(name: "APNSClient", targets: ["APNSClient"]),
+        // The app-side SDK: Foundation and swift-crypto only, no server dependency.
+        .library(name: "HeraldKit", targets: ["HeraldKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -36,6 +38,16 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
+        .target(
+            name: "HeraldKit",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HeraldKitTests",
+            dependencies: ["HeraldKit", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "APNSModels",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+public import Crypto
+public import Foundation
+
+/// End-to-end encrypted payloads, envelope version 1.
+///
+/// The device makes a key pair (X25519 or P-256) and registers the public key with Herald; the
+/// private key never leaves it. For each delivery, Herald makes an ephemeral key pair, agrees a
+/// secret with the device's public key, derives a 32-byte key with HKDF-SHA256 and seals the
+/// original payload's JSON with an AEAD (ChaCha20-Poly1305 for X25519, AES-256-GCM for P-256).
+/// What APNs carries is a placeholder alert with `mutable-content: 1` and, beside `aps`:
+///
+/// ```json
+/// "herald-e2e": {"v": 1, "kty": "x25519", "epk": "<base64 ephemeral public key>", "ct": "<base64 nonce ‖ ciphertext ‖ tag>"}
+/// ```
+///
+/// HKDF's salt is the ephemeral public key followed by the recipient's (raw for X25519, X9.63
+/// for P-256), its info `herald-e2e-v1`. The notification service extension opens it with
+/// ``open(_:with:)``; a wrong key, a tampered or truncated envelope fails with an error and the
+/// placeholder stays.
+public enum EncryptedPayload {
+    /// The payload key that carries the envelope.
+    public static let key = "herald-e2e"
+    static let info = Data("herald-e2e-v1".utf8)
+
+    /// Why an envelope could not be opened.
+    public struct Failure: Error, Sendable, Hashable, CustomStringConvertible {
+        public var code: String
+        public init(code: String) { self.code = code }
+        public var description: String { self.code }
+    }
+
+    /// A device's private key, either curve.
+    public enum PrivateKey: Sendable {
+        case x25519(Curve25519.KeyAgreement.PrivateKey)
+        case p256(P256.KeyAgreement.PrivateKey)
+
+        /// The public key to register with Herald, and its type.
+        public var publicKey: (type: String, data: Data) {
+            switch self {
+            case .x25519(let key): ("x25519", key.publicKey.rawRepresentation)
+            case .p256(let key): ("p256", key.publicKey.x963Representation)
+            }
+        }
+    }
+
+    /// Seals `payload` (the original payload's JSON) for the device whose public key is
+    /// `publicKey` of type `type` (`x25519` or `p256`); returns the envelope object.
+    public static func seal(_ payload: Data, type: String, publicKey: Data) throws -> [String: Any] {
+        let (ephemeral, secret, recipient): (Data, SharedSecret, Data)
+        switch type {
+        case "x25519":
+            let recipientKey = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: publicKey)
+            let key = Curve25519.KeyAgreement.PrivateKey()
+            (ephemeral, secret, recipient) = (key.publicKey.rawRepresentation, try key.sharedSecretFromKeyAgreement(with: recipientKey), publicKey)
+        case "p256":
+            let recipientKey = try P256.KeyAgreement.PublicKey(x963Representation: publicKey)
+            let key = P256.KeyAgreement.PrivateKey()
+            (ephemeral, secret, recipient) = (key.publicKey.x963Representation, try key.sharedSecretFromKeyAgreement(with: recipientKey), publicKey)
+        default:
+            throw Failure(code: "unknown_key_type")
+        }
+        let symmetric = secret.hkdfDerivedSymmetricKey(using: SHA256.self, salt: ephemeral + recipient, sharedInfo: Self.info, outputByteCount: 32)
+        let sealed: Data = type == "x25519" ? try ChaChaPoly.seal(payload, using: symmetric).combined : try AES.GCM.seal(payload, using: symmetric).combined ?? Data()
+        return ["v": 1, "kty": type, "epk": ephemeral.base64EncodedString(), "ct": sealed.base64EncodedString()]
+    }
+
+    /// Opens an envelope with the device's private key; the original payload's JSON.
+    public static func open(_ envelope: PayloadValue, with privateKey: PrivateKey) throws(Failure) -> Data {
+        guard envelope["v"]?.number == 1 else { throw Failure(code: "unsupported_version") }
+        guard let type = envelope["kty"]?.string, let epk = envelope["epk"]?.string.flatMap({ Data(base64Encoded: $0) }),
+            let ct = envelope["ct"]?.string.flatMap({ Data(base64Encoded: $0) })
+        else { throw Failure(code: "malformed_envelope") }
+        do {
+            switch (type, privateKey) {
+            case ("x25519", .x25519(let key)):
+                let secret = try key.sharedSecretFromKeyAgreement(with: try Curve25519.KeyAgreement.PublicKey(rawRepresentation: epk))
+                let symmetric = secret.hkdfDerivedSymmetricKey(
+                    using: SHA256.self, salt: epk + key.publicKey.rawRepresentation, sharedInfo: Self.info, outputByteCount: 32
+                )
+                return try ChaChaPoly.open(try ChaChaPoly.SealedBox(combined: ct), using: symmetric)
+            case ("p256", .p256(let key)):
+                let secret = try key.sharedSecretFromKeyAgreement(with: try P256.KeyAgreement.PublicKey(x963Representation: epk))
+                let symmetric = secret.hkdfDerivedSymmetricKey(
+                    using: SHA256.self, salt: epk + key.publicKey.x963Representation, sharedInfo: Self.info, outputByteCount: 32
+                )
+                return try AES.GCM.open(try AES.GCM.SealedBox(combined: ct), using: symmetric)
+            default:
+                throw Failure(code: "key_type_mismatch")
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            // Wrong key, tampered or truncated: the AEAD (or the key parser) refuses it.
+            throw Failure(code: "cannot_decrypt")
+        }
+    }
+}

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+public import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// Why a call to Herald failed, with Herald's stable error code (`bad_device_token`,
+/// `forbidden`, …) or one of HeraldKit's own: `network` (no answer), `server_unavailable`
+/// (429/5xx after every retry), `bad_response` (an answer that is not Herald's JSON).
+public struct HeraldKitError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var code: String
+    public var status: Int?
+    public var message: String
+
+    public init(code: String, status: Int?, message: String) {
+        self.code = code
+        self.status = status
+        self.message = message
+    }
+
+    public var description: String { "\(self.code)\(self.status.map { " (\($0))" } ?? ""): \(self.message)" }
+
+    /// Worth trying again: no answer, too many requests, or a server error.
+    public var isRetryable: Bool { self.code == "network" || self.status.map { $0 == 429 || $0 >= 500 } ?? false }
+}
+
+/// How often and how patiently the client tries again when the network or the server fails.
+public struct RetryPolicy: Sendable, Hashable {
+    public var maximumAttempts: Int
+    public var initialDelay: Duration
+    public var maximumDelay: Duration
+
+    public init(maximumAttempts: Int = 6, initialDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(30)) {
+        self.maximumAttempts = maximumAttempts
+        self.initialDelay = initialDelay
+        self.maximumDelay = maximumDelay
+    }
+
+    /// The wait before attempt `attempt + 1` (attempt counts from 1): doubling, capped, with
+    /// jitter ×0.5–1 so that many devices failing together do not come back together.
+    func delay(after attempt: Int) -> Duration {
+        let doubled = self.initialDelay * (1 << min(attempt - 1, 20))
+        let capped = min(doubled, self.maximumDelay)
+        return capped * Double.random(in: 0.5...1)
+    }
+}
+
+/// Registers the app's push tokens with a Herald server, with a `register`-scoped key — the
+/// only kind of key that may ship inside an app: it can register and unregister this app's
+/// devices and nothing else.
+///
+/// Call ``register(_:_:)`` at every launch with the token the system just handed over, never one
+/// saved from an earlier launch: tokens change (restore, reinstall, a new device), and Herald's
+/// upsert makes a repeat free. On login or logout, ``setUser(_:)`` moves every token this client
+/// registered to the new user (or to none).
+public final class HeraldClient: Sendable {
+    public let serverURL: URL
+    public let appID: String
+    private let key: String
+    private let retry: RetryPolicy
+    private let session: URLSession
+    /// What this client registered, so a login or logout can move it.
+    private let registered = Mutex<[PushToken: DeviceDetails]>([:])
+
+    public init(serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared) {
+        self.serverURL = serverURL
+        self.appID = appID
+        self.key = registerKey
+        self.retry = retry
+        self.session = session
+    }
+
+    /// Registers (or refreshes) `token` with `details`; retried with back-off when the network
+    /// or the server fails, thrown at once when Herald refuses it (a 4xx with its code).
+    @discardableResult
+    public func register(_ token: PushToken, _ details: DeviceDetails) async throws(HeraldKitError) -> RegisteredDevice {
+        var body: [String: Any] = ["kind": token.kind, "environment": details.environment.rawValue, "tags": details.tags]
+        switch token {
+        case .liveActivity(_, let activityID): body["activityId"] = activityID
+        case .pushToStart(_, let attributesType): body["attributesType"] = attributesType
+        default: break
+        }
+        body["userId"] = details.userID
+        body["locale"] = details.locale
+        body["timeZone"] = details.timeZone
+        body["appVersion"] = details.appVersion
+        body["platform"] = details.platform
+        let answer = try await self.call("PUT", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: body)
+        guard let object = answer as? [String: Any], let hex = object["token"] as? String, let kind = object["kind"] as? String else {
+            throw HeraldKitError(code: "bad_response", status: nil, message: "the registration answer is not a device")
+        }
+        self.registered.withLock { $0[token] = details }
+        return RegisteredDevice(
+            token: hex, kind: kind, userID: object["userId"] as? String, active: object["active"] as? Bool ?? false,
+            lastRegisteredAt: (object["lastRegisteredAt"] as? NSNumber)?.int64Value ?? 0
+        )
+    }
+
+    /// Removes `token` from Herald (the user turned notifications off, or the app signs out
+    /// for good). A token Herald does not know is not an error.
+    public func unregister(_ token: PushToken) async throws(HeraldKitError) {
+        do {
+            _ = try await self.call("DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil)
+        } catch where error.status == 404 {
+            // Already gone.
+        }
+        self.registered.withLock { _ = $0.removeValue(forKey: token) }
+    }
+
+    /// Moves every token this client registered to `userID` (login), or to no user (logout, nil).
+    public func setUser(_ userID: String?) async throws(HeraldKitError) {
+        let tokens = self.registered.withLock { $0 }
+        for (token, var details) in tokens {
+            details.userID = userID
+            try await self.register(token, details)
+        }
+    }
+
+    /// One call, retried per the policy; the answer's JSON (nil for 204).
+    private func call(_ method: String, _ path: String, body: [String: Any]?) async throws(HeraldKitError) -> Any? {
+        var request = URLRequest(url: self.serverURL.appendingPathComponent(path))
+        request.httpMethod = method
+        request.setValue("Bearer \(self.key)", forHTTPHeaderField: "authorization")
+        if let body {
+            request.setValue("application/json", forHTTPHeaderField: "content-type")
+            request.httpBody = try? JSONSerialization.data(withJSONObject: body)
+        }
+        var attempt = 1
+        while true {
+            do {
+                return try await self.once(request)
+            } catch where error.isRetryable && attempt < self.retry.maximumAttempts {
+                try? await Task.sleep(for: self.retry.delay(after: attempt))
+                attempt += 1
+            } catch {
+                if error.isRetryable, error.code != "network" {
+                    throw HeraldKitError(code: "server_unavailable", status: error.status, message: "\(error.message) (after \(attempt) attempts)")
+                }
+                throw error
+            }
+        }
+    }
+
+    private func once(_ request: URLRequest) async throws(HeraldKitError) -> Any? {
+        let data: Data
+        let response: URLResponse
+        do {
+            (data, response) = try await self.session.data(for: request)
+        } catch {
+            throw HeraldKitError(code: "network", status: nil, message: error.localizedDescription)
+        }
+        guard let http = response as? HTTPURLResponse else { throw HeraldKitError(code: "bad_response", status: nil, message: "not HTTP") }
+        let object = data.isEmpty ? nil : try? JSONSerialization.jsonObject(with: data)
+        guard (200..<300).contains(http.statusCode) else {
+            let error = (object as? [String: Any])?["error"] as? [String: Any]
+            throw HeraldKitError(
+                code: error?["code"] as? String ?? "http_\(http.statusCode)", status: http.statusCode,
+                message: error?["message"] as? String ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode)
+            )
+        }
+        return object
+    }
+}

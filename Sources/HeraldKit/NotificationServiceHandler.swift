@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: Apache-2.0
+public import Foundation
+import Synchronization
+
+/// What a notification shows, platform-neutral: the parts of `UNMutableNotificationContent` a
+/// notification service extension changes.
+public struct NotificationContent: Sendable, Hashable {
+    public struct Attachment: Sendable, Hashable {
+        public var identifier: String
+        public var url: URL
+        public var data: Data
+
+        public init(identifier: String, url: URL, data: Data) {
+            self.identifier = identifier
+            self.url = url
+            self.data = data
+        }
+    }
+
+    public var title: String
+    public var subtitle: String
+    public var body: String
+    public var badge: Int?
+    public var sound: String?
+    public var threadID: String
+    public var categoryID: String
+    public var attachments: [Attachment]
+    /// The payload (`userInfo`).
+    public var payload: PayloadValue
+
+    public init(
+        title: String = "", subtitle: String = "", body: String = "", badge: Int? = nil, sound: String? = nil, threadID: String = "",
+        categoryID: String = "", attachments: [Attachment] = [], payload: PayloadValue = .object([:])
+    ) {
+        self.title = title
+        self.subtitle = subtitle
+        self.body = body
+        self.badge = badge
+        self.sound = sound
+        self.threadID = threadID
+        self.categoryID = categoryID
+        self.attachments = attachments
+        self.payload = payload
+    }
+
+    /// The content a payload asks for (alert, badge, sound, thread, category).
+    public init(payload data: Data) throws {
+        let received = try ReceivedNotification(jsonData: data)
+        self.init(
+            title: received.alert?.title ?? "", subtitle: received.alert?.subtitle ?? "", body: received.alert?.body ?? "",
+            badge: received.badge, sound: received.sound, threadID: received.threadID ?? "", categoryID: received.category ?? "",
+            payload: received.payload
+        )
+    }
+}
+
+/// The platform-neutral core of a Notification Service Extension: decrypts an end-to-end
+/// encrypted payload and fetches an attachment (the payload's `attachment-url`) within a
+/// deadline, and returns exactly one content — the finished one, or at the deadline (or when the
+/// system calls `serviceExtensionTimeWillExpire`, relayed by ``Job/expire()``) the best attempt
+/// so far: decrypted without its attachment, or the placeholder the server sent.
+///
+/// ```swift
+/// // In a UNNotificationServiceExtension (compiled on Apple platforms only):
+/// let job = NotificationServiceHandler.Job()
+/// override func didReceive(_ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+///     Task {
+///         let content = await handler.process(NotificationContent(request.content), job: job)
+///         contentHandler(content.unNotificationContent)
+///     }
+/// }
+/// override func serviceExtensionTimeWillExpire() { job.expire() }
+/// ```
+public struct NotificationServiceHandler: Sendable {
+    /// Fetches an attachment's bytes (URLSession in an app; anything in a test). It must stop
+    /// when its task is cancelled: the deadline cancels it.
+    public typealias Loader = @Sendable (URL) async throws -> Data
+
+    public var privateKey: EncryptedPayload.PrivateKey?
+    /// Apple gives an extension about 30 seconds; finish before.
+    public var deadline: Duration
+    public var clock: any Clock<Duration>
+    public var loader: Loader
+
+    public init(privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(), loader: @escaping Loader) {
+        self.privateKey = privateKey
+        self.deadline = deadline
+        self.clock = clock
+        self.loader = loader
+    }
+
+    /// One notification being handled: the best attempt so far, and the system's "time is up".
+    public final class Job: Sendable {
+        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiter: CheckedContinuation<Void, Never>?)>((nil, false, nil))
+
+        public init() {}
+
+        /// The system is about to kill the extension: ``NotificationServiceHandler/process(_:job:)``
+        /// returns the best attempt now.
+        public func expire() {
+            let waiter = self.state.withLock { state in
+                state.expired = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+
+        var best: NotificationContent? { self.state.withLock { $0.best } }
+
+        func improve(_ content: NotificationContent) {
+            self.state.withLock { $0.best = content }
+        }
+
+        /// Returns when expired, or when the waiting task is cancelled.
+        func expiry() async {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let now = self.state.withLock { state -> Bool in
+                        if state.expired || Task.isCancelled { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            } onCancel: {
+                let waiter = self.state.withLock { state in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume()
+            }
+        }
+    }
+
+    /// Handles `content`: the finished content, or the best attempt when the deadline passes or
+    /// `job` expires first. Returns exactly once, and never later than the deadline (given a
+    /// loader that stops when cancelled).
+    public func process(_ content: NotificationContent, job: Job = Job()) async -> NotificationContent {
+        job.improve(content)
+        return await withTaskGroup(of: NotificationContent?.self) { group in
+            group.addTask { await self.transform(content, job: job) }
+            group.addTask {
+                try? await self.clock.sleep(for: self.deadline)
+                return nil
+            }
+            group.addTask {
+                await job.expiry()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? job.best ?? content
+        }
+    }
+
+    /// Decrypts, then fetches the attachment; every finished step becomes the best attempt.
+    private func transform(_ original: NotificationContent, job: Job) async -> NotificationContent {
+        var content = original
+        if let envelope = original.payload[EncryptedPayload.key] {
+            guard let key = self.privateKey, let opened = try? EncryptedPayload.open(envelope, with: key),
+                var decrypted = try? NotificationContent(payload: opened)
+            else {
+                // Wrong key, tampered, truncated: the placeholder stays.
+                return original
+            }
+            decrypted.attachments = original.attachments
+            content = decrypted
+            job.improve(content)
+        }
+        if let link = content.payload["attachment-url"]?.string, let url = URL(string: link), !Task.isCancelled {
+            if let data = try? await self.loader(url), !Task.isCancelled {
+                content.attachments.append(.init(identifier: url.lastPathComponent, url: url, data: data))
+            }
+        }
+        return content
+    }
+}
