@@ -45,7 +45,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HeraldKitTests",
-            dependencies: ["HeraldKit", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels"],
+            dependencies: ["HeraldKit", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -122,7 +122,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite",
+                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldKit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -87,6 +87,9 @@ public protocol HeraldStore: Sendable {
     func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
     /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's timestamp).
     func record(_ results: [DeliveryResult], now: Int64) async throws
+    /// Empties the payload (the plaintext) of these end-to-end encrypted notifications once
+    /// nothing of theirs is left to send.
+    func forgetPlaintext(notificationIDs: [String]) async throws
     /// Deliveries per state, for metrics.
     func deliveryCounts() async throws -> [DeliveryState: Int]
 }

@@ -37,12 +37,17 @@ public struct DeviceRegistration: Sendable, Hashable {
     public var activityID: String?
     /// Push-to-start tokens: the ActivityAttributes type they start.
     public var attributesType: String?
+    /// End-to-end encryption: the device's public key (`x25519` raw or `p256` X9.63) and its type.
+    public var publicKey: [UInt8]?
+    public var publicKeyType: String?
 
     public init(
         token: DeviceToken, kind: DeviceKind = .device, environment: APNSEnvironment = .production, userID: String? = nil,
         tags: [String] = [], locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
-        platform: String? = nil, activityID: String? = nil, attributesType: String? = nil
+        platform: String? = nil, activityID: String? = nil, attributesType: String? = nil, publicKey: [UInt8]? = nil, publicKeyType: String? = nil
     ) {
+        self.publicKey = publicKey
+        self.publicKeyType = publicKeyType
         self.token = token
         self.kind = kind
         self.environment = environment
@@ -110,6 +115,10 @@ public struct NotificationSpec: Sendable, Hashable {
     /// for which it has passed get it at once.
     public var localTime: LocalTime?
     public var idempotencyKey: String?
+    /// End-to-end encryption: sent only to devices with a public key, each sealed for its
+    /// device, APNs carrying this placeholder payload (JSON, `mutable-content` set) beside the
+    /// envelope; `payload` is then the plaintext, forgotten once the deliveries are done.
+    public var placeholder: [UInt8]?
 
     public init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -155,8 +164,24 @@ public struct ClaimedDelivery: Sendable, Hashable {
     public var collapseID: String?
     public var payload: [UInt8]
     public var attempts: Int
+    /// Set for an end-to-end encrypted notification: what APNs carries around the envelope.
+    public var placeholder: [UInt8]?
+    /// The device's public key and type, for an encrypted notification.
+    public var publicKey: (type: String, key: [UInt8])? {
+        get { self.publicKeyType.map { ($0, self.publicKeyBytes) } }
+        set {
+            self.publicKeyType = newValue?.type
+            self.publicKeyBytes = newValue?.key ?? []
+        }
+    }
+    public var publicKeyType: String?
+    public var publicKeyBytes: [UInt8] = []
 
-    public init(id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String, priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int) {
+    public init(
+        id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String,
+        priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil
+    ) {
+        self.placeholder = placeholder
         self.id = id
         self.notificationID = notificationID
         self.appID = appID

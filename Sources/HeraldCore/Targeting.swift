@@ -10,8 +10,14 @@ public struct Targeting: Sendable, Hashable {
     public var environment: APNSEnvironment?
     public var pushType: PushType?
     public var localTime: LocalTime?
+    /// End-to-end encrypted: only devices with a public key.
+    public var encrypted: Bool
 
-    public init(audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil) {
+    public init(
+        audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil,
+        encrypted: Bool = false
+    ) {
+        self.encrypted = encrypted
         self.audience = audience
         self.kinds = kinds
         self.environment = environment
@@ -47,6 +53,7 @@ public struct Targeting: Sendable, Hashable {
         if let environment = self.environment { members.append(("environment", .string(environment.rawValue))) }
         if let pushType = self.pushType { members.append(("pushType", .string(pushType.rawValue))) }
         if let localTime = self.localTime { members.append(("localTime", .string(localTime.description))) }
+        if self.encrypted { members.append(("encrypted", .bool(true))) }
         return JSONValue.object(members).jsonString
     }
 
@@ -71,11 +78,15 @@ public struct Targeting: Sendable, Hashable {
         self.environment = value["environment"]?.stringValue.flatMap(APNSEnvironment.init(rawValue:))
         self.pushType = value["pushType"]?.stringValue.flatMap(PushType.init(rawValue:))
         self.localTime = value["localTime"]?.stringValue.flatMap(LocalTime.init)
+        self.encrypted = value["encrypted"]?.boolValue ?? false
     }
 }
 
 extension NotificationSpec {
     public var targeting: Targeting {
-        Targeting(audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime)
+        Targeting(
+            audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime,
+            encrypted: self.placeholder != nil
+        )
     }
 }

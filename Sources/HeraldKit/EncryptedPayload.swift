@@ -30,16 +30,28 @@ public enum EncryptedPayload {
         public var description: String { self.code }
     }
 
+    /// A device's public key as registered with Herald: `x25519` (32 raw bytes) or `p256`
+    /// (65 bytes, X9.63).
+    public struct PublicKey: Sendable, Hashable {
+        public var type: String
+        public var data: Data
+
+        public init(type: String, data: Data) {
+            self.type = type
+            self.data = data
+        }
+    }
+
     /// A device's private key, either curve.
     public enum PrivateKey: Sendable {
         case x25519(Curve25519.KeyAgreement.PrivateKey)
         case p256(P256.KeyAgreement.PrivateKey)
 
-        /// The public key to register with Herald, and its type.
-        public var publicKey: (type: String, data: Data) {
+        /// The public key to register with Herald.
+        public var publicKey: PublicKey {
             switch self {
-            case .x25519(let key): ("x25519", key.publicKey.rawRepresentation)
-            case .p256(let key): ("p256", key.publicKey.x963Representation)
+            case .x25519(let key): PublicKey(type: "x25519", data: key.publicKey.rawRepresentation)
+            case .p256(let key): PublicKey(type: "p256", data: key.publicKey.x963Representation)
             }
         }
     }
@@ -47,6 +59,32 @@ public enum EncryptedPayload {
     /// Seals `payload` (the original payload's JSON) for the device whose public key is
     /// `publicKey` of type `type` (`x25519` or `p256`); returns the envelope object.
     public static func seal(_ payload: Data, type: String, publicKey: Data) throws -> [String: Any] {
+        let sealed = try Self.sealedFields(payload, type: type, publicKey: publicKey)
+        return ["v": 1, "kty": type, "epk": sealed.epk, "ct": sealed.ct]
+    }
+
+    /// The envelope as JSON text, `{"v":1,"kty":…,"epk":…,"ct":…}` (base64 needs no escaping).
+    public static func sealedJSON(_ payload: Data, type: String, publicKey: Data) throws -> String {
+        let sealed = try Self.sealedFields(payload, type: type, publicKey: publicKey)
+        return #"{"v":1,"kty":""# + type + #"","epk":""# + sealed.epk + #"","ct":""# + sealed.ct + #""}"#
+    }
+
+    /// Checks a public key as a device registers it.
+    public static func validate(_ key: PublicKey) throws {
+        switch key.type {
+        case "x25519": _ = try Curve25519.KeyAgreement.PublicKey(rawRepresentation: key.data)
+        case "p256": _ = try P256.KeyAgreement.PublicKey(x963Representation: key.data)
+        default: throw Failure(code: "unknown_key_type")
+        }
+    }
+
+    /// The envelope's size for a payload of `count` bytes, at most.
+    public static func envelopeSize(payloadBytes count: Int) -> Int {
+        // base64 of nonce (12) + ciphertext + tag (16), an X9.63 P-256 key in base64, the keys.
+        (count + 28 + 2) / 3 * 4 + 88 + 48
+    }
+
+    private static func sealedFields(_ payload: Data, type: String, publicKey: Data) throws -> (epk: String, ct: String) {
         let (ephemeral, secret, recipient): (Data, SharedSecret, Data)
         switch type {
         case "x25519":
@@ -62,7 +100,7 @@ public enum EncryptedPayload {
         }
         let symmetric = secret.hkdfDerivedSymmetricKey(using: SHA256.self, salt: ephemeral + recipient, sharedInfo: Self.info, outputByteCount: 32)
         let sealed: Data = type == "x25519" ? try ChaChaPoly.seal(payload, using: symmetric).combined : try AES.GCM.seal(payload, using: symmetric).combined ?? Data()
-        return ["v": 1, "kty": type, "epk": ephemeral.base64EncodedString(), "ct": sealed.base64EncodedString()]
+        return (ephemeral.base64EncodedString(), sealed.base64EncodedString())
     }
 
     /// Opens an envelope with the device's private key; the original payload's JSON.

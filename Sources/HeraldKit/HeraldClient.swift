@@ -86,6 +86,10 @@ public final class HeraldClient: Sendable {
         body["timeZone"] = details.timeZone
         body["appVersion"] = details.appVersion
         body["platform"] = details.platform
+        if let key = details.encryptionKey {
+            body["publicKey"] = key.data.base64EncodedString()
+            body["publicKeyType"] = key.type
+        }
         let answer = try await self.call("PUT", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: body)
         guard let object = answer as? [String: Any], let hex = object["token"] as? String, let kind = object["kind"] as? String else {
             throw HeraldKitError(code: "bad_response", status: nil, message: "the registration answer is not a device")

@@ -86,11 +86,15 @@ public struct DeviceDetails: Sendable, Hashable {
     public var timeZone: String?
     public var appVersion: String?
     public var platform: String?
+    /// The device's end-to-end encryption key (its private half stays on the device).
+    public var encryptionKey: EncryptedPayload.PublicKey?
 
     public init(
         environment: PushEnvironment, userID: String? = nil, tags: [String] = [], locale: String? = Locale.current.identifier,
-        timeZone: String? = TimeZone.current.identifier, appVersion: String? = nil, platform: String? = nil
+        timeZone: String? = TimeZone.current.identifier, appVersion: String? = nil, platform: String? = nil,
+        encryptionKey: EncryptedPayload.PublicKey? = nil
     ) {
+        self.encryptionKey = encryptionKey
         self.environment = environment
         self.userID = userID
         self.tags = tags

@@ -55,6 +55,9 @@ extension SQLiteStore {
         if let environment = targeting.environment {
             sql += " AND d.environment = \(next(.text(environment.rawValue)))"
         }
+        if targeting.encrypted {
+            sql += " AND d.public_key IS NOT NULL"
+        }
         switch targeting.audience {
         case .tokens, .users, .activity: return (sql, bindings, "+d.id")
         case .all, .tags: return (sql, bindings, "d.id")
@@ -104,8 +107,8 @@ extension SQLiteStore {
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
-                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -113,7 +116,7 @@ extension SQLiteStore {
                     .blob(spec.payload), .integer(now), .integer(spec.scheduledAt ?? now), spec.idempotencyKey.map(SQLValue.text) ?? .null,
                     .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), size > 0 ? .integer(0) : .null,
                     .integer(until), targeting.pushType.map { .text($0.rawValue) } ?? .null,
-                    targeting.localTime.map { .text($0.description) } ?? .null,
+                    targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                 ]
             )
             return (id, Int(size), false)
@@ -212,6 +215,8 @@ extension SQLiteStore {
             let cancelled = stoppedExpansion || db.changes > 0
             if cancelled {
                 try db.query("UPDATE notifications SET cancelled_at = ?1 WHERE id = ?2 AND cancelled_at IS NULL", [.integer(now), .text(id)])
+                // Nothing is left to send: an encrypted notification's plaintext goes now.
+                try db.query("UPDATE notifications SET payload = X'' WHERE id = ? AND placeholder IS NOT NULL", [.text(id)])
             }
             return cancelled
         }
@@ -224,14 +229,15 @@ extension SQLiteStore {
         var expiration: Int64?
         var collapseID: String?
         var payload: [UInt8]
+        var placeholder: [UInt8]?
     }
 
-    private static let sharedColumns = "app_id, priority, expiration, collapse_id, payload"
+    private static let sharedColumns = "app_id, priority, expiration, collapse_id, payload, placeholder"
 
     private static func shared(_ row: SQLiteDatabase.Connection.Row, from first: Int) -> Shared {
         Shared(
             appID: row.string(first) ?? "", priority: row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }, expiration: row.int(first + 2),
-            collapseID: row.string(first + 3), payload: row.bytes(first + 4) ?? []
+            collapseID: row.string(first + 3), payload: row.bytes(first + 4) ?? [], placeholder: row.bytes(first + 5)
         )
     }
 
@@ -242,7 +248,7 @@ extension SQLiteStore {
             token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
             pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
             priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
-            attempts: Int(row.int(7) ?? 0)
+            attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
         )
     }
 
@@ -343,6 +349,19 @@ extension SQLiteStore {
                     "UPDATE notifications SET expand_after = ? WHERE id = ?",
                     [count < chunk ? .null : .integer(last), .text(notification.id)]
                 )
+            }
+            // Encrypted notifications: each device's public key, read as it is now.
+            let sealed = result.indices.filter { result[$0].placeholder != nil }
+            if !sealed.isEmpty {
+                var keys: [Int64: (String, [UInt8])] = [:]
+                let ids = JSONValue.array(sealed.map { .int(result[$0].deviceID) }).jsonString
+                try db.each(
+                    "SELECT id, public_key_type, public_key FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND public_key IS NOT NULL",
+                    [.text(ids)]
+                ) { row in
+                    if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = (type, key) }
+                }
+                for index in sealed { result[index].publicKey = keys[result[index].deviceID] }
             }
             return result
         }
@@ -447,6 +466,20 @@ extension SQLiteStore {
                     }
                 }
             }
+        }
+    }
+
+    public func forgetPlaintext(notificationIDs: [String]) async throws {
+        guard !notificationIDs.isEmpty else { return }
+        let list = JSONValue.array(notificationIDs.map(JSONValue.string)).jsonString
+        try await self.database.write { db in
+            try db.query(
+                """
+                UPDATE notifications SET payload = X'' WHERE id IN (SELECT value FROM json_each(?1)) AND placeholder IS NOT NULL
+                    AND expand_after IS NULL AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
+                """,
+                [.text(list)]
+            )
         }
     }
 

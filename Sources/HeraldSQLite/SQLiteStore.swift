@@ -80,6 +80,9 @@ public final class SQLiteStore: HeraldStore {
         CREATE INDEX deliveries_device ON deliveries (device_id);
         UPDATE deliveries SET next_attempt_at = lease_until WHERE state = 'pending' AND lease_until > next_attempt_at;
         ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
+        ALTER TABLE devices ADD COLUMN public_key BLOB;
+        ALTER TABLE devices ADD COLUMN public_key_type TEXT;
+        ALTER TABLE notifications ADD COLUMN placeholder BLOB;
         """,
     ]
 
@@ -197,7 +200,7 @@ public final class SQLiteStore: HeraldStore {
 
     static let deviceColumns = """
         id, app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform, activity_id,
-        attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason
+        attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
     public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
@@ -205,12 +208,13 @@ public final class SQLiteStore: HeraldStore {
             let rows = try db.query(
                 """
                 INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
-                    activity_id, attributes_type, active, created_at, last_registered_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+                    activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
                 ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
                     user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
                     app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
-                    attributes_type = excluded.attributes_type, active = 1,
+                    attributes_type = excluded.attributes_type, active = 1, public_key = excluded.public_key,
+                    public_key_type = excluded.public_key_type,
                     last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
                 RETURNING \(Self.deviceColumns)
                 """,
@@ -219,6 +223,7 @@ public final class SQLiteStore: HeraldStore {
                     Self.optional(registration.userID), Self.optional(registration.locale), Self.optional(registration.timeZone),
                     Self.optional(registration.appVersion), Self.optional(registration.platform), Self.optional(registration.activityID),
                     Self.optional(registration.attributesType), .integer(now), .integer(now),
+                    registration.publicKey.map(SQLValue.blob) ?? .null, Self.optional(registration.publicKeyType),
                 ]
             )
             guard let row = rows.first else { throw SQLiteError(code: 1, message: "upsert returned nothing") }
@@ -290,7 +295,8 @@ public final class SQLiteStore: HeraldStore {
             kind: row[3].string.flatMap(DeviceKind.init(rawValue:)) ?? .device,
             environment: row[4].string.flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
             userID: row[5].string, tags: tags, locale: row[6].string, timeZone: row[7].string, appVersion: row[8].string,
-            platform: row[9].string, activityID: row[10].string, attributesType: row[11].string
+            platform: row[9].string, activityID: row[10].string, attributesType: row[11].string, publicKey: row[17].bytes,
+            publicKeyType: row[18].string
         )
         return Device(
             id: row[0].int ?? 0, appID: row[1].string ?? "", registration: registration, active: row[12].int == 1,

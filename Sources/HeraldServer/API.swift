@@ -2,6 +2,7 @@
 import APNSModels
 import Foundation
 import HeraldCore
+import HeraldKit
 import Hummingbird
 import HTTPTypes
 import Logging
@@ -321,10 +322,26 @@ struct API: Sendable {
                 tags.append(tag)
             }
         }
+        var publicKey: [UInt8]?
+        let publicKeyType = try text("publicKeyType", limit: 16)
+        if let encoded = try text("publicKey", limit: 200) {
+            guard let type = publicKeyType, let bytes = Data(base64Encoded: encoded) else {
+                throw HeraldError.invalid("publicKey is base64, with publicKeyType x25519 or p256", code: "bad_public_key")
+            }
+            do {
+                try EncryptedPayload.validate(EncryptedPayload.PublicKey(type: type, data: bytes))
+            } catch {
+                throw HeraldError.invalid("publicKey is not a valid \(type) public key (x25519: 32 raw bytes; p256: 65 bytes X9.63)", code: "bad_public_key")
+            }
+            publicKey = Array(bytes)
+        } else if publicKeyType != nil {
+            throw HeraldError.invalid("publicKeyType without publicKey", code: "bad_public_key")
+        }
         let registration = DeviceRegistration(
             token: token, kind: kind, environment: environment, userID: try text("userId"), tags: tags, locale: try text("locale", limit: 35),
             timeZone: try text("timeZone", limit: 64), appVersion: try text("appVersion", limit: 64), platform: try text("platform", limit: 32),
-            activityID: try text("activityId"), attributesType: try text("attributesType")
+            activityID: try text("activityId"), attributesType: try text("attributesType"), publicKey: publicKey,
+            publicKeyType: publicKey == nil ? nil : publicKeyType
         )
         if kind == .liveActivity, registration.activityID == nil {
             throw HeraldError.invalid("a liveactivity token needs its activityId", code: "missing_activityId")
@@ -358,6 +375,7 @@ struct API: Sendable {
             ("attributesType", optional(r.attributesType)), ("active", .bool(device.active)), ("createdAt", .int(device.createdAt)),
             ("lastRegisteredAt", .int(device.lastRegisteredAt)), ("invalidatedAt", device.invalidatedAt.map(JSONValue.int) ?? .null),
             ("invalidationReason", optional(device.invalidationReason)),
+            ("publicKeyType", optional(r.publicKeyType)), ("publicKey", optional(r.publicKey.map { Data($0).base64EncodedString() })),
         ])
     }
 

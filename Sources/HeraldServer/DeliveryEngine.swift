@@ -3,6 +3,8 @@ import APNSClient
 import APNSModels
 import CoreMetrics
 import HeraldCore
+import HeraldKit
+import Foundation
 import Logging
 public import ServiceLifecycle
 import Synchronization
@@ -138,6 +140,9 @@ public final class DeliveryEngine: Service, Sendable {
             return all
         }
         try await self.store.record(outcomes.flatMap(\.results), now: self.clock.nowMilliseconds)
+        // End-to-end encrypted notifications keep their plaintext only while something is left to send.
+        let sealed = Set(batch.lazy.filter { $0.placeholder != nil }.map(\.notificationID))
+        if !sealed.isEmpty { try await self.store.forgetPlaintext(notificationIDs: Array(sealed)) }
         // Metrics per batch, not per delivery: one increment per (app, push type, result).
         for outcome in outcomes {
             for (key, count) in outcome.tallies {
@@ -216,7 +221,23 @@ public final class DeliveryEngine: Service, Sendable {
                     expiration: delivery.expiration.map { $0 == 0 ? .immediately : .at(epochSeconds: $0) } ?? .storagePolicy,
                     collapseID: delivery.collapseID
                 )
-                requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: delivery.payload, tag: index))
+                let payload: [UInt8]
+                if let placeholder = delivery.placeholder {
+                    guard let sealed = Self.seal(delivery, placeholder: placeholder) else {
+                        outcome.add(
+                            DeliveryResult(
+                                deliveryID: delivery.id, outcome: .failed(status: nil, reason: "NoEncryptionKey", invalidate: false, timestamp: nil),
+                                latencyMilliseconds: 0
+                            ),
+                            pushType: delivery.pushType
+                        )
+                        continue
+                    }
+                    payload = sealed
+                } else {
+                    payload = delivery.payload
+                }
+                requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: payload, tag: index))
             } catch {
                 outcome.add(
                     DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 0),
@@ -247,6 +268,15 @@ public final class DeliveryEngine: Service, Sendable {
             self.logger.error("bulk send ended early", metadata: ["error": "\(error)"])
         }
         return outcome
+    }
+
+    /// An end-to-end encrypted delivery's payload: the placeholder with the plaintext sealed for
+    /// this device beside `aps`; nil when the device has no usable key.
+    static func seal(_ delivery: ClaimedDelivery, placeholder: [UInt8]) -> [UInt8]? {
+        guard let key = delivery.publicKey, placeholder.last == UInt8(ascii: "}"),
+            let envelope = try? EncryptedPayload.sealedJSON(Data(delivery.payload), type: key.type, publicKey: Data(key.key))
+        else { return nil }
+        return placeholder.dropLast() + Array(#","\#(EncryptedPayload.key)":"#.utf8) + Array(envelope.utf8) + [UInt8(ascii: "}")]
     }
 
     private func classify(_ delivery: ClaimedDelivery, _ error: APNSClientError) -> DeliveryResult {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import HeraldCore
+import HeraldKit
 
 /// The body of `POST /v1/apps/{app}/notifications`, checked field by field.
 enum NotificationRequest {
@@ -95,11 +96,48 @@ enum NotificationRequest {
             guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= 128 else { throw bad("idempotencyKey is 1 to 128 bytes", "bad_idempotency_key") }
             idempotencyKey = text
         }
-        let payload = try self.payload(body, pushType: pushType)
-        return NotificationSpec(
-            audience: audience, kinds: kinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
+        var payload = try self.payload(body, pushType: pushType)
+        var placeholder: [UInt8]?
+        var audienceKinds = kinds
+        if let encrypt = body["encrypt"], !encrypt.isNull {
+            guard let flag = encrypt.boolValue else { throw bad("encrypt is true or false", "bad_encrypt") }
+            if flag {
+                (payload, placeholder) = try self.encrypted(body, payload: payload, pushType: pushType)
+                // Only alert tokens show an alert a service extension can rewrite.
+                audienceKinds = kinds.isEmpty ? [.device] : kinds.intersection([.device])
+                guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
+            }
+        }
+        var spec = NotificationSpec(
+            audience: audience, kinds: audienceKinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
             collapseID: collapseID, payload: payload, scheduledAt: scheduledAt, localTime: localTime, idempotencyKey: idempotencyKey
         )
+        spec.placeholder = placeholder
+        return spec
+    }
+
+    /// End-to-end encryption: the plaintext payload (what each device decrypts) and the
+    /// placeholder APNs carries around each device's envelope — `placeholder.title`/`body`
+    /// (default "New notification") with `mutable-content: 1`, so the extension runs.
+    static func encrypted(_ body: JSONValue, payload: [UInt8], pushType: PushType?) throws -> (payload: [UInt8], placeholder: [UInt8]) {
+        guard pushType == nil || pushType == .alert else {
+            throw HeraldError.unprocessable("only alert notifications can be encrypted end to end", code: "bad_encrypt")
+        }
+        var alert: [(String, JSONValue)] = [("title", .string("New notification"))]
+        if let given = body["placeholder"], !given.isNull {
+            guard let members = given.objectMembers, members.allSatisfy({ ["title", "body"].contains($0.0) && $0.1.stringValue != nil }) else {
+                throw HeraldError.invalid("placeholder is {\"title\", \"body\"} (strings)", code: "bad_placeholder")
+            }
+            alert = members
+        }
+        let placeholder = JSONValue.object([("aps", .object([("alert", .object(alert)), ("mutable-content", .int(1))]))]).serialized()
+        let size = placeholder.count + EncryptedPayload.key.utf8.count + 4 + EncryptedPayload.envelopeSize(payloadBytes: payload.count)
+        guard size <= PushType.alert.maximumPayloadSize else {
+            throw HeraldError.unprocessable(
+                "encrypted, this payload would be about \(size) bytes; an alert may be \(PushType.alert.maximumPayloadSize)", code: "payload_too_large"
+            )
+        }
+        return (payload, placeholder)
     }
 
     /// `aps` (raw) and `data` (custom keys), with the typed fields laid over `aps`.

@@ -54,7 +54,7 @@ import Testing
     @Test("sealed for a device's X25519 or P-256 key, opened only with that key")
     func roundTrip() throws {
         for key in Self.keys() {
-            let (type, publicKey) = key.publicKey
+            let (type, publicKey) = (key.publicKey.type, key.publicKey.data)
             let sealed = try EncryptedPayload.seal(Self.original, type: type, publicKey: publicKey)
             let text = try #require(sealed["ct"] as? String)
             #expect(!text.contains("Secret") && !(Data(base64Encoded: text).map { String(decoding: $0, as: UTF8.self).contains("Secret") } ?? true))

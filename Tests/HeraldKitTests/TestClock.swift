@@ -31,12 +31,18 @@ final class TestClock: Clock, Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let due = self.state.withLock { state -> Bool in
-                    if deadline <= state.now { return true }
+                // Cancelled before it got here: the cancellation handler found nothing to wake.
+                let (due, cancelled) = self.state.withLock { state -> (Bool, Bool) in
+                    if Task.isCancelled { return (false, true) }
+                    if deadline <= state.now { return (true, false) }
                     state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-                    return false
+                    return (false, false)
                 }
-                if due { continuation.resume() }
+                if cancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else if due {
+                    continuation.resume()
+                }
             }
         } onCancel: {
             let sleeper = self.state.withLock { state -> Sleeper? in
