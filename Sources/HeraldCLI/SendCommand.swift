@@ -21,6 +21,8 @@ struct SendCommand: AsyncParsableCommand {
             The payload is --payload (JSON), or built from --title/--body/--badge/--sound and friends.
             Exit status: 0 when every notification was accepted, 1 when any failed, 64 on bad options.
             Against the emulator: --host 127.0.0.1 --port 2197 --ca-file .herald/emulator/ca.pem.
+
+            With --simulator-file, nothing is sent: the payload is written as an .apns file (with             "Simulator Target Bundle" from --topic) for `xcrun simctl push booted <file>`; no             credentials are needed. Simulator pushes hold at most 4096 bytes.
             """
     )
 
@@ -34,6 +36,9 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Connections to APNs.")
     var connections = 1
 
+    @Option(help: "Write an .apns file for `xcrun simctl push` instead of sending.")
+    var simulatorFile: String?
+
     @Option(help: "Seconds each notification may take.")
     var timeout: Double = 10
 
@@ -44,6 +49,10 @@ struct SendCommand: AsyncParsableCommand {
     var logLevel: Logger.Level = .warning
 
     func run() async throws {
+        if let file = self.simulatorFile {
+            try self.writeSimulatorFile(file)
+            return
+        }
         var logger = Logger(label: "herald.send")
         logger.logLevel = self.logLevel
         var configuration = APNSClientConfiguration(
@@ -71,6 +80,33 @@ struct SendCommand: AsyncParsableCommand {
         }
         await client.shutdown()
         if failed { throw ExitCode(1) }
+    }
+
+    /// The most `xcrun simctl push` takes.
+    static let simulatorLimit = 4096
+
+    /// Writes the notification as an .apns file: the payload plus `Simulator Target Bundle`.
+    private func writeSimulatorFile(_ path: String) throws {
+        guard self.token == nil else { throw ValidationError("--simulator-file writes a file; --token does not apply") }
+        let defaults = try self.notification.defaults()
+        guard [.alert, .background].contains(defaults.headers.pushType) else {
+            throw ValidationError("a simulator takes alert and background pushes, not \(defaults.headers.pushType.rawValue)")
+        }
+        guard case .object(var members) = try JSONValue.parse(defaults.payload) else {
+            throw ValidationError("the payload must be a JSON object")
+        }
+        members.removeAll { $0.0 == "Simulator Target Bundle" }
+        members.append(("Simulator Target Bundle", .string(defaults.headers.pushType.bundleID(fromTopic: defaults.headers.topic) ?? defaults.headers.topic)))
+        let bytes = JSONValue.object(members).serialized()
+        guard bytes.count <= Self.simulatorLimit else {
+            throw ValidationError("the .apns file would be \(bytes.count) bytes; xcrun simctl push takes at most \(Self.simulatorLimit)")
+        }
+        do {
+            try Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw ValidationError("cannot write \(path): \(error.localizedDescription)")
+        }
+        if !self.quiet { print("wrote \(path) (\(bytes.count) bytes) for: xcrun simctl push booted \(path)") }
     }
 
     private func sendOne(_ client: APNSClient, _ request: APNSRequest) async -> Bool {

@@ -106,4 +106,32 @@ import Testing
         #expect(result.exitCode == 64)
         #expect(result.standardError.contains("--key-file"))
     }
+
+    @Test(".apns files for simctl: the payload with its Simulator Target Bundle, at most 4096 bytes, no credentials")
+    func simulatorFile() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-apns")
+        defer { directory.remove() }
+        let file = directory.path + "/out.apns"
+        let written = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
+            "send", "--simulator-file", file, "--topic", "com.example.app", "--title", "Hi", "--body", "from the simulator", "--badge", "2",
+        ])
+        #expect(written.exitCode == 0, "\(written.standardError)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        #expect(object["Simulator Target Bundle"] as? String == "com.example.app")
+        let aps = try #require(object["aps"] as? [String: Any])
+        #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Hi" && aps["badge"] as? Int == 2)
+
+        let big = directory.path + "/big.apns"
+        let tooLarge = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
+            "send", "--simulator-file", big, "--topic", "com.example.app", "--push-type", "background",
+            "--payload", #"{"aps":{"content-available":1},"x":"\#(String(repeating: "y", count: 4080))"}"#,
+        ])
+        #expect(tooLarge.exitCode == 64)
+        #expect(tooLarge.standardError.contains("4096"), "\(tooLarge.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: big), "nothing written")
+        let voip = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
+            "send", "--simulator-file", big, "--topic", "com.example.app.voip", "--push-type", "voip", "--payload", "{}",
+        ])
+        #expect(voip.exitCode == 64 && voip.standardError.contains("voip"))
+    }
 }

@@ -230,6 +230,13 @@ import CoreMetrics
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","priority":10}"#, 422, "bad_priority"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","collapseId":"\#(String(repeating: "c", count: 65))"}"#, 400, "bad_collapse_id"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","data":{"x":"\#(String(repeating: "y", count: 5000))"}}"#, 422, "payload_too_large"),
+                ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKey":"AAAA","publicKeyType":"x25519"}"#, 400, "bad_public_key"),
+                ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKey":"not base64","publicKeyType":"p256"}"#, 400, "bad_public_key"),
+                ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKeyType":"x25519"}"#, 400, "bad_public_key"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":"yes"}"#, 400, "bad_encrypt"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","contentAvailable":true,"encrypt":true}"#, 422, "bad_encrypt"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":true,"placeholder":{"title":1}}"#, 400, "bad_placeholder"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","encrypt":true,"data":{"x":"\#(String(repeating: "y", count: 3000))"}}"#, 422, "payload_too_large"),
             ]
             for (method, path, body, status, code) in cases {
                 let key = path.contains("notifications") ? keys.send : keys.register
