@@ -146,6 +146,7 @@ let package = Package(
         .executableTarget(
             name: "HeraldCLI",
             dependencies: [
+                "HeraldKit",
                 "APNSModels",
                 "APNSEmulator",
                 "APNSClient",

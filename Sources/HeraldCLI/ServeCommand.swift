@@ -85,7 +85,7 @@ struct ServeCommand: AsyncParsableCommand {
 }
 
 /// Writes a line to standard output at once (unbuffered), so it shows in a pipe or a log file.
-private func say(_ line: String) {
+func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import HeraldTesting
+import Testing
+
+/// `herald device` as a person's phone: a real `herald serve` with its built-in emulator, the
+/// virtual device registering through HeraldKit, and the backend sending through the API.
+@Suite struct DeviceCommandTests {
+    func curl(_ method: String, _ url: String, key: String, _ body: String) async throws -> [String: Any] {
+        let result = try await ProcessRunner.run("curl", ["-s", "-X", method, url, "-H", "authorization: Bearer \(key)", "-d", body])
+        return (try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))) as? [String: Any] ?? [:]
+    }
+
+    @Test("the device shows alerts with actions, decrypts end-to-end messages, wakes for background pushes, and shows nothing when denied")
+    func phone() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-device")
+        defer { directory.remove() }
+        let herald = BackgroundProcess.heraldExecutable
+        let server = try BackgroundProcess(herald, [
+            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
+            "--emulator-production-port", "0", "--emulator-control-port", "0",
+        ])
+        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        let crash = ServeCrashTests()
+        let port = try crash.port(of: server, "Herald listening on")
+        let control = try crash.port(of: server, "control API listening")
+        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
+        let api = "http://127.0.0.1:\(port)"
+        _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
+        let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+
+        let common = ["device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key]
+        let phone = try BackgroundProcess(herald, common + [
+            "--user", "ann", "--encrypt", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "3",
+        ])
+        let denied = try BackgroundProcess(herald, common + ["--user", "bob", "--authorization", "denied", "--count", "1"])
+        for device in [phone, denied] {
+            try #require(try await device.waitFor("listening for notifications"), "\(device.printed)")
+        }
+        for body in [
+            #"{"audience":{"users":["ann"]},"title":"Hello","body":"from Herald","badge":3,"category":"MESSAGE"}"#,
+            #"{"audience":{"users":["ann"]},"encrypt":true,"title":"Secret","body":"the code is 4711","placeholder":{"title":"New message"}}"#,
+            #"{"audience":{"users":["ann"]},"pushType":"background","contentAvailable":true,"data":{"sync":"inbox"}}"#,
+            #"{"audience":{"users":["bob"]},"title":"For bob"}"#,
+        ] {
+            let sent = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, body)
+            #expect(sent["deliveries"] as? Int == 1, "\(sent)")
+            // One at a time, so the phone shows them in this order.
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        #expect(try await phone.waitFor("[background]", timeout: 20), "\(phone.printed)")
+        let shown = phone.printed
+        #expect(shown.contains("│ Hello") && shown.contains("│ from Herald") && shown.contains("badge 3"), "\(shown)")
+        #expect(shown.contains("actions: [REPLY] [ARCHIVE]") && shown.contains("tapped REPLY"))
+        #expect(shown.contains("│ Secret") && shown.contains("│ the code is 4711") && shown.contains("service extension: rewritten"))
+        #expect(!shown.contains("New message"), "decrypted, not the placeholder")
+        #expect(shown.contains("[background] the app was woken with sync"))
+        #expect(try await denied.waitFor("[not shown: notifications are turned off", timeout: 20), "\(denied.printed)")
+        #expect(!denied.printed.contains("For bob"))
+        #expect(try await phone.stop(timeout: 5) == 0, "exited by itself after --count")
+        _ = try await server.stop()
+    }
+}
