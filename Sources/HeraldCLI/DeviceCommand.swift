@@ -13,7 +13,7 @@ import FoundationNetworking
 /// as a person would see it, after the device-side rules: authorization, foreground
 /// presentation, categories and actions, silent pushes, Live Activities, and a notification
 /// service extension for `mutable-content`.
-struct DeviceCommand: AsyncParsableCommand {
+struct DeviceCommand: AsyncParsableCommand, Sendable {
     static let configuration = CommandConfiguration(
         commandName: "device",
         abstract: "A virtual device: registers with Herald and shows what arrives.",
@@ -44,47 +44,127 @@ struct DeviceCommand: AsyncParsableCommand {
     @Option(help: "Registered categories and their actions: MESSAGE=REPLY+ARCHIVE;INVITE=ACCEPT") var categories: String?
     @Option(help: "Tap this action on every notification that offers it (reported on standard output).") var tap: String?
     @Option(help: "Exit after this many notifications (default: run until interrupted).") var count: Int?
+    @Option(help: "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token).")
+    var liveActivities: String?
 
     func run() async throws {
         guard let serverURL = URL(string: self.server), let controlURL = URL(string: self.control) else {
             throw ValidationError("--server and --control are URLs")
         }
         let categories = try self.parsedCategories()
-        // 1. A token from APNs (the emulator), as the system would hand it over.
-        let created = try await Self.json("POST", controlURL.appendingPathComponent("v1/devices"), body: [
-            "bundleId": self.bundleId, "environment": self.environment == "production" ? "production" : "development",
-        ])
-        guard let token = created["token"] as? String, let data = PushToken.data(hex: token) else {
-            throw ValidationError("the emulator did not create a device: \(created)")
-        }
-        // 2. Registered with Herald through HeraldKit.
-        let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil
+        let details = DeviceDetails(
+            environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
+            tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device"
+        )
         let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key)
-        do {
-            try await client.register(.device(data), DeviceDetails(
-                environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
-                tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device",
-                encryptionKey: privateKey?.publicKey
-            ))
-        } catch {
-            throw ValidationError("Herald refused the registration: \(error)")
+        // 1. A token from APNs (the emulator), as the system would hand it over, registered with
+        // Herald through HeraldKit.
+        let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil
+        var withKey = details
+        withKey.encryptionKey = privateKey?.publicKey
+        let token = try await self.token(controlURL, kind: "device") { data in .device(data) }
+        try await Self.register(client, token.push, withKey)
+        say("device \(token.hex.prefix(8))… registered\(self.user.map { " for \($0)" } ?? "") (\(self.authorization.rawValue)\(self.foreground ? ", in the foreground" : "")\(self.encrypt ? ", end-to-end key" : ""))")
+        var streams: [(hex: String, role: Role)] = [(token.hex, .app)]
+        if let attributesType = self.liveActivities {
+            let starter = try await self.token(controlURL, kind: "push-to-start") { data in .pushToStart(data, attributesType: attributesType) }
+            try await Self.register(client, starter.push, details)
+            say("push-to-start token \(starter.hex.prefix(8))… registered for \(attributesType)")
+            streams.append((starter.hex, .pushToStart))
         }
-        say("device \(token.prefix(8))… registered\(self.user.map { " for \($0)" } ?? "") (\(self.authorization.rawValue)\(self.foreground ? ", in the foreground" : "")\(self.encrypt ? ", end-to-end key" : ""))")
-        // 3. The emulator's live stream, shown as it arrives.
+        // 2. Every stream at once: the app's, push-to-start's, and one per Live Activity started.
         let handler = NotificationServiceHandler(privateKey: privateKey, deadline: .seconds(25)) { url in
             try await URLSession.shared.data(from: url).0
         }
-        var shown = 0
-        for try await line in EventStream(url: controlURL.appendingPathComponent("v1/devices/\(token)/events"), onOpen: {
-            say("listening for notifications")
-        }).events() {
-            guard let event = (try? JSONSerialization.jsonObject(with: line)) as? [String: Any], let payloadObject = event["payload"], JSONSerialization.isValidJSONObject(payloadObject),
-                let payload = try? JSONSerialization.data(withJSONObject: payloadObject)
+        let tally = Tally()
+        let expected = streams.count
+        let (added, addedContinuation) = AsyncStream<(hex: String, role: Role)>.makeStream()
+        for stream in streams { addedContinuation.yield(stream) }
+        await withTaskGroup(of: Void.self) { group in
+            for await stream in added {
+                group.addTask {
+                    do {
+                        try await self.follow(stream, control: controlURL, client: client, details: details, handler: handler,
+                            categories: categories, tally: tally, expected: expected, more: addedContinuation)
+                    } catch {
+                        say("[stream of \(stream.hex.prefix(8))… ended: \(error)]")
+                    }
+                }
+            }
+            // --count reached: stop following the others.
+            group.cancelAll()
+        }
+    }
+
+    /// Shows what arrives on one token's stream; a start adds the new activity's stream to `more`.
+    func follow(
+        _ stream: (hex: String, role: Role), control controlURL: URL, client: HeraldClient, details: DeviceDetails, handler: NotificationServiceHandler,
+        categories: [String: [String]], tally: Tally, expected: Int, more addedContinuation: AsyncStream<(hex: String, role: Role)>.Continuation
+    ) async throws {
+        let url = controlURL.appendingPathComponent("v1/devices/\(stream.hex)/events")
+        let events = EventStream(url: url) {
+            // Ready once the first streams are open; a started activity's once its own is.
+            let opened = tally.opened.withLock { count in
+                count += 1
+                return count
+            }
+            if case .activity(let id) = stream.role {
+                say("[Live Activity \(id)] listening")
+            } else if opened == expected {
+                say("listening for notifications")
+            }
+        }
+        for try await line in events.events() {
+            guard let event = (try? JSONSerialization.jsonObject(with: line)) as? [String: Any], let object = event["payload"],
+                JSONSerialization.isValidJSONObject(object), let payload = try? JSONSerialization.data(withJSONObject: object)
             else { continue }
             let pushType = event["pushType"] as? String ?? "alert"
-            say(await self.render(payload, pushType: pushType, handler: handler, categories: categories))
-            shown += 1
-            if let count = self.count, shown >= count { return }
+            let (text, started, ended) = await self.render(payload, pushType: pushType, role: stream.role, handler: handler, categories: categories)
+            say(text)
+            if let started {
+                // The system starts the activity and hands over its update token.
+                let update = try await self.token(controlURL, kind: "liveactivity") { data in .liveActivity(data, activityID: started) }
+                try await Self.register(client, update.push, details)
+                say("[Live Activity \(started)] update token \(update.hex.prefix(8))… registered")
+                addedContinuation.yield((update.hex, .activity(started)))
+            }
+            if let count = self.count, tally.shown.withLock({ $0 += 1; return $0 }) >= count {
+                addedContinuation.finish()
+                return
+            }
+            if ended { return }
+        }
+    }
+
+    /// Streams opened and notifications shown, across the streams' tasks.
+    final class Tally: Sendable {
+        let opened = Mutex(0)
+        let shown = Mutex(0)
+    }
+
+    /// What a stream's pushes are to the device.
+    enum Role: Sendable, Equatable {
+        case app
+        case pushToStart
+        case activity(String)
+    }
+
+    /// A fresh token of `kind` from the emulator.
+    func token(_ control: URL, kind: String, _ push: (Data) -> PushToken) async throws -> (hex: String, push: PushToken) {
+        let created = try await Self.json("POST", control.appendingPathComponent("v1/devices"), body: [
+            "bundleId": self.bundleId, "environment": self.environment == "production" ? "production" : "development", "kind": kind,
+        ])
+        guard let hex = created["token"] as? String, let data = PushToken.data(hex: hex) else {
+            throw ValidationError("the emulator did not create a \(kind) device: \(created)")
+        }
+        return (hex, push(data))
+    }
+
+    static func register(_ client: HeraldClient, _ token: PushToken, _ details: DeviceDetails) async throws {
+        do {
+            try await client.register(token, details)
+        } catch {
+            throw ValidationError("Herald refused the registration: \(error)")
         }
     }
 
@@ -100,13 +180,33 @@ struct DeviceCommand: AsyncParsableCommand {
         return result
     }
 
-    /// One notification as the person holding the phone would see it (or why they would not).
-    func render(_ payload: Data, pushType: String, handler: NotificationServiceHandler, categories: [String: [String]]) async -> String {
-        guard let received = try? ReceivedNotification(jsonData: payload) else { return "[unreadable payload]" }
+    /// One notification as the person holding the phone would see it (or why they would not);
+    /// and, for Live Activities, the id of one it started, or whether it ended one.
+    func render(
+        _ payload: Data, pushType: String, role: Role, handler: NotificationServiceHandler, categories: [String: [String]]
+    ) async -> (text: String, started: String?, ended: Bool) {
+        guard let received = try? ReceivedNotification(jsonData: payload) else { return ("[unreadable payload]", nil, false) }
         if pushType == "liveactivity" {
             let state = received.contentState.flatMap { try? String(decoding: JSONEncoder().encode($0), as: UTF8.self) } ?? "{}"
-            return "[Live Activity] \(received.event ?? "update"): \(state)" + (received.alert.map { " — alert: \($0.title ?? "") \($0.body ?? "")" } ?? "")
+            let alert = received.alert.map { " — alert: \([$0.title, $0.body].compactMap { $0 }.joined(separator: " "))" } ?? ""
+            switch role {
+            case .pushToStart:
+                guard received.event == "start", received.attributesType == self.liveActivities else {
+                    return ("[Live Activity] ignored: not a start of \(self.liveActivities ?? "?")", nil, false)
+                }
+                let id = "activity-" + UUID().uuidString.prefix(8).lowercased()
+                return ("[Live Activity \(id)] started: \(state)\(alert)", id, false)
+            case .activity(let id):
+                let ended = received.event == "end"
+                return ("[Live Activity \(id)] \(ended ? "ended" : received.event ?? "update"): \(state)\(alert)", nil, ended)
+            case .app:
+                return ("[Live Activity] on an app token: ignored", nil, false)
+            }
         }
+        return (await self.renderAlert(received, payload: payload, handler: handler, categories: categories), nil, false)
+    }
+
+    func renderAlert(_ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]]) async -> String {
         if received.alert == nil, received.badge == nil, received.sound == nil {
             let custom = received.custom.keys.sorted().joined(separator: ", ")
             return received.contentAvailable ? "[background] the app was woken" + (custom.isEmpty ? "" : " with \(custom)") : "[empty notification]"

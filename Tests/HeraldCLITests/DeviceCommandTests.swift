@@ -61,4 +61,49 @@ import Testing
         #expect(try await phone.stop(timeout: 5) == 0, "exited by itself after --count")
         _ = try await server.stop()
     }
+
+    @Test("a Live Activity is started by a push-to-start push, updated and ended by pushes to its own token")
+    func liveActivity() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-device-la")
+        defer { directory.remove() }
+        let herald = BackgroundProcess.heraldExecutable
+        let server = try BackgroundProcess(herald, [
+            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
+            "--emulator-production-port", "0", "--emulator-control-port", "0",
+        ])
+        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        let crash = ServeCrashTests()
+        let api = "http://127.0.0.1:\(try crash.port(of: server, "Herald listening on"))"
+        let control = try crash.port(of: server, "control API listening")
+        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
+        _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
+        let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+        let phone = try BackgroundProcess(herald, [
+            "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
+            "--live-activities", "MatchAttributes",
+        ])
+        try #require(try await phone.waitFor("listening for notifications"), "\(phone.printed)")
+        let now = Int(Date().timeIntervalSince1970)
+        let start = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, #"""
+            {"audience":{"users":["ann"]},"kinds":["push-to-start"],"pushType":"liveactivity","aps":{"event":"start","timestamp":\#(now),
+            "content-state":{"home":0,"away":0},"attributes-type":"MatchAttributes","attributes":{"match":"Ajax-PSV"},"alert":{"title":"Kick-off"}}}
+            """#)
+        #expect(start["deliveries"] as? Int == 1, "\(start)")
+        try #require(try await phone.waitFor("] listening", timeout: 20), "\(phone.printed)")
+        let line = try #require(phone.printed.split(separator: "\n").first { $0.contains("] listening") && $0.contains("Live Activity") })
+        let id = try #require(line.split(separator: " ").dropFirst(2).first.map { String($0.dropLast()) })
+        #expect(phone.printed.contains("[Live Activity \(id)] started: ") && phone.printed.contains("Kick-off"), "\(phone.printed)")
+        for (event, home) in [("update", 1), ("end", 2)] {
+            let sent = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, #"""
+                {"audience":{"activityId":"\#(id)"},"pushType":"liveactivity","aps":{"event":"\#(event)","timestamp":\#(now + home),"content-state":{"home":\#(home),"away":0}}}
+                """#)
+            #expect(sent["deliveries"] as? Int == 1, "\(sent)")
+            let shown = event == "end" ? "ended" : "update"
+            #expect(try await phone.waitFor("[Live Activity \(id)] \(shown)", timeout: 20), "\(phone.printed)")
+        }
+        #expect(phone.printed.contains("\"home\":2"))
+        _ = try await phone.stop()
+        _ = try await server.stop()
+    }
 }
