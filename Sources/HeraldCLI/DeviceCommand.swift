@@ -44,6 +44,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "Registered categories and their actions: MESSAGE=REPLY+ARCHIVE;INVITE=ACCEPT") var categories: String?
     @Option(help: "Tap this action on every notification that offers it (reported on standard output).") var tap: String?
     @Option(help: "Exit after this many notifications (default: run until interrupted).") var count: Int?
+    @Flag(help: "Also register a PushKit VoIP token (incoming calls).") var voip = false
     @Option(help: "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token).")
     var liveActivities: String?
 
@@ -66,6 +67,12 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         try await Self.register(client, token.push, withKey)
         say("device \(token.hex.prefix(8))… registered\(self.user.map { " for \($0)" } ?? "") (\(self.authorization.rawValue)\(self.foreground ? ", in the foreground" : "")\(self.encrypt ? ", end-to-end key" : ""))")
         var streams: [(hex: String, role: Role)] = [(token.hex, .app)]
+        if self.voip {
+            let call = try await self.token(controlURL, kind: "voip") { data in .voip(data) }
+            try await Self.register(client, call.push, details)
+            say("voip token \(call.hex.prefix(8))… registered")
+            streams.append((call.hex, .voip))
+        }
         if let attributesType = self.liveActivities {
             let starter = try await self.token(controlURL, kind: "push-to-start") { data in .pushToStart(data, attributesType: attributesType) }
             try await Self.register(client, starter.push, details)
@@ -145,6 +152,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     /// What a stream's pushes are to the device.
     enum Role: Sendable, Equatable {
         case app
+        case voip
         case pushToStart
         case activity(String)
     }
@@ -186,6 +194,11 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         _ payload: Data, pushType: String, role: Role, handler: NotificationServiceHandler, categories: [String: [String]]
     ) async -> (text: String, started: String?, ended: Bool) {
         guard let received = try? ReceivedNotification(jsonData: payload) else { return ("[unreadable payload]", nil, false) }
+        if pushType == "voip" {
+            // PushKit wakes the app, which must report the call to CallKit at once.
+            let fields = received.custom.keys.sorted().map { key in "\(key)=\(received.custom[key]?.string ?? received.custom[key].map { "\($0)" } ?? "")" }
+            return ("[VoIP] incoming call, reported to CallKit: \(fields.joined(separator: " "))", nil, false)
+        }
         if pushType == "liveactivity" {
             let state = received.contentState.flatMap { try? String(decoding: JSONEncoder().encode($0), as: UTF8.self) } ?? "{}"
             let alert = received.alert.map { " — alert: \([$0.title, $0.body].compactMap { $0 }.joined(separator: " "))" } ?? ""
@@ -199,8 +212,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             case .activity(let id):
                 let ended = received.event == "end"
                 return ("[Live Activity \(id)] \(ended ? "ended" : received.event ?? "update"): \(state)\(alert)", nil, ended)
-            case .app:
-                return ("[Live Activity] on an app token: ignored", nil, false)
+            case .app, .voip:
+                return ("[Live Activity] on a token that is not a Live Activity's: ignored", nil, false)
             }
         }
         return (await self.renderAlert(received, payload: payload, handler: handler, categories: categories), nil, false)

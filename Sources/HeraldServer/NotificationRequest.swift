@@ -56,6 +56,16 @@ enum NotificationRequest {
             guard let parsed = name.stringValue.flatMap(PushType.init(rawValue:)) else { throw bad("unknown pushType", "bad_push_type") }
             pushType = parsed
         }
+        // Users, tags and everyone mean the app's ordinary (device) tokens unless the caller names
+        // other kinds or a push type: an alert for "ann" must not become a VoIP push to her
+        // PushKit token (iOS ends apps that get VoIP pushes without reporting a call). Listed
+        // tokens and an activity id name their devices already.
+        switch audience {
+        case .users, .tags, .all:
+            if kinds.isEmpty, pushType == nil { kinds = [.device] }
+        case .tokens, .activity:
+            break
+        }
         var priority: Priority?
         if let value = body["priority"] {
             guard let parsed = value.intValue.flatMap({ Priority(rawValue: Int($0)) }) else { throw bad("priority must be 10, 5 or 1", "bad_priority") }

@@ -11,7 +11,7 @@ import Testing
         return (try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))) as? [String: Any] ?? [:]
     }
 
-    @Test("the device shows alerts with actions, decrypts end-to-end messages, wakes for background pushes, and shows nothing when denied")
+    @Test("the device shows alerts with actions, decrypts end-to-end messages, wakes for background and VoIP pushes, and shows nothing when denied")
     func phone() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-device")
         defer { directory.remove() }
@@ -32,7 +32,7 @@ import Testing
 
         let common = ["device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key]
         let phone = try BackgroundProcess(herald, common + [
-            "--user", "ann", "--encrypt", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "3",
+            "--user", "ann", "--encrypt", "--voip", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "4",
         ])
         let denied = try BackgroundProcess(herald, common + ["--user", "bob", "--authorization", "denied", "--count", "1"])
         for device in [phone, denied] {
@@ -42,6 +42,7 @@ import Testing
             #"{"audience":{"users":["ann"]},"title":"Hello","body":"from Herald","badge":3,"category":"MESSAGE"}"#,
             #"{"audience":{"users":["ann"]},"encrypt":true,"title":"Secret","body":"the code is 4711","placeholder":{"title":"New message"}}"#,
             #"{"audience":{"users":["ann"]},"pushType":"background","contentAvailable":true,"data":{"sync":"inbox"}}"#,
+            #"{"audience":{"users":["ann"]},"kinds":["voip"],"pushType":"voip","data":{"caller":"Bob"}}"#,
             #"{"audience":{"users":["bob"]},"title":"For bob"}"#,
         ] {
             let sent = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, body)
@@ -49,13 +50,14 @@ import Testing
             // One at a time, so the phone shows them in this order.
             try await Task.sleep(for: .milliseconds(300))
         }
-        #expect(try await phone.waitFor("[background]", timeout: 20), "\(phone.printed)")
+        #expect(try await phone.waitFor("[VoIP]", timeout: 20), "\(phone.printed)")
         let shown = phone.printed
         #expect(shown.contains("│ Hello") && shown.contains("│ from Herald") && shown.contains("badge 3"), "\(shown)")
         #expect(shown.contains("actions: [REPLY] [ARCHIVE]") && shown.contains("tapped REPLY"))
         #expect(shown.contains("│ Secret") && shown.contains("│ the code is 4711") && shown.contains("service extension: rewritten"))
         #expect(!shown.contains("New message"), "decrypted, not the placeholder")
         #expect(shown.contains("[background] the app was woken with sync"))
+        #expect(shown.contains("[VoIP] incoming call, reported to CallKit: caller=Bob"))
         #expect(try await denied.waitFor("[not shown: notifications are turned off", timeout: 20), "\(denied.printed)")
         #expect(!denied.printed.contains("For bob"))
         #expect(try await phone.stop(timeout: 5) == 0, "exited by itself after --count")

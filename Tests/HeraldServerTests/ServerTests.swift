@@ -147,7 +147,7 @@ import CoreMetrics
             }
             let sent = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send,
-                json: #"{"audience":"all","aps":{"content-available":1,"timestamp":1,"event":"update","content-state":{}}}"#
+                json: #"{"audience":"all","kinds":[\#(kinds.map { "\"\($0.herald)\"" }.joined(separator: ","))],"aps":{"content-available":1,"timestamp":1,"event":"update","content-state":{}}}"#
             )
             #expect(sent.body["deliveries"] as? Int == kinds.count)
             let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
