@@ -6,6 +6,22 @@ import Testing
 /// `herald device` as a person's phone: a real `herald serve` with its built-in emulator, the
 /// virtual device registering through HeraldKit, and the backend sending through the API.
 @Suite struct DeviceCommandTests {
+    /// `herald serve` with its built-in emulator on free ports: the process, the API's base URL,
+    /// the emulator's control port and the admin key it printed.
+    static func serve(_ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String, Int, String) {
+        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
+            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
+            "--emulator-production-port", "0", "--emulator-control-port", "0",
+        ])
+        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        let crash = ServeCrashTests()
+        let port = try crash.port(of: server, "Herald listening on")
+        let control = try crash.port(of: server, "control API listening")
+        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
+        return (server, "http://127.0.0.1:\(port)", control, admin)
+    }
+
     func curl(_ method: String, _ url: String, key: String, _ body: String) async throws -> [String: Any] {
         let result = try await ProcessRunner.run("curl", ["-s", "-X", method, url, "-H", "authorization: Bearer \(key)", "-d", body])
         return (try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))) as? [String: Any] ?? [:]
@@ -16,17 +32,7 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "herald-device")
         defer { directory.remove() }
         let herald = BackgroundProcess.heraldExecutable
-        let server = try BackgroundProcess(herald, [
-            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-            "--emulator-production-port", "0", "--emulator-control-port", "0",
-        ])
-        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
-        let crash = ServeCrashTests()
-        let port = try crash.port(of: server, "Herald listening on")
-        let control = try crash.port(of: server, "control API listening")
-        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
-        let api = "http://127.0.0.1:\(port)"
+        let (server, api, control, admin) = try await Self.serve(directory)
         _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
         let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
 
@@ -69,16 +75,7 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "herald-device-la")
         defer { directory.remove() }
         let herald = BackgroundProcess.heraldExecutable
-        let server = try BackgroundProcess(herald, [
-            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-            "--emulator-production-port", "0", "--emulator-control-port", "0",
-        ])
-        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
-        let crash = ServeCrashTests()
-        let api = "http://127.0.0.1:\(try crash.port(of: server, "Herald listening on"))"
-        let control = try crash.port(of: server, "control API listening")
-        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
+        let (server, api, control, admin) = try await Self.serve(directory)
         _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
         let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
         let phone = try BackgroundProcess(herald, [

@@ -26,16 +26,8 @@ import Testing
     func onePush() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-readme")
         defer { directory.remove() }
-        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-            "--emulator-production-port", "0", "--emulator-control-port", "0",
-        ])
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
-        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
-        let crash = ServeCrashTests()
-        let port = try crash.port(of: server, "Herald listening on")
-        let control = try crash.port(of: server, "control API listening")
-        let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
+        let (server, api, control, admin) = try await DeviceCommandTests.serve(directory)
+        let port = try #require(api.split(separator: ":").last.flatMap { Int($0) })
 
         var script = try #require(Self.block(after: "### A push in one minute", in: try Self.readme), "the README has the walkthrough")
         let keyLine = try #require(script.split(separator: "\n").first { $0.hasPrefix("KEY=") }, "it sets KEY")

@@ -17,15 +17,7 @@ import FoundationNetworking
 @Suite struct EndToEndEncryptionTests {
     @Test("only the device can read it; APNs sees ciphertext and a placeholder; Herald forgets the plaintext")
     func roundTrip() async throws {
-        let directory = try TemporaryDirectory(prefix: "heraldkit-e2e")
-        defer { directory.remove() }
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.dataDirectory = directory.path
-        configuration.emulatorPorts = (0, 0, 0)
-        configuration.masterKey = SecretBox.generateMasterKey()
-        configuration.engine.pollInterval = .milliseconds(20)
-        try await withHeraldServer(configuration: configuration) { server in
+        try await HeraldClientTests.withServer { server, directory in
             let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
             let control = try #require(URL(string: "http://127.0.0.1:\(server.emulator?.controlPort ?? 0)"))
             let admin = try #require(server.initialAdminKey)

@@ -22,8 +22,8 @@ import FoundationNetworking
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
     }
 
-    @Test("registers every token kind, moves tokens on login and logout, unregisters; Herald's refusals come back with their code")
-    func roundTrip() async throws {
+    /// A `herald serve` on free ports with its built-in emulator, a fresh database and master key.
+    static func withServer(_ body: @escaping @Sendable (RunningServer, TemporaryDirectory) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "heraldkit")
         defer { directory.remove() }
         var configuration = ServerConfiguration()
@@ -31,7 +31,13 @@ import FoundationNetworking
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
         configuration.masterKey = SecretBox.generateMasterKey()
-        try await withHeraldServer(configuration: configuration) { server in
+        configuration.engine.pollInterval = .milliseconds(20)
+        try await withHeraldServer(configuration: configuration) { server in try await body(server, directory) }
+    }
+
+    @Test("registers every token kind, moves tokens on login and logout, unregisters; Herald's refusals come back with their code")
+    func roundTrip() async throws {
+        try await Self.withServer { server, _ in
             let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
             let admin = try #require(server.initialAdminKey)
             _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
