@@ -62,14 +62,16 @@ public struct NotificationContent: Sendable, Hashable {
 ///
 /// ```swift
 /// // In a UNNotificationServiceExtension (compiled on Apple platforms only):
-/// let job = NotificationServiceHandler.Job()
+/// var job: NotificationServiceHandler.Job?
 /// override func didReceive(_ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+///     let job = NotificationServiceHandler.Job()  // one per notification
+///     self.job = job
 ///     Task {
 ///         let content = await handler.process(NotificationContent(request.content), job: job)
 ///         contentHandler(content.unNotificationContent)
 ///     }
 /// }
-/// override func serviceExtensionTimeWillExpire() { job.expire() }
+/// override func serviceExtensionTimeWillExpire() { self.job?.expire() }
 /// ```
 public struct NotificationServiceHandler: Sendable {
     /// Fetches an attachment's bytes (URLSession in an app; anything in a test). It must stop
@@ -90,20 +92,21 @@ public struct NotificationServiceHandler: Sendable {
     }
 
     /// One notification being handled: the best attempt so far, and the system's "time is up".
+    /// Make one per notification (per `didReceive`): once expired, it stays expired.
     public final class Job: Sendable {
-        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiter: CheckedContinuation<Void, Never>?)>((nil, false, nil))
+        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>((nil, false, [:], 0))
 
         public init() {}
 
         /// The system is about to kill the extension: ``NotificationServiceHandler/process(_:job:)``
         /// returns the best attempt now.
         public func expire() {
-            let waiter = self.state.withLock { state in
+            let waiters = self.state.withLock { state in
                 state.expired = true
-                defer { state.waiter = nil }
-                return state.waiter
+                defer { state.waiters = [:] }
+                return Array(state.waiters.values)
             }
-            waiter?.resume()
+            for waiter in waiters { waiter.resume() }
         }
 
         var best: NotificationContent? { self.state.withLock { $0.best } }
@@ -114,20 +117,21 @@ public struct NotificationServiceHandler: Sendable {
 
         /// Returns when expired, or when the waiting task is cancelled.
         func expiry() async {
+            let id = self.state.withLock { state in
+                defer { state.next += 1 }
+                return state.next
+            }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
                     let now = self.state.withLock { state -> Bool in
                         if state.expired || Task.isCancelled { return true }
-                        state.waiter = continuation
+                        state.waiters[id] = continuation
                         return false
                     }
                     if now { continuation.resume() }
                 }
             } onCancel: {
-                let waiter = self.state.withLock { state in
-                    defer { state.waiter = nil }
-                    return state.waiter
-                }
+                let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
                 waiter?.resume()
             }
         }

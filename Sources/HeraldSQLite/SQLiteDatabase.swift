@@ -56,6 +56,8 @@ public final class SQLiteDatabase: Sendable {
         // same index pages again and again, and each checkpoint copies them and waits for fsync.
         try writer.execute("PRAGMA cache_size = -16384")
         try writer.execute("PRAGMA wal_autocheckpoint = 10000")
+        // Emptied plaintext (end-to-end notifications) is overwritten in its page, not left in free space.
+        try writer.execute("PRAGMA secure_delete = FAST")
         var slots: [Slot] = []
         for _ in 0..<max(1, readers) {
             let reader = try Connection(path: path)
@@ -262,7 +264,13 @@ private final class StatementCache: @unchecked Sendable {
         guard status == SQLITE_OK, let statement else {
             throw SQLiteError(code: status, message: String(cString: sqlite3_errmsg(handle)) + " in: \(sql.prefix(200))")
         }
-        if self.statements.count > 256 { self.finalizeAll() }
+        if self.statements.count > 256 {
+            // Only idle ones: a statement still stepping (an outer `each`) must stay alive.
+            for (text, cached) in self.statements where sqlite3_stmt_busy(cached) == 0 {
+                sqlite3_finalize(cached)
+                self.statements[text] = nil
+            }
+        }
         self.statements[sql] = statement
         return statement
     }

@@ -45,7 +45,7 @@ extension SQLiteStore {
                         AND t.tag IN (SELECT value FROM json_each(\(parameter)))) = \(next(.integer(Int64(Set(tags).count))))
                     """
             } else {
-                sql += " AND d.id IN (SELECT device_id FROM device_tags WHERE tag IN (SELECT value FROM json_each(\(parameter))))"
+                sql += " AND EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag IN (SELECT value FROM json_each(\(parameter))))"
             }
         }
         let kinds = targeting.eligibleKinds
@@ -113,7 +113,9 @@ extension SQLiteStore {
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
                     spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
-                    .blob(spec.payload), .integer(now), .integer(spec.scheduledAt ?? now), spec.idempotencyKey.map(SQLValue.text) ?? .null,
+                    // An encrypted notification with nobody to send to keeps no plaintext at all.
+                    .blob(spec.placeholder != nil && size == 0 ? [] : spec.payload), .integer(now), .integer(spec.scheduledAt ?? now),
+                    spec.idempotencyKey.map(SQLValue.text) ?? .null,
                     .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), size > 0 ? .integer(0) : .null,
                     .integer(until), targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
@@ -259,69 +261,104 @@ extension SQLiteStore {
             result.reserveCapacity(limit)
             var shared: [String: Shared] = [:]
             // 1. Deliveries that exist and are due. A lease moves the next attempt to the lease's
-            // end: if the process dies, the delivery is simply due again then.
-            try db.each(
-                """
-                UPDATE deliveries SET next_attempt_at = ?1, attempts = attempts + 1, updated_at = ?2
-                WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)
-                RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
-                """,
-                [.integer(leaseEnd), .integer(now), .integer(Int64(limit))]
-            ) { row in
-                let notificationID = row.string(1) ?? ""
-                if shared[notificationID] == nil {
-                    try db.each("SELECT \(Self.sharedColumns) FROM notifications WHERE id = ?", [.text(notificationID)]) {
-                        shared[notificationID] = Self.shared($0, from: 0)
-                    }
+            // end: if the process dies, the delivery is simply due again then. Half the batch at
+            // most here, so a backlog of retries cannot starve new notifications; the rest after.
+            for round in 0..<2 {
+                let room = round == 0 ? max(1, limit / 2) : limit - result.count
+                guard room > 0 else { break }
+                if round == 1 {
+                    // 2. The next chunks of due notifications' audiences (below), between the rounds.
+                    try Self.expand(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
+                    guard limit > result.count else { break }
                 }
-                guard let common = shared[notificationID] else { return }
-                result.append(Self.claimed(row, common, notificationID: notificationID))
-            }
-            // 2. The next chunks of due notifications' audiences, created already leased, so a
-            // broadcast's deliveries are written once before sending and once after.
-            var expanded = 0
-            while result.count < limit, expanded < limit {
-                var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
-                var pushType: PushType?
-                var localTime: LocalTime?
                 try db.each(
                     """
-                    SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)
-                    FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= ? ORDER BY scheduled_at, id LIMIT 1
+                    UPDATE deliveries SET next_attempt_at = ?1, attempts = attempts + 1, updated_at = ?2
+                    WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)
+                    RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
                     """,
-                    [.integer(now)]
+                    [.integer(leaseEnd), .integer(now), .integer(Int64(round == 0 ? room : limit - result.count))]
                 ) { row in
-                    next = (
-                        row.string(0) ?? "", row.string(1) ?? "", row.string(2), row.string(3),
-                        row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, Self.shared(row, from: 9)
-                    )
-                    pushType = row.string(7).flatMap(PushType.init(rawValue:))
-                    localTime = row.string(8).flatMap(LocalTime.init)
+                    let notificationID = row.string(1) ?? ""
+                    if shared[notificationID] == nil {
+                        try db.each("SELECT \(Self.sharedColumns) FROM notifications WHERE id = ?", [.text(notificationID)]) {
+                            shared[notificationID] = Self.shared($0, from: 0)
+                        }
+                    }
+                    guard let common = shared[notificationID] else { return }
+                    result.append(Self.claimed(row, common, notificationID: notificationID))
                 }
-                guard let notification = next else { break }
-                // A resolved list is walked through its ids (devices unregistered or made inactive
-                // since are skipped); "all" and tags by id range with their filter.
-                // For the ids, `+` keeps SQLite on rowid lookups of the list (in id order, so the
-                // ORDER BY costs nothing) instead of a walk over the app's id range.
-                let filter: (sql: String, bindings: [SQLValue], id: String)
-                var app = "d.app_id"
-                if let ids = notification.deviceIDs {
-                    filter = (" AND d.id IN (SELECT value FROM json_each(?10))", [.text(ids)], "+d.id")
-                    app = "+d.app_id"
-                } else if let targeting = notification.targeting.flatMap(Targeting.init(jsonString:)) {
-                    filter = Self.audienceFilter(targeting, first: 10)
-                } else {
-                    // Not something Herald wrote: stop expanding it rather than loop on it.
-                    try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
-                    continue
+            }
+            // Encrypted notifications: each device's public key, read as it is now.
+            let sealed = result.indices.filter { result[$0].placeholder != nil }
+            if !sealed.isEmpty {
+                var keys: [Int64: (String, [UInt8])] = [:]
+                let ids = JSONValue.array(sealed.map { .int(result[$0].deviceID) }).jsonString
+                try db.each(
+                    "SELECT id, public_key_type, public_key FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND public_key IS NOT NULL",
+                    [.text(ids)]
+                ) { row in
+                    if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = (type, key) }
                 }
-                let chunk = limit - result.count
-                // A local-time notification's deliveries are created pending at each device's own
-                // time; the others leased, to be sent now.
-                let deferred = localTime != nil
-                let (pushTypeSQL, topicSQL) = Self.pushTypeAndTopic(fixed: pushType, bundle: "?1")
-                var last = notification.after
-                var count = 0
+                for index in sealed { result[index].publicKey = keys[result[index].deviceID] }
+            }
+            return result
+        }
+    }
+
+    /// The next chunks of due notifications' audiences, created already leased (so a broadcast's
+    /// deliveries are written once before sending and once after), until `limit` are claimed.
+    /// Each chunk is its own savepoint: a notification that cannot be expanded is stopped
+    /// (cancelled) instead of failing every claim after it.
+    private static func expand(
+        _ db: borrowing SQLiteDatabase.Connection, into result: inout [ClaimedDelivery], limit: Int, now: Int64, leaseEnd: Int64
+    ) throws {
+        var expanded = 0
+        while result.count < limit, expanded < limit {
+            var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
+            var pushType: PushType?
+            var localTime: LocalTime?
+            try db.each(
+                """
+                SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)
+                FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= ? ORDER BY scheduled_at, id LIMIT 1
+                """,
+                [.integer(now)]
+            ) { row in
+                next = (
+                    row.string(0) ?? "", row.string(1) ?? "", row.string(2), row.string(3),
+                    row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, Self.shared(row, from: 9)
+                )
+                pushType = row.string(7).flatMap(PushType.init(rawValue:))
+                localTime = row.string(8).flatMap(LocalTime.init)
+            }
+            guard let notification = next else { break }
+            // A resolved list is walked through its ids (devices unregistered or made inactive
+            // since are skipped); "all" and tags by id range with their filter.
+            // For the ids, `+` keeps SQLite on rowid lookups of the list (in id order, so the
+            // ORDER BY costs nothing) instead of a walk over the app's id range.
+            let filter: (sql: String, bindings: [SQLValue], id: String)
+            var app = "d.app_id"
+            if let ids = notification.deviceIDs {
+                filter = (" AND d.id IN (SELECT value FROM json_each(?10))", [.text(ids)], "+d.id")
+                app = "+d.app_id"
+            } else if let targeting = notification.targeting.flatMap(Targeting.init(jsonString:)) {
+                filter = Self.audienceFilter(targeting, first: 10)
+            } else {
+                // Not something Herald wrote: stop expanding it rather than loop on it.
+                try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
+                continue
+            }
+            let chunk = limit - result.count
+            // A local-time notification's deliveries are created pending at each device's own
+            // time; the others leased, to be sent now.
+            let deferred = localTime != nil
+            let (pushTypeSQL, topicSQL) = Self.pushTypeAndTopic(fixed: pushType, bundle: "?1")
+            var last = notification.after
+            var count = 0
+            let claimedBefore = result.count
+            try db.execute("SAVEPOINT expand")
+            do {
                 try db.each(
                     """
                     INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
@@ -342,51 +379,58 @@ extension SQLiteStore {
                 }
                 expanded += count
                 if let localTime, count > 0 {
-                    try Self.scheduleLocalTime(db, localTime, notificationID: notification.id, scheduledAt: notification.scheduledAt, after: notification.after, through: last)
+                    try Self.scheduleLocalTime(
+                        db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
+                        after: notification.after, through: last
+                    )
                 }
                 // Fewer than asked for: the audience is exhausted.
                 try db.query(
                     "UPDATE notifications SET expand_after = ? WHERE id = ?",
                     [count < chunk ? .null : .integer(last), .text(notification.id)]
                 )
-            }
-            // Encrypted notifications: each device's public key, read as it is now.
-            let sealed = result.indices.filter { result[$0].placeholder != nil }
-            if !sealed.isEmpty {
-                var keys: [Int64: (String, [UInt8])] = [:]
-                let ids = JSONValue.array(sealed.map { .int(result[$0].deviceID) }).jsonString
-                try db.each(
-                    "SELECT id, public_key_type, public_key FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND public_key IS NOT NULL",
-                    [.text(ids)]
-                ) { row in
-                    if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = (type, key) }
+                if count < chunk, notification.shared.placeholder != nil {
+                    // Expanded and nothing left in flight: an encrypted notification's plaintext goes.
+                    try db.query(
+                        """
+                        UPDATE notifications SET payload = X'' WHERE id = ?1
+                            AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = ?1 AND x.state = 'pending')
+                        """,
+                        [.text(notification.id)]
+                    )
                 }
-                for index in sealed { result[index].publicKey = keys[result[index].deviceID] }
+                try db.execute("RELEASE expand")
+            } catch {
+                // This notification cannot be expanded (a failing statement): undo its chunk,
+                // stop it as cancelled, and go on with the others.
+                try db.execute("ROLLBACK TO expand")
+                try db.execute("RELEASE expand")
+                result.removeSubrange(claimedBefore...)
+                try db.query(
+                    "UPDATE notifications SET expand_after = NULL, cancelled_at = ? WHERE id = ?", [.integer(now), .text(notification.id)]
+                )
             }
-            return result
         }
     }
 
     /// Moves each delivery of the chunk (device ids in `after…through`) to its device's local time.
     private static func scheduleLocalTime(
-        _ db: borrowing SQLiteDatabase.Connection, _ localTime: LocalTime, notificationID: String, scheduledAt: Int64, after: Int64, through: Int64
+        _ db: borrowing SQLiteDatabase.Connection, _ localTime: LocalTime, notificationID: String, appID: String, scheduledAt: Int64, after: Int64,
+        through: Int64
     ) throws {
         var zones: [String?] = []
         try db.each(
-            """
-            SELECT DISTINCT d.time_zone FROM deliveries x JOIN devices d ON d.id = x.device_id
-            WHERE x.notification_id = ?1 AND x.device_id > ?2 AND x.device_id <= ?3
-            """,
-            [.text(notificationID), .integer(after), .integer(through)]
+            "SELECT DISTINCT time_zone FROM devices WHERE app_id = ?1 AND id > ?2 AND id <= ?3",
+            [.text(appID), .integer(after), .integer(through)]
         ) { zones.append($0.string(0)) }
         for zone in zones {
             let due = max(scheduledAt, localTime.instant(timeZone: zone))
             try db.query(
                 """
                 UPDATE deliveries SET next_attempt_at = ?1, updated_at = ?1 WHERE notification_id = ?2 AND device_id > ?3 AND device_id <= ?4
-                    AND device_id IN (SELECT id FROM devices WHERE time_zone IS ?5)
+                    AND device_id IN (SELECT id FROM devices WHERE app_id = ?6 AND id > ?3 AND id <= ?4 AND time_zone IS ?5)
                 """,
-                [.integer(due), .text(notificationID), .integer(after), .integer(through), zone.map(SQLValue.text) ?? .null]
+                [.integer(due), .text(notificationID), .integer(after), .integer(through), zone.map(SQLValue.text) ?? .null, .text(appID)]
             )
         }
     }

@@ -29,7 +29,7 @@ public final class SQLiteStore: HeraldStore {
             id TEXT PRIMARY KEY, hash BLOB NOT NULL, scope TEXT NOT NULL,
             app_id TEXT REFERENCES apps(id) ON DELETE CASCADE, name TEXT, created_at INTEGER NOT NULL);
         CREATE TABLE devices (
-            id INTEGER PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
+            id INTEGER PRIMARY KEY AUTOINCREMENT, app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE,
             token TEXT NOT NULL, kind TEXT NOT NULL, environment TEXT NOT NULL, user_id TEXT, locale TEXT,
             time_zone TEXT, app_version TEXT, platform TEXT, activity_id TEXT, attributes_type TEXT,
             active INTEGER NOT NULL DEFAULT 1, created_at INTEGER NOT NULL, last_registered_at INTEGER NOT NULL,

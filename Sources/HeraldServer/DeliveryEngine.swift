@@ -119,7 +119,7 @@ public final class DeliveryEngine: Service, Sendable {
         let now = self.clock.nowMilliseconds
         let batch = try await self.store.claimDeliveries(
             limit: self.configuration.batchSize, now: now,
-            leaseMilliseconds: Int64(self.configuration.lease.components.seconds) * 1000
+            leaseMilliseconds: self.milliseconds(self.configuration.lease)
         )
         guard !batch.isEmpty else { return false }
         // Usually one app and environment per batch: a short list beats hashing every delivery.

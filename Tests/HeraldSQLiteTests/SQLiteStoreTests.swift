@@ -110,6 +110,19 @@ import Testing
         }
     }
 
+    @Test("a removed device's id is never given to another, so a scheduled notification cannot reach someone else")
+    func noIDReuse() async throws {
+        try await self.withStore { store async throws in
+            let ann = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann"), now: 1)
+            let spec = NotificationSpec(audience: .users(["ann"]), payload: Array("{}".utf8), scheduledAt: 1000)
+            #expect(try await store.createNotification(appID: "demo", id: "later", bundleID: "com.example.app", spec, now: 2).deliveries == 1)
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
+            let bob = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), userID: "bob"), now: 3)
+            #expect(bob.id != ann.id)
+            #expect(try await store.claimDeliveries(limit: 10, now: 1000, leaseMilliseconds: 1000).isEmpty, "ann's device is gone; bob was never in it")
+        }
+    }
+
     @Test("an idempotency key returns the first notification")
     func idempotency() async throws {
         try await self.withStore { store async throws in
