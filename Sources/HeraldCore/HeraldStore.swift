@@ -76,7 +76,7 @@ public protocol HeraldStore: Sendable {
     func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
     /// The app's notifications, newest first, created before `before` (ms) when given.
     func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary]
-    /// A device's deliveries, newest first.
+    /// A device's deliveries, newest first, among the app's 1000 most recent notifications.
     func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord]
     /// Cancels a notification's pending deliveries; false when nothing was pending.
     func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool

@@ -186,15 +186,21 @@ extension SQLiteStore {
         }
     }
 
+    /// How many of an app's newest notifications a device's delivery history looks through.
+    static let historyDepth = 1000
+
     public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
         try await self.database.read { db in
             var result: [DeliveryRecord] = []
+            // Through the app's most recent notifications: one (notification, device) lookup each.
             try db.each(
                 """
-                SELECT \(Self.deliveryColumns) FROM devices d JOIN deliveries x ON x.device_id = d.id
-                WHERE d.app_id = ? AND d.token = ? ORDER BY x.id DESC LIMIT ?
+                SELECT \(Self.deliveryColumns) FROM devices d
+                JOIN (SELECT id FROM notifications WHERE app_id = ?1 ORDER BY created_at DESC LIMIT ?3) n
+                JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
+                WHERE d.app_id = ?1 AND d.token = ?2 ORDER BY x.id DESC LIMIT ?4
                 """,
-                [.text(appID), .text(token), .integer(Int64(limit))]
+                [.text(appID), .text(token), .integer(Int64(Self.historyDepth)), .integer(Int64(limit))]
             ) { result.append(Self.delivery($0)) }
             return result
         }

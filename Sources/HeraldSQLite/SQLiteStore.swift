@@ -60,8 +60,10 @@ public final class SQLiteStore: HeraldStore {
         // 2: audiences expanded chunk by chunk after acceptance (the notification keeps its
         // targeting, the device ids of a list audience resolved at acceptance, and a cursor
         // over device ids); a lease is a delivery's next attempt moved past
-        // the lease's end, so the due index holds only what is due; recent notifications, a
-        // device's deliveries, revoked keys.
+        // the lease's end, so the due index holds only what is due; recent notifications; a
+        // device's deliveries found through its notifications (notification, device) rather
+        // than an index of their own, which every delivery would write at a random place;
+        // revoked keys.
         """
         ALTER TABLE notifications ADD COLUMN bundle_id TEXT NOT NULL DEFAULT '';
         ALTER TABLE notifications ADD COLUMN targeting TEXT;
@@ -77,7 +79,8 @@ public final class SQLiteStore: HeraldStore {
         CREATE INDEX notifications_recent ON notifications (app_id, created_at);
         CREATE INDEX devices_app ON devices (app_id);
         CREATE INDEX devices_activity ON devices (app_id, activity_id) WHERE activity_id IS NOT NULL;
-        CREATE INDEX deliveries_device ON deliveries (device_id);
+        DROP INDEX deliveries_notification;
+        CREATE INDEX deliveries_notification ON deliveries (notification_id, device_id);
         UPDATE deliveries SET next_attempt_at = lease_until WHERE state = 'pending' AND lease_until > next_attempt_at;
         ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER;
         ALTER TABLE devices ADD COLUMN public_key BLOB;
