@@ -90,6 +90,10 @@ public protocol HeraldStore: Sendable {
     /// Empties the payload (the plaintext) of these end-to-end encrypted notifications once
     /// nothing of theirs is left to send.
     func forgetPlaintext(notificationIDs: [String]) async throws
+    /// Retention: deletes up to `limit` finished (sent or failed) deliveries last changed before
+    /// `before` (ms), then the notifications created before it that have none left and nothing to
+    /// expand; returns the deliveries deleted.
+    func prune(before: Int64, limit: Int) async throws -> Int
     /// Deliveries per state, for metrics.
     func deliveryCounts() async throws -> [DeliveryState: Int]
 }

@@ -533,6 +533,27 @@ extension SQLiteStore {
         }
     }
 
+    public func prune(before: Int64, limit: Int) async throws -> Int {
+        try await self.database.write { db in
+            try db.query(
+                """
+                DELETE FROM deliveries WHERE id IN (
+                    SELECT id FROM deliveries WHERE state != 'pending' AND updated_at < ?1 ORDER BY id LIMIT ?2)
+                """,
+                [.integer(before), .integer(Int64(limit))]
+            )
+            let deleted = db.changes
+            try db.query(
+                """
+                DELETE FROM notifications WHERE created_at < ?1 AND expand_after IS NULL
+                    AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id)
+                """,
+                [.integer(before)]
+            )
+            return deleted
+        }
+    }
+
     public func deliveryCounts() async throws -> [DeliveryState: Int] {
         try await self.database.read { db in
             var counts: [DeliveryState: Int] = [:]

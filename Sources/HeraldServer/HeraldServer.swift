@@ -29,6 +29,8 @@ public struct ServerConfiguration: Sendable {
     /// The built-in emulator's ports (0 = free ports).
     public var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
     public var engine = DeliveryEngine.Configuration()
+    /// How long finished delivery records are kept; nil keeps them forever.
+    public var retention: Duration? = .seconds(30 * 86_400)
     /// Send every app's pushes to this host instead of Apple's (a proxy, or an external
     /// emulator in tests), trusting the CA in `caFile`.
     public var apnsOverride: (host: String, port: Int, caFile: String?)?
@@ -82,9 +84,11 @@ public func withHeraldServer<Result: Sendable>(
             },
             logger: logger
         )
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: application), .init(service: engine)], logger: logger)
-        )
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: application), .init(service: engine)]
+        if let keep = configuration.retention {
+            services.append(.init(service: Retention(store: store, keep: keep, interval: .seconds(3600), clock: clock, logger: logger)))
+        }
+        let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             let port = await withCheckedContinuation { continuation in
                 bound.withLock { $0 = continuation }

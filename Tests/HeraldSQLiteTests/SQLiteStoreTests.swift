@@ -123,6 +123,32 @@ import Testing
         }
     }
 
+    @Test("retention deletes finished deliveries older than the cutoff, in batches, and then their empty notifications; never pending ones")
+    func retention() async throws {
+        try await self.withStore { store async throws in
+            for n in 1...5 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8))
+            _ = try await store.createNotification(appID: "demo", id: "old", bundleID: "com.example.app", spec, now: 10)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            // Four sent long ago, one still pending (a retry).
+            try await store.record(
+                claimed.dropFirst().map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+                    + [DeliveryResult(deliveryID: claimed[0].id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)],
+                now: 20
+            )
+            _ = try await store.createNotification(appID: "demo", id: "new", bundleID: "com.example.app", spec, now: 5000)
+            #expect(try await store.prune(before: 1000, limit: 3) == 3, "a batch")
+            #expect(try await store.prune(before: 1000, limit: 3) == 1)
+            #expect(try await store.prune(before: 1000, limit: 3) == 0)
+            let old = try #require(try await store.notification(appID: "demo", id: "old", deliveryLimit: 10))
+            #expect(old.deliveries.count == 1 && old.counts[.pending] == 1, "the pending retry and its notification stay")
+            #expect(try await store.notification(appID: "demo", id: "new", deliveryLimit: 10) != nil, "newer than the cutoff")
+            _ = try await store.cancelNotification(appID: "demo", id: "old", now: 30)
+            #expect(try await store.prune(before: 1000, limit: 3) == 1)
+            #expect(try await store.notification(appID: "demo", id: "old", deliveryLimit: 10) == nil, "empty and old: gone")
+        }
+    }
+
     @Test("an idempotency key returns the first notification")
     func idempotency() async throws {
         try await self.withStore { store async throws in
