@@ -166,16 +166,8 @@ public struct ClaimedDelivery: Sendable, Hashable {
     public var attempts: Int
     /// Set for an end-to-end encrypted notification: what APNs carries around the envelope.
     public var placeholder: [UInt8]?
-    /// The device's public key and type, for an encrypted notification.
-    public var publicKey: (type: String, key: [UInt8])? {
-        get { self.publicKeyType.map { ($0, self.publicKeyBytes) } }
-        set {
-            self.publicKeyType = newValue?.type
-            self.publicKeyBytes = newValue?.key ?? []
-        }
-    }
-    public var publicKeyType: String?
-    public var publicKeyBytes: [UInt8] = []
+    /// The device's public key, for an encrypted notification.
+    public var publicKey: DevicePublicKey?
 
     public init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String,
@@ -195,6 +187,17 @@ public struct ClaimedDelivery: Sendable, Hashable {
         self.collapseID = collapseID
         self.payload = payload
         self.attempts = attempts
+    }
+}
+
+/// A device's end-to-end public key: `x25519` (raw) or `p256` (X9.63).
+public struct DevicePublicKey: Sendable, Hashable {
+    public var type: String
+    public var key: [UInt8]
+
+    public init(type: String, key: [UInt8]) {
+        self.type = type
+        self.key = key
     }
 }
 
@@ -267,9 +270,8 @@ public struct NotificationSummary: Sendable, Hashable {
     /// Deliveries not created yet (the rest of the audience is still to be expanded).
     public var expanding: Bool
     public var cancelledAt: Int64?
-    public var targeting: Targeting?
 
-    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?, targeting: Targeting?) {
+    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?) {
         self.id = id
         self.appID = appID
         self.createdAt = createdAt
@@ -277,7 +279,6 @@ public struct NotificationSummary: Sendable, Hashable {
         self.audienceSize = audienceSize
         self.expanding = expanding
         self.cancelledAt = cancelledAt
-        self.targeting = targeting
     }
 }
 

@@ -125,13 +125,12 @@ extension SQLiteStore {
         }
     }
 
-    private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at, targeting"
+    private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
 
     private static func summary(_ row: SQLiteDatabase.Connection.Row) -> NotificationSummary {
         NotificationSummary(
             id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
-            audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6),
-            targeting: row.string(7).flatMap(Targeting.init(jsonString:))
+            audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6)
         )
     }
 
@@ -298,13 +297,13 @@ extension SQLiteStore {
             // Encrypted notifications: each device's public key, read as it is now.
             let sealed = result.indices.filter { result[$0].placeholder != nil }
             if !sealed.isEmpty {
-                var keys: [Int64: (String, [UInt8])] = [:]
+                var keys: [Int64: DevicePublicKey] = [:]
                 let ids = JSONValue.array(sealed.map { .int(result[$0].deviceID) }).jsonString
                 try db.each(
                     "SELECT id, public_key_type, public_key FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND public_key IS NOT NULL",
                     [.text(ids)]
                 ) { row in
-                    if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = (type, key) }
+                    if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = DevicePublicKey(type: type, key: key) }
                 }
                 for index in sealed { result[index].publicKey = keys[result[index].deviceID] }
             }

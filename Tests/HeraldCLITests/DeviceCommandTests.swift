@@ -22,6 +22,12 @@ import Testing
         return (server, "http://127.0.0.1:\(port)", control, admin)
     }
 
+    /// Creates app `demo` and returns a register key for it, as the app would ship.
+    func demoApp(_ api: String, admin: String) async throws -> String {
+        _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
+        return try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+    }
+
     func curl(_ method: String, _ url: String, key: String, _ body: String) async throws -> [String: Any] {
         let result = try await ProcessRunner.run("curl", ["-s", "-X", method, url, "-H", "authorization: Bearer \(key)", "-d", body])
         return (try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))) as? [String: Any] ?? [:]
@@ -33,8 +39,7 @@ import Testing
         defer { directory.remove() }
         let herald = BackgroundProcess.heraldExecutable
         let (server, api, control, admin) = try await Self.serve(directory)
-        _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
-        let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+        let key = try await self.demoApp(api, admin: admin)
 
         let common = ["device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key]
         let phone = try BackgroundProcess(herald, common + [
@@ -76,8 +81,7 @@ import Testing
         defer { directory.remove() }
         let herald = BackgroundProcess.heraldExecutable
         let (server, api, control, admin) = try await Self.serve(directory)
-        _ = try await self.curl("POST", api + "/v1/apps", key: admin, #"{"id":"demo","bundleId":"com.example.app"}"#)
-        let key = try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+        let key = try await self.demoApp(api, admin: admin)
         let phone = try BackgroundProcess(herald, [
             "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
             "--live-activities", "MatchAttributes",
