@@ -91,7 +91,7 @@ import Testing
     func deadline() async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
-            try await fixture.withClient(configure: { $0.requestTimeout = .milliseconds(400) }) { client async throws in
+            try await fixture.withClient(configure: { $0.requestTimeout = .seconds(2) }) { client async throws in
                 try await client.send(try alert(token))
                 try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":30000}"#)
                 let start = ContinuousClock.now
