@@ -36,6 +36,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -103,6 +104,16 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HeraldPostgres",
+            dependencies: [
+                "HeraldCore", "APNSModels",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "APNSClient",
             dependencies: [
                 "APNSModels",
@@ -122,7 +133,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldKit",
+                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres", "HeraldKit",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -188,8 +199,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HeraldSQLiteTests",
-            dependencies: ["HeraldSQLite", "HeraldCore", "APNSModels", "HeraldTesting"],
+            // The store contract, written once, run against every driver.
+            name: "HeraldStoreTests",
+            dependencies: ["HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -96,4 +96,6 @@ public protocol HeraldStore: Sendable {
     func prune(before: Int64, limit: Int) async throws -> Int
     /// Deliveries per state, for metrics.
     func deliveryCounts() async throws -> [DeliveryState: Int]
+    /// One round trip to the database; throws when it cannot be reached (`/health`).
+    func check() async throws
 }

@@ -89,6 +89,10 @@ public final class SQLiteStore: HeraldStore {
         """,
     ]
 
+    public func check() async throws {
+        try await self.database.read { db in _ = try db.query("SELECT 1") }
+    }
+
     // MARK: apps and credentials
 
     public func createApp(_ app: App) async throws {

@@ -24,7 +24,7 @@ final class ChildProcess: Sendable {
 
     private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
     /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), which Swift's Glibc module does not export.
-    private nonisolated(unsafe) static let closeFrom: CloseFrom? = {
+    private static let closeFrom: CloseFrom? = {
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
         return unsafeBitCast(symbol, to: CloseFrom.self)
     }()

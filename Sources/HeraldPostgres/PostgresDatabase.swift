@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import HeraldCore
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Where a PostgreSQL database is, from a `postgres://user:password@host:port/database` URL.
+/// `?sslmode=disable|prefer|require` (default `prefer`); `?host=/path` for a Unix socket folder.
+public struct PostgresLocation: Sendable, Hashable {
+    public var host: String
+    public var port: Int
+    public var socketPath: String?
+    public var username: String
+    public var password: String?
+    public var database: String
+    public var sslMode: String
+
+    public init(url text: String) throws {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? "") else {
+            throw HeraldError.invalid("a PostgreSQL database is given as postgres://user:password@host:port/database", code: "bad_database_url")
+        }
+        let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        self.host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        self.port = components.port ?? 5432
+        self.socketPath = query["host"].flatMap { $0.hasPrefix("/") ? "\($0)/.s.PGSQL.\(components.port ?? 5432)" : nil }
+        self.username = components.user.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
+        self.password = components.password.flatMap { $0.removingPercentEncoding }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.database = path.isEmpty ? self.username : path
+        self.sslMode = query["sslmode"] ?? "prefer"
+        guard ["disable", "prefer", "require"].contains(self.sslMode) else {
+            throw HeraldError.invalid("sslmode must be disable, prefer or require", code: "bad_database_url")
+        }
+    }
+
+    /// The same server, another database (tests create one each).
+    public func with(database: String) -> PostgresLocation {
+        var copy = self
+        copy.database = database
+        return copy
+    }
+
+    var clientConfiguration: PostgresClient.Configuration {
+        var configuration: PostgresClient.Configuration
+        if let socketPath {
+            configuration = .init(unixSocketPath: socketPath, username: self.username, password: self.password, database: self.database)
+        } else {
+            let tls: PostgresClient.Configuration.TLS =
+                switch self.sslMode {
+                case "disable": .disable
+                case "require": .require(.makeClientConfiguration())
+                default: .prefer(.makeClientConfiguration())
+                }
+            configuration = .init(host: self.host, port: self.port, username: self.username, password: self.password, database: self.database, tls: tls)
+        }
+        configuration.options.maximumConnections = 12
+        configuration.options.connectTimeout = .seconds(5)
+        return configuration
+    }
+}
+
+/// One row, read by column number; a value that is NULL or of another type reads as nil.
+struct Row {
+    let cells: PostgresRandomAccessRow
+
+    init(_ row: PostgresRow) { self.cells = row.makeRandomAccess() }
+
+    func int(_ index: Int) -> Int64? { (try? self.cells[index].decode(Int64?.self)) ?? nil }
+    func string(_ index: Int) -> String? { (try? self.cells[index].decode(String?.self)) ?? nil }
+    func bool(_ index: Int) -> Bool? { (try? self.cells[index].decode(Bool?.self)) ?? nil }
+    func bytes(_ index: Int) -> [UInt8]? { ((try? self.cells[index].decode(ByteBuffer?.self)) ?? nil).map { Array($0.readableBytesView) } }
+    func isNull(_ index: Int) -> Bool { self.cells[index].bytes == nil }
+}
+
+/// A value bound to a statement.
+enum Value {
+    case int(Int64?)
+    case text(String?)
+    case bytes([UInt8]?)
+    case bool(Bool)
+    case texts([String])
+    case ints([Int64])
+}
+
+/// SQL put together piece by piece, each value bound as `$n` (never spliced into the text).
+struct Query {
+    var sql: String
+    var binds = PostgresBindings()
+
+    init(_ sql: String = "", _ values: [Value] = []) {
+        self.sql = sql
+        for value in values { _ = self.bind(value) }
+    }
+
+    /// Binds a value and returns its placeholder.
+    mutating func bind(_ value: Value) -> String {
+        switch value {
+        case .int(let value): self.binds.append(value)
+        case .text(let value): self.binds.append(value)
+        case .bytes(let value): self.binds.append(value.map { ByteBuffer(bytes: $0) })
+        case .bool(let value): self.binds.append(value)
+        case .texts(let value): self.binds.append(value)
+        case .ints(let value): self.binds.append(value)
+        }
+        return "$\(self.binds.count)"
+    }
+
+    var postgres: PostgresQuery { PostgresQuery(unsafeSQL: self.sql, binds: self.binds) }
+}
+
+/// A connection lent for one unit of work.
+struct Connection {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    @discardableResult
+    func query(_ query: Query) async throws -> [Row] {
+        var rows: [Row] = []
+        for try await row in try await self.connection.query(query.postgres, logger: self.logger) { rows.append(Row(row)) }
+        return rows
+    }
+
+    @discardableResult
+    func query(_ sql: String, _ values: [Value] = []) async throws -> [Row] {
+        try await self.query(Query(sql, values))
+    }
+
+    func execute(_ sql: String) async throws {
+        try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger)
+    }
+}
+
+extension PSQLError {
+    /// The SQLSTATE the server reported, if it did.
+    var sqlState: String? { self.serverInfo?[.sqlState] }
+}
+
+/// A database error as Herald reports it: the SQLSTATE and the server's message (never its
+/// detail, which can quote row values such as tokens), or what went wrong with the connection.
+public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
+    public var sqlState: String?
+    public var message: String
+
+    init(_ error: PSQLError) {
+        self.sqlState = error.sqlState
+        if let message = error.serverInfo?[.message] {
+            self.message = message
+        } else {
+            self.message = "PostgreSQL \(error.code)"
+        }
+    }
+
+    public var description: String { self.sqlState.map { "PostgreSQL error \($0): \(self.message)" } ?? self.message }
+}
+
+extension Error {
+    var postgresState: String? { (self as? PSQLError)?.sqlState ?? (self as? PostgresStoreError)?.sqlState }
+    /// A unique or primary-key constraint refused the write.
+    var isUniqueViolation: Bool { self.postgresState == "23505" }
+}

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldCore
+import HeraldPostgres
+import HeraldSQLite
+import HeraldTesting
+import Logging
+import Testing
+
+/// A store driver under test.
+enum Driver: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite
+    case postgres
+
+    /// SQLite always; PostgreSQL when a test server is configured (or required, in CI).
+    static var enabled: [Driver] { PostgresTestDatabase.enabled ? [.sqlite, .postgres] : [.sqlite] }
+
+    var testDescription: String { self.rawValue }
+
+    /// Runs `body` with a new, empty store of this driver holding one app, "demo": a real SQLite
+    /// file, or a new database on the PostgreSQL test server.
+    func withStore<Result: Sendable>(_ body: (any HeraldStore) async throws -> Result) async throws -> Result {
+        switch self {
+        case .sqlite:
+            let directory = try TemporaryDirectory(prefix: "herald-store")
+            defer { directory.remove() }
+            let store = try await SQLiteStore(path: directory.path + "/herald.sqlite")
+            try await store.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+            return try await body(store)
+        case .postgres:
+            return try await PostgresTestDatabase.with { database in
+                try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { store in
+                    try await store.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+                    return try await body(store)
+                }
+            }
+        }
+    }
+}
+
+/// The store contract, written once and run against every driver, so they cannot drift apart.
+@Suite struct StoreContractTests {
+    /// Without a PostgreSQL server this is reported as skipped, with how to run it.
+    @Test(
+        "PostgreSQL: migrations are versioned like SQLite's and applied once, also by processes starting together",
+        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage))
+    )
+    func postgresMigrations() async throws {
+        try await PostgresTestDatabase.with { database in
+        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
+            for _ in 0..<3 {
+                group.addTask { try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { try await $0.migrate() } }
+            }
+            var all: [Int] = []
+            for try await versions in group { all += versions }
+            return all
+        }
+        #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
+        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2")
+        #expect(PostgresStore.schemaVersion == 2)
+        }
+    }
+
+    func token(_ n: Int, bytes: Int = 32) throws -> DeviceToken {
+        let hex = String(n, radix: 16)
+        return try DeviceToken(hex: String(repeating: "0", count: bytes * 2 - hex.count) + hex)
+    }
+
+    @Test("registering is an idempotent upsert that moves the token to the new user and replaces its tags", arguments: Driver.enabled)
+    func upsert(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let first = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["a", "b"]), now: 10)
+            let again = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "bob", tags: ["c"]), now: 20)
+            #expect(first.id == again.id)
+            #expect(again.registration.userID == "bob")
+            #expect(again.registration.tags == ["c"])
+            #expect(again.createdAt == 10)
+            #expect(again.lastRegisteredAt == 20)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(userID: "ann")).isEmpty)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(tag: "c")).count == 1)
+            #expect(try await store.devices(appID: "demo", DeviceQuery(tokenPrefix: "0000")).count == 1)
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex) == false)
+        }
+    }
+
+    @Test("a notification expands to one delivery per matching active device, with push type and topic by kind", arguments: Driver.enabled)
+    func expansion(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["news", "sport"]), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), kind: .voip, userID: "ann", tags: ["news"]), now: 1)
+            _ = try await store.register(
+                appID: "demo", DeviceRegistration(token: try self.token(3, bytes: 80), kind: .liveActivity, userID: "bob", activityID: "game-1"), now: 1)
+            func send(_ audience: Audience, pushType: PushType? = nil) async throws -> Int {
+                let spec = NotificationSpec(audience: audience, pushType: pushType, payload: Array(#"{"aps":{}}"#.utf8))
+                return try await store.createNotification(appID: "demo", id: UUIDText.random(), bundleID: "com.example.app", spec, now: 5).deliveries
+            }
+            #expect(try await send(.all) == 3)
+            #expect(try await send(.users(["ann"])) == 2)
+            #expect(try await send(.tags(["news"], matchAll: false)) == 2)
+            #expect(try await send(.tags(["news", "sport"], matchAll: true)) == 1)
+            #expect(try await send(.tokens([try self.token(2).hex, "ffff"])) == 1)
+            #expect(try await send(.all, pushType: .background) == 1, "only alert tokens can take background pushes")
+            let claimed = try await store.claimDeliveries(limit: 100, now: 5, leaseMilliseconds: 1000)
+            let voip = try #require(claimed.first { $0.token == (try? self.token(2).hex) })
+            #expect(voip.pushType == .voip)
+            #expect(voip.topic == "com.example.app.voip")
+            let activity = try #require(claimed.first { $0.pushType == .liveactivity })
+            #expect(activity.topic == "com.example.app.push-type.liveactivity")
+            #expect(try await store.claimDeliveries(limit: 100, now: 6, leaseMilliseconds: 1000).isEmpty, "leased")
+            #expect(try await store.claimDeliveries(limit: 100, now: 1006, leaseMilliseconds: 1000).count == claimed.count, "lease expired")
+        }
+    }
+
+    @Test("an audience is expanded chunk by chunk into leased deliveries, from the devices there at acceptance; cancelling stops it", arguments: Driver.enabled)
+    func chunks(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            for n in 1...25 {
+                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), tags: n % 2 == 0 ? ["even"] : []), now: 1)
+            }
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8))
+            #expect(try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", spec, now: 10).deliveries == 25)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(26)), now: 11)
+            var status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 100))
+            #expect(status.summary.expanding)
+            #expect(status.counts[.pending] == 25, "not expanded yet, still pending")
+            #expect(status.deliveries.isEmpty)
+            var seen: Set<Int64> = []
+            for expected in [10, 10, 5] {
+                let claimed = try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000)
+                #expect(claimed.count == expected)
+                #expect(claimed.allSatisfy { $0.attempts == 1 && $0.notificationID == "n" && $0.topic == "com.example.app" })
+                seen.formUnion(claimed.map(\.deviceID))
+            }
+            #expect(seen.count == 25, "each device once; the one registered after acceptance is not in the audience")
+            #expect(try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000).isEmpty)
+            status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 100))
+            #expect(!status.summary.expanding)
+            #expect(status.counts[.pending] == 25 && status.deliveries.count == 25)
+            let again = try await store.claimDeliveries(limit: 100, now: 1020, leaseMilliseconds: 1000)
+            #expect(again.count == 25 && again.allSatisfy { $0.attempts == 2 }, "leases ran out: due again")
+            try await store.record(again.map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1021)
+
+            let tagged = NotificationSpec(audience: .tags(["even"], matchAll: false), payload: Array("{}".utf8))
+            #expect(try await store.createNotification(appID: "demo", id: "m", bundleID: "com.example.app", tagged, now: 1030).deliveries == 12)
+            #expect(try await store.claimDeliveries(limit: 5, now: 1040, leaseMilliseconds: 1000).count == 5)
+            #expect(try await store.cancelNotification(appID: "demo", id: "m", now: 1050))
+            #expect(try await store.claimDeliveries(limit: 100, now: 5000, leaseMilliseconds: 1000).isEmpty, "nothing more expanded or due")
+            status = try #require(try await store.notification(appID: "demo", id: "m", deliveryLimit: 100))
+            #expect(!status.summary.expanding && status.summary.cancelledAt == 1050)
+            #expect(status.counts[.failed] == 5 && status.counts[.pending] == nil)
+            #expect(try await store.cancelNotification(appID: "demo", id: "m", now: 1060) == false)
+            let recent = try await store.notifications(appID: "demo", limit: 10, before: nil)
+            #expect(recent.map(\.id) == ["m", "n"])
+            #expect(try await store.deliveries(appID: "demo", token: try self.token(2).hex, limit: 10).map(\.notificationID) == ["m", "n"])
+        }
+    }
+
+    @Test("a removed device's id is never given to another, so a scheduled notification cannot reach someone else", arguments: Driver.enabled)
+    func noIDReuse(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let ann = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann"), now: 1)
+            let spec = NotificationSpec(audience: .users(["ann"]), payload: Array("{}".utf8), scheduledAt: 1000)
+            #expect(try await store.createNotification(appID: "demo", id: "later", bundleID: "com.example.app", spec, now: 2).deliveries == 1)
+            #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
+            let bob = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), userID: "bob"), now: 3)
+            #expect(bob.id != ann.id)
+            #expect(try await store.claimDeliveries(limit: 10, now: 1000, leaseMilliseconds: 1000).isEmpty, "ann's device is gone; bob was never in it")
+        }
+    }
+
+    @Test("retention deletes finished deliveries older than the cutoff, in batches, and then their empty notifications; never pending ones", arguments: Driver.enabled)
+    func retention(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            for n in 1...5 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8))
+            _ = try await store.createNotification(appID: "demo", id: "old", bundleID: "com.example.app", spec, now: 10)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            // Four sent long ago, one still pending (a retry).
+            try await store.record(
+                claimed.dropFirst().map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+                    + [DeliveryResult(deliveryID: claimed[0].id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)],
+                now: 20
+            )
+            _ = try await store.createNotification(appID: "demo", id: "new", bundleID: "com.example.app", spec, now: 5000)
+            #expect(try await store.prune(before: 1000, limit: 3) == 3, "a batch")
+            #expect(try await store.prune(before: 1000, limit: 3) == 1)
+            #expect(try await store.prune(before: 1000, limit: 3) == 0)
+            let old = try #require(try await store.notification(appID: "demo", id: "old", deliveryLimit: 10))
+            #expect(old.deliveries.count == 1 && old.counts[.pending] == 1, "the pending retry and its notification stay")
+            #expect(try await store.notification(appID: "demo", id: "new", deliveryLimit: 10) != nil, "newer than the cutoff")
+            _ = try await store.cancelNotification(appID: "demo", id: "old", now: 30)
+            #expect(try await store.prune(before: 1000, limit: 3) == 1)
+            #expect(try await store.notification(appID: "demo", id: "old", deliveryLimit: 10) == nil, "empty and old: gone")
+        }
+    }
+
+    @Test("an idempotency key returns the first notification", arguments: Driver.enabled)
+    func idempotency(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 1)
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8), idempotencyKey: "k1")
+            let first = try await store.createNotification(appID: "demo", id: "n1", bundleID: "com.example.app", spec, now: 2)
+            let second = try await store.createNotification(appID: "demo", id: "n2", bundleID: "com.example.app", spec, now: 3)
+            #expect(first.id == "n1" && !first.existing)
+            #expect(second.id == "n1" && second.existing && second.deliveries == 1)
+        }
+    }
+
+    @Test("410 invalidates unless the token was registered again after APNs's timestamp; both are audited", arguments: Driver.enabled)
+    func invalidation(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 100)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2)), now: 300)
+            _ = try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 400, leaseMilliseconds: 1000)
+            try await store.record(
+                claimed.map { DeliveryResult(deliveryID: $0.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
+                now: 401
+            )
+            let stale = try #require(try await store.device(appID: "demo", token: try self.token(1).hex))
+            let renewed = try #require(try await store.device(appID: "demo", token: try self.token(2).hex))
+            #expect(!stale.active && stale.invalidationReason == "Unregistered")
+            #expect(renewed.active, "registered at 300, after APNs's timestamp 200")
+            #expect(try await store.invalidations(appID: "demo", deviceID: stale.id).map(\.applied) == [true])
+            #expect(try await store.invalidations(appID: "demo", deviceID: renewed.id).map(\.applied) == [false])
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts[.failed] == 2)
+            // Registering again reactivates.
+            #expect(try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 500).active)
+        }
+    }
+
+    @Test("a failing transaction writes nothing", arguments: Driver.enabled)
+    func atomic(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            await #expect(throws: HeraldError.self) { try await store.createApp(App(id: "demo", bundleID: "x", createdAt: 2)) }
+            #expect(try await store.apps().count == 1)
+        }
+    }
+
+    @Test("API keys: looked up while active, listed with revoked ones; the last admin key cannot be revoked", arguments: Driver.enabled)
+    func apiKeys(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            #expect(try await store.hasAPIKeys() == false)
+            try await store.createAPIKey(id: "a1", hash: [1, 2, 3], scope: .admin, appID: nil, name: "first", now: 1)
+            try await store.createAPIKey(id: "r1", hash: [4], scope: .register, appID: "demo", name: nil, now: 2)
+            #expect(try await store.hasAPIKeys())
+            let key = try #require(try await store.apiKey(id: "r1"))
+            #expect(key.scope == .register && key.appID == "demo" && key.hash == [4] && key.name == nil)
+            await #expect(throws: HeraldError.self) { try await store.revokeAPIKey(id: "a1", now: 3) }
+            #expect(try await store.revokeAPIKey(id: "r1", now: 4))
+            #expect(try await store.revokeAPIKey(id: "r1", now: 5) == false, "already revoked")
+            #expect(try await store.apiKey(id: "r1") == nil)
+            #expect(try await store.apiKeys().map(\.id) == ["a1", "r1"])
+            #expect(try await store.apiKeys().last?.revokedAt == 4)
+            try await store.setCredential(appID: "demo", environment: .development, sealed: [9, 9], now: 6)
+            try await store.setCredential(appID: "demo", environment: .development, sealed: [7], now: 7)
+            #expect(try await store.credentials(appID: "demo") == [.development: [7]], "replaced, not added")
+        }
+    }
+
+    @Test("workers claiming at once never get the same delivery, and together get every one", arguments: Driver.enabled)
+    func concurrentClaims(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            for n in 1...600 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            _ = try await store.createNotification(
+                appID: "demo", id: "all", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+            let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var mine: [Int64] = []
+                        while true {
+                            let batch = try await store.claimDeliveries(limit: 50, now: 20, leaseMilliseconds: 60_000)
+                            if batch.isEmpty { return mine }
+                            mine += batch.map(\.deviceID)
+                        }
+                    }
+                }
+                var all: [[Int64]] = []
+                for try await claimed in group { all.append(claimed) }
+                return all
+            }
+            let every = claims.flatMap { $0 }
+            #expect(every.count == 600 && Set(every).count == 600, "each device exactly once")
+        }
+    }
+
+    @Test("one idempotency key sent at once from many places makes one notification", arguments: Driver.enabled)
+    func concurrentIdempotency(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 1)
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8), idempotencyKey: "once")
+            let answers = try await withThrowingTaskGroup(of: (String, Bool).self) { group in
+                for n in 0..<8 {
+                    group.addTask {
+                        let created = try await store.createNotification(appID: "demo", id: "n\(n)", bundleID: "com.example.app", spec, now: 2)
+                        return (created.id, created.existing)
+                    }
+                }
+                var all: [(String, Bool)] = []
+                for try await answer in group { all.append(answer) }
+                return all
+            }
+            #expect(Set(answers.map(\.0)).count == 1, "every caller gets the same notification")
+            #expect(answers.filter { !$0.1 }.count == 1, "exactly one created it")
+            #expect(try await store.notifications(appID: "demo", limit: 10, before: nil).count == 1)
+        }
+    }
+
+    @Test("local-time delivery waits for each device's own clock", arguments: Driver.enabled)
+    func localTime(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), timeZone: "Asia/Tokyo"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), timeZone: "America/New_York"), now: 1)
+            let nine = try #require(LocalTime("2030-01-15T09:00:00"))
+            let spec = NotificationSpec(audience: .all, payload: Array("{}".utf8), localTime: nine)
+            _ = try await store.createNotification(appID: "demo", id: "morning", bundleID: "com.example.app", spec, now: 10)
+            #expect(try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000).isEmpty, "created, not yet due")
+            let tokyo = nine.instant(timeZone: "Asia/Tokyo")
+            let newYork = nine.instant(timeZone: "America/New_York")
+            #expect(newYork - tokyo == 14 * 3_600_000)
+            let first = try await store.claimDeliveries(limit: 10, now: tokyo, leaseMilliseconds: 86_400_000)
+            #expect(first.map(\.token) == [try self.token(1).hex])
+            #expect(try await store.claimDeliveries(limit: 10, now: newYork - 1, leaseMilliseconds: 1000).isEmpty)
+            #expect(try await store.claimDeliveries(limit: 10, now: newYork, leaseMilliseconds: 1000).map(\.token) == [try self.token(2).hex])
+        }
+    }
+
+    @Test("an end-to-end encrypted notification reaches only keyed devices, with their keys; its plaintext is kept while any is pending", arguments: Driver.enabled)
+    func encrypted(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let key = Array(repeating: UInt8(7), count: 32)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), publicKey: key, publicKeyType: "x25519"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), publicKey: key, publicKeyType: "x25519"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(3)), now: 1)
+            let secret = Array(#"{"secret":1}"#.utf8)
+            var spec = NotificationSpec(audience: .all, payload: secret)
+            spec.placeholder = Array(#"{"aps":{}}"#.utf8)
+            #expect(try await store.createNotification(appID: "demo", id: "e2e", bundleID: "com.example.app", spec, now: 10).deliveries == 2)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000)
+            #expect(claimed.count == 2 && claimed.allSatisfy { $0.publicKey == DevicePublicKey(type: "x25519", key: key) && $0.payload == secret })
+            try await store.record(
+                [
+                    DeliveryResult(deliveryID: claimed[0].id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1),
+                    DeliveryResult(deliveryID: claimed[1].id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 3000), latencyMilliseconds: 1),
+                ],
+                now: 30
+            )
+            try await store.forgetPlaintext(notificationIDs: ["e2e"])
+            let retried = try await store.claimDeliveries(limit: 10, now: 3000, leaseMilliseconds: 1000)
+            #expect(retried.map(\.id) == [claimed[1].id] && retried.first?.payload == secret, "one still pending: the plaintext stays")
+        }
+    }
+}
