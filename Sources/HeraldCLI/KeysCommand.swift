@@ -2,7 +2,8 @@
 import ArgumentParser
 import Foundation
 import HeraldCore
-import HeraldSQLite
+import HeraldServer
+import Logging
 
 struct KeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,21 +25,26 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(help: "The app the key belongs to (required for register).") var app: String?
         @Option(help: "A name to recognise the key by.") var name: String?
         @Option(help: "Data directory.") var dataDir = ".herald"
-        @Option(help: "SQLite database file (default: <data-dir>/herald.sqlite).") var database: String?
+        @Option(help: "A SQLite file or a postgres:// URL [HERALD_DATABASE; <data-dir>/herald.sqlite].") var database: String?
 
         func run() async throws {
             guard let scope = APIScope(rawValue: self.scope) else { throw ValidationError("--scope must be register, send or admin") }
             if scope == .register, self.app == nil { throw ValidationError("a register key belongs to one app: give --app") }
-            let path = self.database ?? self.dataDir + "/herald.sqlite"
-            guard FileManager.default.fileExists(atPath: path) else { throw ValidationError("no database at \(path); run herald serve first") }
-            let store = try await SQLiteStore(path: path)
-            if let app = self.app, try await store.app(app) == nil { throw ValidationError("no app '\(app)'") }
-            let secret = APIKeySecret.generate()
-            try await store.createAPIKey(
-                id: secret.id, hash: secret.hash, scope: scope, appID: self.app, name: self.name,
-                now: Int64(Date().timeIntervalSince1970 * 1000)
-            )
-            print(secret.token)
+            let database = self.database ?? ProcessInfo.processInfo.environment["HERALD_DATABASE"]
+            let path = database ?? self.dataDir + "/herald.sqlite"
+            guard path.hasPrefix("postgres") || FileManager.default.fileExists(atPath: path) else {
+                throw ValidationError("no database at \(path); run herald serve first")
+            }
+            let token = try await withHeraldStore(database: database, dataDirectory: self.dataDir, logger: Logger(label: "herald")) { store in
+                if let app = self.app, try await store.app(app) == nil { throw ValidationError("no app '\(app)'") }
+                let secret = APIKeySecret.generate()
+                try await store.createAPIKey(
+                    id: secret.id, hash: secret.hash, scope: scope, appID: self.app, name: self.name,
+                    now: Int64(Date().timeIntervalSince1970 * 1000)
+                )
+                return secret.token
+            }
+            print(token)
         }
     }
 }

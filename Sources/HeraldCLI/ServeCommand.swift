@@ -16,7 +16,8 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Run Herald: the API, the delivery engine, and a built-in APNs emulator for apps without Apple credentials.",
         discussion: """
             Everything lives in --data-dir: the SQLite database (WAL), the master key that seals stored \
-            credentials (unless HERALD_MASTER_KEY is set), and the built-in emulator's CA. On first start an \
+            credentials (unless HERALD_MASTER_KEY is set), and the built-in emulator's CA. With \
+            --database postgres://… several processes share the work; give them all the same HERALD_MASTER_KEY. On first start an \
             admin API key is printed once. SIGTERM or SIGINT stop claiming work, finish what is in flight, and exit.
             """
     )
@@ -25,7 +26,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on [HERALD_HOST, host; 127.0.0.1].") var host: String?
     @Option(help: "API port, 0 for a free one [HERALD_PORT, port; 8080].") var port: Int?
     @Option(help: "Data directory [HERALD_DATA_DIR, dataDir; .herald].") var dataDir: String?
-    @Option(help: "SQLite database file [HERALD_DATABASE, database; <data-dir>/herald.sqlite].") var database: String?
+    @Option(help: "A SQLite file, or a postgres://user:password@host:port/database URL shared by several processes [HERALD_DATABASE, database; <data-dir>/herald.sqlite].") var database: String?
     @Flag(help: "Do not start the built-in APNs emulator [HERALD_NO_EMULATOR=1, noEmulator].") var noEmulator = false
     @Option(help: "Built-in emulator: development port [HERALD_EMULATOR_PORT, emulatorPort; 2197].") var emulatorPort: Int?
     @Option(help: "Built-in emulator: production port [HERALD_EMULATOR_PRODUCTION_PORT, emulatorProductionPort; 2196].") var emulatorProductionPort: Int?
@@ -48,7 +49,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.host = settings.string(self.host, "host") ?? "127.0.0.1"
         configuration.port = try settings.int(self.port, "port") ?? 8080
         configuration.dataDirectory = settings.string(self.dataDir, "dataDir") ?? ".herald"
-        configuration.databasePath = settings.string(self.database, "database")
+        configuration.database = settings.string(self.database, "database")
         configuration.builtInEmulator = !(self.noEmulator || settings.flag("noEmulator"))
         configuration.emulatorPorts = (
             try settings.int(self.emulatorPort, "emulatorPort") ?? 2197,

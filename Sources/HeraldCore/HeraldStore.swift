@@ -59,6 +59,8 @@ public protocol HeraldStore: Sendable {
     /// Revokes an active key; false when there is none. Refuses (409) to revoke the last admin key.
     func revokeAPIKey(id: String, now: Int64) async throws -> Bool
     func hasAPIKeys() async throws -> Bool
+    /// Creates an admin key only if there is no key at all, atomically; false when there was one.
+    func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool
 
     /// Idempotent upsert by token; moves the token to the new user; reactivates it.
     func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device
@@ -96,6 +98,8 @@ public protocol HeraldStore: Sendable {
     func prune(before: Int64, limit: Int) async throws -> Int
     /// Deliveries per state, for metrics.
     func deliveryCounts() async throws -> [DeliveryState: Int]
+    /// The newest migration applied.
+    func schemaVersion() async throws -> Int
     /// One round trip to the database; throws when it cannot be reached (`/health`).
     func check() async throws
 }

@@ -85,6 +85,10 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
+    public func schemaVersion() async throws -> Int {
+        try await self.read { db in Int(try await db.query("SELECT coalesce(max(version), 0) FROM schema_version").first?.int(0) ?? 0) }
+    }
+
     /// A round trip to the database, for `/health`.
     public func check() async throws {
         try await self.read { db in _ = try await db.query("SELECT 1") }
@@ -284,6 +288,19 @@ public final class PostgresStore: HeraldStore {
                 throw HeraldError.conflict("this is the last admin key: create another before revoking it", code: "last_admin_key")
             }
             try await db.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [.int(now), .text(id)])
+            return true
+        }
+    }
+
+    public func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
+        try await self.write { db in
+            // Serializes processes starting together (the same lock as migrations).
+            try await db.query("SELECT pg_advisory_xact_lock(79462569954372)")
+            guard try await db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty else { return false }
+            try await db.query(
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at) VALUES ($1, $2, 'admin', NULL, $3, $4)",
+                [.text(id), .bytes(hash), .text(name), .int(now)]
+            )
             return true
         }
     }

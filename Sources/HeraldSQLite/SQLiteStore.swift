@@ -89,6 +89,10 @@ public final class SQLiteStore: HeraldStore {
         """,
     ]
 
+    public func schemaVersion() async throws -> Int {
+        try await self.database.read { db in Int(try db.query("SELECT max(version) FROM schema_version").first?.first?.int ?? 0) }
+    }
+
     public func check() async throws {
         try await self.database.read { db in _ = try db.query("SELECT 1") }
     }
@@ -195,6 +199,17 @@ public final class SQLiteStore: HeraldStore {
                 throw HeraldError.conflict("this is the last admin key: create another before revoking it", code: "last_admin_key")
             }
             try db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [.integer(now), .text(id)])
+            return true
+        }
+    }
+
+    public func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
+        try await self.database.write { db in
+            guard try db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty else { return false }
+            try db.query(
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at) VALUES (?, ?, 'admin', NULL, ?, ?)",
+                [.text(id), .blob(hash), name.map(SQLValue.text) ?? .null, .integer(now)]
+            )
             return true
         }
     }

@@ -22,7 +22,28 @@ struct API: Sendable {
     func register(on router: Router<BasicRequestContext>) {
         router.add(middleware: ErrorMiddleware())
         router.add(middleware: MetricsMiddleware())
-        router.get("/health") { _, _ in Self.json(.ok, .object([("status", "ok")])) }
+        router.get("/health") { _, _ in
+            // Healthy means the database answers (within 3 s): without it nothing is accepted or recorded.
+            let failure = await withTaskGroup(of: String?.self) { group in
+                group.addTask {
+                    do {
+                        try await self.store.check()
+                        return nil
+                    } catch {
+                        return "\(error)"
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(3))
+                    return "no answer within 3 s"
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+            guard let failure else { return Self.json(.ok, .object([("status", "ok"), ("database", "ok")])) }
+            return Self.json(.serviceUnavailable, .object([("status", "unhealthy"), ("database", .string(failure))]))
+        }
         router.get("/metrics") { _, _ in
             guard let metrics = self.metrics else { throw HeraldError.notFound("metrics (not enabled)") }
             var headers = HTTPFields()

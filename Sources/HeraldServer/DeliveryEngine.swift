@@ -70,13 +70,19 @@ public final class DeliveryEngine: Service, Sendable {
     }
 
     private func work() async {
+        var failures = 0
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let worked: Bool
             do {
                 worked = try await self.runBatch()
+                failures = 0
             } catch {
+                // The database is away (or refusing): wait longer each time, up to 5 s, instead
+                // of polling it every 50 ms. What was claimed is due again when its lease ends.
+                failures += 1
                 self.logger.error("delivery batch failed", metadata: ["error": "\(error)"])
-                worked = false
+                try? await Task.sleep(for: .milliseconds(min(5000, 100 << min(failures, 6))))
+                continue
             }
             if !worked {
                 await self.updateQueueDepth(force: false)
@@ -114,6 +120,23 @@ public final class DeliveryEngine: Service, Sendable {
         self.doorbell.withLock { $0.rung = false }
     }
 
+    /// Records a sent batch, retrying while the database is unreachable for up to half the
+    /// lease: a record lost means the batch is sent again once its lease ends.
+    private func recordPatiently(_ results: [DeliveryResult], claimedAt: Int64) async throws {
+        let deadline = claimedAt + self.milliseconds(self.configuration.lease) / 2
+        var wait: Int64 = 100
+        for attempt in 1... {
+            do {
+                return try await self.store.record(results, now: self.clock.nowMilliseconds)
+            } catch {
+                guard attempt < 12, self.clock.nowMilliseconds + wait < deadline, !Task.isCancelled else { throw error }
+                self.logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .milliseconds(wait))
+                wait = min(wait * 2, 2000)
+            }
+        }
+    }
+
     /// Claims, sends and records one batch; false when nothing was due.
     func runBatch() async throws -> Bool {
         let now = self.clock.nowMilliseconds
@@ -139,7 +162,7 @@ public final class DeliveryEngine: Service, Sendable {
             for await outcome in group { all.append(outcome) }
             return all
         }
-        try await self.store.record(outcomes.flatMap(\.results), now: self.clock.nowMilliseconds)
+        try await self.recordPatiently(outcomes.flatMap(\.results), claimedAt: now)
         // End-to-end encrypted notifications keep their plaintext only while something is left to send.
         let sealed = Set(batch.lazy.filter { $0.placeholder != nil }.map(\.notificationID))
         if !sealed.isEmpty { try await self.store.forgetPlaintext(notificationIDs: Array(sealed)) }

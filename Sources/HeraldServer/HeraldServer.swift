@@ -2,9 +2,10 @@
 public import APNSEmulator
 public import APNSModels
 import Foundation
-import HeraldCore
-public import HeraldSQLite
+import HeraldPostgres
+import HeraldSQLite
 import Hummingbird
+public import HeraldCore
 public import Logging
 import NIOCore
 public import Prometheus
@@ -12,15 +13,15 @@ import ServiceLifecycle
 import Synchronization
 
 /// `herald serve`: the API, the delivery engine and (without Apple credentials) a built-in
-/// emulator, over one SQLite file.
+/// emulator, over one SQLite file or a PostgreSQL database shared by several processes.
 public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     /// 0 picks a free port (see ``RunningServer/port``).
     public var port = 8080
     /// Holds the database, the master key (unless given) and the emulator's CA.
     public var dataDirectory = ".herald"
-    /// Default: `<dataDirectory>/herald.sqlite`.
-    public var databasePath: String?
+    /// A SQLite file, or a `postgres://` URL; default: `<dataDirectory>/herald.sqlite`.
+    public var database: String?
     /// 32 bytes sealing stored credentials; default: `HERALD_MASTER_KEY`, else a key generated
     /// once into `<dataDirectory>/master.key` (mode 0600).
     public var masterKey: [UInt8]?
@@ -46,7 +47,24 @@ public struct RunningServer: Sendable {
     /// The admin key created on first start (shown once), or nil when keys existed already.
     public let initialAdminKey: String?
     public let emulator: APNSEmulator?
-    public let store: SQLiteStore
+    public let store: any HeraldStore
+}
+
+/// Opens the store `database` names — a `postgres://` URL, else a SQLite file (default
+/// `<dataDirectory>/herald.sqlite`) — migrated, for the duration of `body`.
+public func withHeraldStore<Result: Sendable>(
+    database: String?, dataDirectory: String, logger: Logger, _ body: (any HeraldStore) async throws -> Result
+) async throws -> Result {
+    if let database, database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
+        return try await PostgresStore.withStore(url: database, logger: logger) { try await body($0) }
+    }
+    try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+    return try await body(try await SQLiteStore(path: database ?? dataDirectory + "/herald.sqlite"))
+}
+
+/// Whether `database` names a store several processes share (PostgreSQL).
+func isShared(database: String?) -> Bool {
+    database.map { $0.hasPrefix("postgres://") || $0.hasPrefix("postgresql://") } ?? false
 }
 
 /// Opens the store, prepares keys and the emulator, runs the API and the delivery engine until
@@ -58,8 +76,20 @@ public func withHeraldServer<Result: Sendable>(
     _ body: @escaping @Sendable (RunningServer) async throws -> Result
 ) async throws -> Result {
     try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
-    let store = try await SQLiteStore(path: configuration.databasePath ?? configuration.dataDirectory + "/herald.sqlite")
-    let secrets = try SecretBox(masterKey: try configuration.masterKey ?? loadMasterKey(directory: configuration.dataDirectory))
+    // Processes sharing a database must share the master key too: it is never generated for one.
+    let secrets = try SecretBox(
+        masterKey: try configuration.masterKey
+            ?? loadMasterKey(directory: configuration.dataDirectory, generate: !isShared(database: configuration.database))
+    )
+    return try await withHeraldStore(database: configuration.database, dataDirectory: configuration.dataDirectory, logger: logger) { store in
+        try await runHeraldServer(configuration: configuration, store: store, secrets: secrets, clock: clock, logger: logger, body)
+    }
+}
+
+private func runHeraldServer<Result: Sendable>(
+    configuration: ServerConfiguration, store: any HeraldStore, secrets: SecretBox, clock: any EpochClock, logger: Logger,
+    _ body: @escaping @Sendable (RunningServer) async throws -> Result
+) async throws -> Result {
     let initialAdminKey = try await bootstrapAdminKey(store: store, clock: clock)
 
     func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?) async throws -> Result {
@@ -134,8 +164,8 @@ public func withHeraldServer<Result: Sendable>(
     }
 }
 
-/// `HERALD_MASTER_KEY`, or a key generated once into the data directory.
-func loadMasterKey(directory: String) throws -> [UInt8] {
+/// `HERALD_MASTER_KEY`, or `<directory>/master.key`, generated there once when `generate`.
+func loadMasterKey(directory: String, generate: Bool = true) throws -> [UInt8] {
     if let text = ProcessInfo.processInfo.environment["HERALD_MASTER_KEY"] {
         guard let key = SecretBox.parseMasterKey(text) else {
             throw HeraldError(status: 500, code: "bad_master_key", "HERALD_MASTER_KEY must be 32 bytes as 64 hex digits or base64")
@@ -149,6 +179,12 @@ func loadMasterKey(directory: String) throws -> [UInt8] {
         }
         return key
     }
+    guard generate else {
+        throw HeraldError(
+            status: 500, code: "master_key_required",
+            "with a shared PostgreSQL database every process needs the same master key: set HERALD_MASTER_KEY (or put it in \(path))"
+        )
+    }
     let key = SecretBox.generateMasterKey()
     let hex = key.map { String(format: "%02x", $0) }.joined()
     guard FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -161,6 +197,7 @@ func loadMasterKey(directory: String) throws -> [UInt8] {
 func bootstrapAdminKey(store: any HeraldStore, clock: any EpochClock) async throws -> String? {
     guard try await !store.hasAPIKeys() else { return nil }
     let secret = APIKeySecret.generate()
-    try await store.createAPIKey(id: secret.id, hash: secret.hash, scope: .admin, appID: nil, name: "initial admin", now: clock.nowMilliseconds)
+    // Processes starting together on one database: only the first creates (and prints) it.
+    guard try await store.createFirstAPIKey(id: secret.id, hash: secret.hash, name: "initial admin", now: clock.nowMilliseconds) else { return nil }
     return secret.token
 }
