@@ -152,6 +152,15 @@ public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
     }
 
     public var description: String { self.sqlState.map { "PostgreSQL error \($0): \(self.message)" } ?? self.message }
+
+    /// What the API and the logs see: the server's refusal as a `PostgresStoreError`; no server
+    /// at all (connection refused, lost, timed out) as 503 `database_unavailable`.
+    static func map(_ error: PSQLError) -> any Error {
+        if error.serverInfo == nil {
+            return HeraldError(status: 503, code: "database_unavailable", "the database cannot be reached (\(error.code))")
+        }
+        return PostgresStoreError(error)
+    }
 }
 
 extension Error {

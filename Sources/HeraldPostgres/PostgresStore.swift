@@ -53,7 +53,7 @@ public final class PostgresStore: HeraldStore {
                 try await body(Connection(connection: connection, logger: self.logger))
             }
         } catch let error as PSQLError {
-            throw PostgresStoreError(error)
+            throw PostgresStoreError.map(error)
         }
     }
 
@@ -80,7 +80,7 @@ public final class PostgresStore: HeraldStore {
             } catch where attempt < 4 && ["40001", "40P01"].contains(error.postgresState ?? "") {
                 continue
             } catch let error as PSQLError {
-                throw PostgresStoreError(error)
+                throw PostgresStoreError.map(error)
             }
         }
     }

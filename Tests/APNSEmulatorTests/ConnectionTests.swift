@@ -172,8 +172,9 @@ import Testing
         let port = emulator.cleartextPorts[.development]!
         // Reads until the GOAWAY arrives (or 30 s pass): generous for a loaded machine.
         async let exchange = RawHTTP2.exchange(port: port, tls: false, send: RawHTTP2.preface, readFor: 30, until: (7, 0))
-        // Stop once the peer is connected (bounded wait), then a moment for its preface to land.
-        for _ in 0..<200 where emulator.state.counters(now: 0).connections == 0 {
+        // Stop once the peer is connected (bounded wait: 30 s, for a loaded machine), then a
+        // moment for its preface to land.
+        for _ in 0..<1200 where emulator.state.counters(now: 0).connections == 0 {
             try await Task.sleep(for: .milliseconds(25))
         }
         try await Task.sleep(for: .milliseconds(300))

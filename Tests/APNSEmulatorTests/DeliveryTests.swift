@@ -140,8 +140,8 @@ import Testing
             let token = try await fixture.createDevice()
             let port = fixture.emulator.controlPort!
             async let stream = ProcessRunner.run("curl", ["-s", "-N", "--max-time", "30", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"], timeout: 40)
-            // Push once the stream is attached (bounded wait: 10 s).
-            for _ in 0..<200 where fixture.emulator.state.listenerCount(token: token) == 0 {
+            // Push once the stream is attached (bounded wait: 30 s, for a loaded machine).
+            for _ in 0..<600 where fixture.emulator.state.listenerCount(token: token) == 0 {
                 try await Task.sleep(for: .milliseconds(50))
             }
             try #require(fixture.emulator.state.listenerCount(token: token) == 1)

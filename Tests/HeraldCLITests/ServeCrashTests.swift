@@ -65,7 +65,7 @@ import Testing
             let process = try BackgroundProcess(herald, [
                 "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path + "/serve",
                 "--apns-host", "127.0.0.1", "--apns-port", "\(apns)", "--apns-ca-file", directory.path + "/emulator/ca.pem",
-                "--lease-seconds", "2", "--log-level", "warning",
+                "--lease-seconds", "10", "--log-level", "warning",
             ])
             try #require(try await process.waitFor("Herald listening on"), "\(process.printed)")
             return (process, try self.port(of: process, "Herald listening on"))

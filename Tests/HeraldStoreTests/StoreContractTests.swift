@@ -260,12 +260,14 @@ enum Driver: String, CaseIterable, CustomTestStringConvertible, Sendable {
         }
     }
 
-    @Test("workers claiming at once never get the same delivery, and together get every one", arguments: Driver.enabled)
+    @Test("workers claiming a scheduled broadcast at once never get the same delivery, and together get every one", arguments: Driver.enabled)
     func concurrentClaims(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             for n in 1...600 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            // Scheduled: it fires once, however many claim when its time comes.
             _ = try await store.createNotification(
-                appID: "demo", id: "all", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+                appID: "demo", id: "all", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8), scheduledAt: 20), now: 10)
+            #expect(try await store.claimDeliveries(limit: 50, now: 19, leaseMilliseconds: 60_000).isEmpty, "not yet")
             let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
                 for _ in 0..<4 {
                     group.addTask {

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# herald serve on SQLite, on PostgreSQL with one process and with two processes sharing the
+# database, in one run, against ../shared/bench's apns-sink, beside the raw APNs client
+# (herald-bench) measured in the same run:
+#   1. sustained sends through the API: BATCHES notifications of 1000 tokens (four posting
+#      connections, spread over the processes), with p50/p99 from accept to sent;
+#   2. a broadcast to FANOUT devices (inserted straight into the database), time to finish;
+#   and each process's peak RSS.
+# PostgreSQL runs from Debian's packages (scripts/postgres-test-server) with fsync on and
+# synchronous_commit off, the counterpart of SQLite's WAL with synchronous=NORMAL.
+# Not a test: nothing fails on a number.
+#
+#   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
+WORK=$ROOT/.build-bench/postgres
+BATCHES=${BATCHES:-100}
+FANOUT=${FANOUT:-1000000}
+SINK_PORT=${SINK_PORT:-18470}
+API_PORT=${API_PORT:-18471}
+# The server runs as the postgres user: its folder is in /tmp, which that user can reach.
+export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=256MB -c max_wal_size=4GB"
+rm -rf "$WORK" && mkdir -p "$WORK"
+log() { printf '== %s\n' "$*" >&2; }
+
+need=()
+for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 postgresql; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
+SINK=$ROOT/.build-bench/apns-sink
+[[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
+  -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
+
+log "swift build -c release --product herald / herald-bench"
+(cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
+HERALD=$ROOT/.build/release/herald
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  "$ROOT/scripts/postgres-test-server" stop 2>/dev/null || true
+  rm -rf "$HERALD_PG_DIR"
+}
+trap cleanup EXIT
+rm -rf "$HERALD_PG_DIR"
+PG_URL=$("$ROOT/scripts/postgres-test-server" start)
+psql "$PG_URL" -qc "CREATE DATABASE herald1" && psql "$PG_URL" -qc "CREATE DATABASE herald2"
+"$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
+pids+=($!)
+
+log "raw client rate (herald-bench, 100000 pushes, 1000 in flight, median of 3)"
+raws=()
+for _ in 1 2 3; do
+  raws+=("$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 100000 -c 1000 --ca-file sink.crt --key-file AuthKey.p8 \
+    --payload-file "$BENCH_DIR/data/payload.json" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')")
+done
+log "raw client runs: ${raws[*]}"
+RAW=$(printf '%s\n' "${raws[@]}" | sort -n | sed -n 2p)
+
+# One configuration: NAME DATABASE PROCESSES. Starts the processes, runs the Python driver,
+# stops them; the driver prints one table row.
+run() {
+  local name=$1 database=$2 processes=$3 ports=() spids=()
+  log "$name"
+  mkdir -p "$WORK/$name"
+  printf '%s' "$(openssl rand -hex 32)" > "$WORK/$name/master.key"
+  for i in $(seq "$processes"); do
+    local port=$((API_PORT + i)) logfile="$WORK/$name/serve-$i.log"
+    "$HERALD" serve --port "$port" --no-emulator --data-dir "$WORK/$name" ${database:+--database "$database"} \
+      --apns-host 127.0.0.1 --apns-port "$SINK_PORT" --apns-ca-file "$WORK/sink.crt" --log-level warning > "$logfile" 2>&1 &
+    spids+=($!)
+    pids+=($!)
+    for _ in $(seq 300); do grep -q "Herald listening" "$logfile" && break; sleep 0.1; done
+    ports+=("$port")
+  done
+  local admin
+  admin=$(grep -h -A1 "Admin API key" "$WORK/$name"/serve-*.log | tail -n 1 | tr -d ' ')
+  python3 "$WORK/driver.py" "$name" "${database:-$WORK/$name/herald.sqlite}" "$admin" "$WORK" "$BATCHES" "$FANOUT" "$RAW" \
+    "$(IFS=,; echo "${ports[*]}")" "$(IFS=,; echo "${spids[*]}")" >> "$WORK/table.md"
+  for pid in "${spids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+}
+
+cat > "$WORK/driver.py" <<'PY'
+import http.client, json, os, sqlite3, subprocess, sys, threading, time
+name, database, admin, work, batches, fanout, raw = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7] or 0)
+ports = [int(p) for p in sys.argv[8].split(",")]
+pids = [int(p) for p in sys.argv[9].split(",")]
+postgres = database.startswith("postgres")
+def sql(query):
+    """One query's rows, straight from the database (psql for PostgreSQL)."""
+    if postgres:
+        out = subprocess.run(["psql", database, "-qAtF", "\t", "-c", query], check=True, capture_output=True, text=True).stdout
+        return [line.split("\t") for line in out.splitlines() if line]
+    db = sqlite3.connect(database); rows = db.execute(query).fetchall(); db.close(); return rows
+def peak_rss():
+    peaks = []
+    for pid in pids:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmHWM"): peaks.append(int(line.split()[1]) // 1024)
+    return "/".join(map(str, peaks))
+def call(c, method, path, body=None):
+    c.request(method, path, json.dumps(body) if body is not None else None, {"authorization": "Bearer " + admin, "content-type": "application/json"})
+    r = c.getresponse(); text = r.read()
+    if r.status >= 300: sys.exit(f"{method} {path}: {r.status} {text[:200]}")
+    return json.loads(text) if text else None
+c = http.client.HTTPConnection("127.0.0.1", ports[0])
+call(c, "POST", "/v1/apps", {"id": "bench", "bundleId": "com.example.app"})
+call(c, "PUT", "/v1/apps/bench/credentials/production", {"keyId": "TEST123456", "teamId": "TEAMID1234", "privateKey": open(work + "/AuthKey.p8").read()})
+def insert_devices(count):
+    now = int(time.time() * 1000)
+    tokens = [os.urandom(32).hex() for _ in range(count)]
+    if postgres:
+        path = f"{work}/{name}/devices.csv"
+        with open(path, "w") as f:
+            for t in tokens: f.write(f"bench,{t},device,production,true,{now},{now}\n")
+        subprocess.run(["psql", database, "-qc", f"\\copy devices (app_id, token, kind, environment, active, created_at, last_registered_at) from '{path}' csv"], check=True)
+        subprocess.run(["psql", database, "-qc", "ANALYZE"], check=True)
+    else:
+        db = sqlite3.connect(database)
+        db.executemany("insert into devices (app_id, token, kind, environment, active, created_at, last_registered_at) values ('bench', ?, 'device', 'production', 1, ?, ?)",
+                       ((t, now, now) for t in tokens))
+        db.commit(); db.close()
+    return tokens
+def wait_idle():
+    while int(sql("select (select count(*) from deliveries where state='pending') + (select count(*) from notifications where expand_after is not null)")[0][0]) > 0:
+        time.sleep(0.2)
+tokens = insert_devices(20000)
+# 1. sustained sends of 1000 tokens each, four posting connections spread over the processes
+def poster(port, batch_numbers):
+    w = http.client.HTTPConnection("127.0.0.1", port)
+    for b in batch_numbers:
+        chunk = [tokens[(b * 1000 + k) % len(tokens)] for k in range(1000)]
+        call(w, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})
+posters = [threading.Thread(target=poster, args=(ports[i % len(ports)], range(i, batches, 4))) for i in range(4)]
+start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
+wait_idle()
+send_rate = batches * 1000 / (time.time() - start)
+lat = sorted(int(r[0]) for r in sql("select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
+p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+# 2. fan-out to FANOUT devices
+insert_devices(fanout - len(tokens))
+start = time.time()
+call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
+accepted = time.time() - start
+wait_idle()
+fan = time.time() - start
+failed = sql("select count(*) from deliveries where state='failed'")[0][0]
+print(f"| {name} | {send_rate:,.0f}/s = {send_rate / raw:.2f}× | {p50} / {p99} ms | {fan:.1f} s ({accepted:.1f} s to 202) = {fanout / fan / raw:.2f}× | {peak_rss()} MiB | {failed} |")
+PY
+
+printf '| store | sends via API (%s × 1000 tokens), × raw | accept → sent p50 / p99 | broadcast to %s devices, × raw | peak RSS per process | failed |\n|---|---:|---:|---:|---:|---:|\n' \
+  "$BATCHES" "$FANOUT" > "$WORK/table.md"
+run sqlite "" 1
+run postgres-1 "${PG_URL%/postgres*}/herald1?sslmode=disable" 1
+run postgres-2 "${PG_URL%/postgres*}/herald2?sslmode=disable" 2
+printf '\nraw APNs client (herald-bench, 1 connection, median of 3): %s notif/s\n\n' "$RAW"
+cat "$WORK/table.md"
