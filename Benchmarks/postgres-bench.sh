@@ -128,7 +128,7 @@ def insert_devices(count):
         db.commit(); db.close()
     return tokens
 def wait_idle():
-    while int(sql("select (select count(*) from deliveries where state='pending') + (select count(*) from notifications where expand_after is not null)")[0][0]) > 0:
+    while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e)")[0][0]) > 0:
         time.sleep(0.2)
 tokens = insert_devices(20000)
 # 1. sustained sends of 1000 tokens each, four posting connections spread over the processes

@@ -90,7 +90,7 @@ def wait_idle():
     # the measurement does not load the API it measures.
     db = sqlite3.connect(work + "/data/herald.sqlite")
     # Pending deliveries, or audiences not yet expanded into deliveries.
-    while db.execute("select (select count(*) from deliveries where state='pending') + (select count(*) from notifications where expand_after is not null)").fetchone()[0] > 0:
+    while db.execute("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e)").fetchone()[0] > 0:
         time.sleep(0.2)
     db.close()
 # 2. sustained sends of 1000 tokens each

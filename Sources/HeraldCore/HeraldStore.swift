@@ -96,8 +96,10 @@ public protocol HeraldStore: Sendable {
     /// `before` (ms), then the notifications created before it that have none left and nothing to
     /// expand; returns the deliveries deleted.
     func prune(before: Int64, limit: Int) async throws -> Int
-    /// Deliveries per state, for metrics.
+    /// Deliveries per state (a scan of them all).
     func deliveryCounts() async throws -> [DeliveryState: Int]
+    /// Pending deliveries, from the due index, for the queue-depth gauge.
+    func pendingDeliveries() async throws -> Int
     /// The newest migration applied.
     func schemaVersion() async throws -> Int
     /// One round trip to the database; throws when it cannot be reached (`/health`).

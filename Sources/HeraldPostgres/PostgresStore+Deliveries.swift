@@ -497,6 +497,10 @@ extension PostgresStore {
         }
     }
 
+    public func pendingDeliveries() async throws -> Int {
+        try await self.read { db in Int(try await db.query("SELECT count(*) FROM deliveries WHERE state = 'pending'").first?.int(0) ?? 0) }
+    }
+
     public func deliveryCounts() async throws -> [DeliveryState: Int] {
         try await self.read { db in
             var counts: [DeliveryState: Int] = [:]

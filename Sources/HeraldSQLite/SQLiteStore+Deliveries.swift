@@ -553,6 +553,13 @@ extension SQLiteStore {
         }
     }
 
+    public func pendingDeliveries() async throws -> Int {
+        try await self.database.read { db in
+            // `next_attempt_at >= 0` makes the partial due index (pending only) answer it.
+            Int(try db.query("SELECT count(*) FROM deliveries WHERE state = 'pending' AND next_attempt_at >= 0").first?[0].int ?? 0)
+        }
+    }
+
     public func deliveryCounts() async throws -> [DeliveryState: Int] {
         try await self.database.read { db in
             var counts: [DeliveryState: Int] = [:]

@@ -217,8 +217,8 @@ public final class DeliveryEngine: Service, Sendable {
             last = now
             return true
         }
-        guard due, let counts = try? await self.store.deliveryCounts() else { return }
-        Gauge(label: "herald_deliveries_pending").record(counts[.pending] ?? 0)
+        guard due, let pending = try? await self.store.pendingDeliveries() else { return }
+        Gauge(label: "herald_deliveries_pending").record(pending)
     }
 
     private func send(_ deliveries: [ClaimedDelivery]) async -> GroupOutcome {
