@@ -156,9 +156,7 @@ public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
     /// What the API and the logs see: the server's refusal as a `PostgresStoreError`; no server
     /// at all (connection refused, lost, timed out) as 503 `database_unavailable`.
     static func map(_ error: PSQLError) -> any Error {
-        if error.serverInfo == nil {
-            return HeraldError(status: 503, code: "database_unavailable", "the database cannot be reached (\(error.code))")
-        }
+        if error.serverInfo == nil { return PostgresStore.unavailable("\(error.code)") }
         return PostgresStoreError(error)
     }
 }
@@ -167,4 +165,20 @@ extension Error {
     var postgresState: String? { (self as? PSQLError)?.sqlState ?? (self as? PostgresStoreError)?.sqlState }
     /// A unique or primary-key constraint refused the write.
     var isUniqueViolation: Bool { self.postgresState == "23505" }
+}
+
+/// Set once a connection was lent (whether a timed-out operation had started).
+final class StartedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+
+    func set() { self.lock.withLock { self.value = true } }
+    var isSet: Bool { self.lock.withLock { self.value } }
+}
+
+/// Hands a non-escaping operation to the child task that runs it while its caller waits: the
+/// closure runs on one task at a time, never after `withLease` returns.
+struct UncheckedTransfer<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

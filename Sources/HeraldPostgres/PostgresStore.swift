@@ -47,14 +47,60 @@ public final class PostgresStore: HeraldStore {
 
     // MARK: connections and transactions
 
-    func read<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
+    /// How long an operation waits for a connection before answering 503 `database_unavailable`
+    /// (the pool itself would wait a minute before giving up on an unreachable server).
+    static let leaseTimeout: Duration = .seconds(10)
+
+    /// Runs `body` on a pooled connection. No connection within `leaseTimeout`, or none to be had
+    /// at all, is `database_unavailable`; once `body` runs, it is never cut short.
+    private func withLease<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
+        let started = StartedFlag()
         do {
-            return try await self.client.withConnection { connection in
-                try await body(Connection(connection: connection, logger: self.logger))
+            return try await withoutActuallyEscaping(body) { body in
+                let work = UncheckedTransfer(body)
+                return try await withThrowingTaskGroup(of: Result?.self) { group in
+                    group.addTask {
+                        try await self.client.withConnection { connection in
+                            started.set()
+                            return try await work.value(Connection(connection: connection, logger: self.logger))
+                        }
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: Self.leaseTimeout)
+                        return nil
+                    }
+                    while let next = try await group.next() {
+                        if let result = next {
+                            group.cancelAll()
+                            return result
+                        }
+                        // The timer: give up only if no connection was ever lent.
+                        if !started.isSet {
+                            group.cancelAll()
+                            throw Self.unavailable("no connection within \(Self.leaseTimeout)")
+                        }
+                    }
+                    throw Self.unavailable("the operation ended without a result")
+                }
             }
         } catch let error as PSQLError {
             throw PostgresStoreError.map(error)
+        } catch let error as HeraldError {
+            throw error
+        } catch let error as PostgresStoreError {
+            throw error
+        } catch where !started.isSet {
+            // The pool could not connect at all (its circuit breaker, a refused connection).
+            throw Self.unavailable("\(error)")
         }
+    }
+
+    static func unavailable(_ why: String) -> HeraldError {
+        HeraldError(status: 503, code: "database_unavailable", "the database cannot be reached (\(why))")
+    }
+
+    func read<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
+        try await self.withLease(body)
     }
 
     /// Runs `body` in a transaction; its own errors come back as they were thrown. A deadlock or
@@ -65,8 +111,7 @@ public final class PostgresStore: HeraldStore {
         while true {
             attempt += 1
             do {
-                return try await self.client.withConnection { connection in
-                    let db = Connection(connection: connection, logger: self.logger)
+                return try await self.withLease { db in
                     try await db.execute("BEGIN")
                     do {
                         let result = try await body(db)
@@ -79,8 +124,6 @@ public final class PostgresStore: HeraldStore {
                 }
             } catch where attempt < 4 && ["40001", "40P01"].contains(error.postgresState ?? "") {
                 continue
-            } catch let error as PSQLError {
-                throw PostgresStoreError.map(error)
             }
         }
     }
