@@ -139,8 +139,9 @@ import Testing
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
             let port = fixture.emulator.controlPort!
-            async let stream = ProcessRunner.run("curl", ["-s", "-N", "--max-time", "30", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"], timeout: 40)
-            // Push once the stream is attached (bounded wait: 30 s, for a loaded machine).
+            async let stream = ProcessRunner.run("curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"], timeout: 100)
+            // Push once the stream is attached (bounded wait: 30 s, for a loaded machine; the stream
+            // itself ends when the device is removed, long before its 90 s cap).
             for _ in 0..<600 where fixture.emulator.state.listenerCount(token: token) == 0 {
                 try await Task.sleep(for: .milliseconds(50))
             }
