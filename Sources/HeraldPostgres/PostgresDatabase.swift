@@ -6,7 +6,9 @@ import NIOCore
 import PostgresNIO
 
 /// Where a PostgreSQL database is, from a `postgres://user:password@host:port/database` URL.
-/// `?sslmode=disable|prefer|require` (default `prefer`); `?host=/path` for a Unix socket folder.
+/// `?sslmode=` as libpq reads it — `disable`, `prefer` (the default: TLS if the server offers
+/// it), `require` (TLS, certificate not checked), `verify-full` (TLS, certificate and host name
+/// checked against the system's CAs); `?host=/path` for a Unix socket folder.
 public struct PostgresLocation: Sendable, Hashable {
     public var host: String
     public var port: Int
@@ -24,13 +26,13 @@ public struct PostgresLocation: Sendable, Hashable {
         self.host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
         self.port = components.port ?? 5432
         self.socketPath = query["host"].flatMap { $0.hasPrefix("/") ? "\($0)/.s.PGSQL.\(components.port ?? 5432)" : nil }
-        self.username = components.user.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
-        self.password = components.password.flatMap { $0.removingPercentEncoding }
+        self.username = components.percentEncodedUser.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
+        self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.database = path.isEmpty ? self.username : path
         self.sslMode = query["sslmode"] ?? "prefer"
-        guard ["disable", "prefer", "require"].contains(self.sslMode) else {
-            throw HeraldError.invalid("sslmode must be disable, prefer or require", code: "bad_database_url")
+        guard ["disable", "prefer", "require", "verify-full"].contains(self.sslMode) else {
+            throw HeraldError.invalid("sslmode must be disable, prefer, require or verify-full", code: "bad_database_url")
         }
     }
 
@@ -46,11 +48,15 @@ public struct PostgresLocation: Sendable, Hashable {
         if let socketPath {
             configuration = .init(unixSocketPath: socketPath, username: self.username, password: self.password, database: self.database)
         } else {
+            // Like libpq, prefer and require encrypt without checking the certificate; verify-full checks it.
+            var unchecked = TLSConfiguration.makeClientConfiguration()
+            unchecked.certificateVerification = .none
             let tls: PostgresClient.Configuration.TLS =
                 switch self.sslMode {
                 case "disable": .disable
-                case "require": .require(.makeClientConfiguration())
-                default: .prefer(.makeClientConfiguration())
+                case "require": .require(unchecked)
+                case "verify-full": .require(.makeClientConfiguration())
+                default: .prefer(unchecked)
                 }
             configuration = .init(host: self.host, port: self.port, username: self.username, password: self.password, database: self.database, tls: tls)
         }
@@ -163,17 +169,38 @@ public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
 
 extension Error {
     var postgresState: String? { (self as? PSQLError)?.sqlState ?? (self as? PostgresStoreError)?.sqlState }
+
+    /// An error that could go away by itself (a lost connection, a timeout, a cancel, a deadlock,
+    /// a lack of resources), as opposed to one the same statement would meet again.
+    var isTransient: Bool {
+        if self is CancellationError { return true }
+        if let error = self as? HeraldError { return error.code == "database_unavailable" }
+        guard let state = self.postgresState else { return self is PSQLError }
+        return ["08", "40", "53", "55", "57", "58"].contains(String(state.prefix(2)))
+    }
     /// A unique or primary-key constraint refused the write.
     var isUniqueViolation: Bool { self.postgresState == "23505" }
 }
 
-/// Set once a connection was lent (whether a timed-out operation had started).
-final class StartedFlag: @unchecked Sendable {
+/// Whether an operation got its connection or was given up first: exactly one of the two wins.
+final class LeaseState: @unchecked Sendable {
+    private enum State { case waiting, started, abandoned }
     private let lock = NSLock()
-    private var value = false
+    private var state = State.waiting
 
-    func set() { self.lock.withLock { self.value = true } }
-    var isSet: Bool { self.lock.withLock { self.value } }
+    /// The connection arrived: true unless the operation was already given up.
+    func start() -> Bool { self.transition(to: .started) }
+    /// The wait is over: true unless the connection arrived first.
+    func abandon() -> Bool { self.transition(to: .abandoned) }
+    var started: Bool { self.lock.withLock { self.state == .started } }
+
+    private func transition(to next: State) -> Bool {
+        self.lock.withLock {
+            guard self.state == .waiting else { return false }
+            self.state = next
+            return true
+        }
+    }
 }
 
 /// Hands a non-escaping operation to the child task that runs it while its caller waits: the

@@ -78,35 +78,40 @@ extension PostgresStore {
             }
         }
         let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
-        return try await self.write { db in
-            // The unique (app, idempotency key) decides between processes racing with one key.
-            let inserted = try await db.query(
-                """
-                INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
-                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
-                ON CONFLICT (app_id, idempotency_key) DO NOTHING
-                RETURNING id
-                """,
-                [
-                    .text(id), .text(appID), .text(bundleID), .int(spec.priority.map { Int64($0.rawValue) }), .int(spec.expiration),
-                    .text(spec.collapseID),
-                    // An encrypted notification with nobody to send to keeps no plaintext at all.
-                    .bytes(spec.placeholder != nil && size == 0 ? [] : spec.payload), .int(now), .int(spec.scheduledAt ?? now),
-                    .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
-                    .int(size > 0 ? 0 : nil), .int(until), .text(targeting.pushType?.rawValue), .text(targeting.localTime?.description),
-                    .bytes(spec.placeholder),
-                ]
-            )
-            if inserted.isEmpty, let key = spec.idempotencyKey,
-                let existing = try await db.query(
-                    "SELECT id, audience_size FROM notifications WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(key)]
-                ).first, let existingID = existing.string(0)
-            {
+        // The unique (app, idempotency key) decides between processes racing with one key. The
+        // first notification could be deleted (retention) between the insert and the lookup: then
+        // the insert is tried again.
+        for _ in 0..<3 {
+            let outcome = try await self.write { db -> (id: String, deliveries: Int, existing: Bool)? in
+                let inserted = try await db.query(
+                    """
+                    INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
+                        idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                    ON CONFLICT (app_id, idempotency_key) DO NOTHING
+                    RETURNING id
+                    """,
+                    [
+                        .text(id), .text(appID), .text(bundleID), .int(spec.priority.map { Int64($0.rawValue) }), .int(spec.expiration),
+                        .text(spec.collapseID),
+                        // An encrypted notification with nobody to send to keeps no plaintext at all.
+                        .bytes(spec.placeholder != nil && size == 0 ? [] : spec.payload), .int(now), .int(spec.scheduledAt ?? now),
+                        .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
+                        .int(size > 0 ? 0 : nil), .int(until), .text(targeting.pushType?.rawValue), .text(targeting.localTime?.description),
+                        .bytes(spec.placeholder),
+                    ]
+                )
+                guard inserted.isEmpty else { return (id, Int(size), false) }
+                guard let key = spec.idempotencyKey,
+                    let existing = try await db.query(
+                        "SELECT id, audience_size FROM notifications WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(key)]
+                    ).first, let existingID = existing.string(0)
+                else { return nil }
                 return (existingID, Int(existing.int(1) ?? 0), true)
             }
-            return (id, Int(size), false)
+            if let outcome { return outcome }
         }
+        throw HeraldError(status: 503, code: "database_unavailable", "the notification could not be stored; try again")
     }
 
     private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
@@ -135,7 +140,7 @@ extension PostgresStore {
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
-        try await self.read { db in
+        try await self.snapshot { db in
             guard let row = try await db.query("SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]).first
             else { return nil }
             let summary = Self.summary(row)
@@ -370,8 +375,10 @@ extension PostgresStore {
                     )
                 }
                 try await db.execute("RELEASE SAVEPOINT expand")
-            } catch {
-                // This notification cannot be expanded: undo its chunk, stop it as cancelled, go on.
+            } catch where !error.isTransient {
+                // This notification cannot be expanded (the same statement would fail again): undo
+                // its chunk, stop it as cancelled, go on. A passing failure (a lost connection, a
+                // timeout, a cancel) instead fails the whole claim, and the next one tries again.
                 try await db.execute("ROLLBACK TO SAVEPOINT expand")
                 try await db.execute("RELEASE SAVEPOINT expand")
                 result.removeSubrange(claimedBefore...)

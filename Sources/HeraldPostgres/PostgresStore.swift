@@ -52,32 +52,29 @@ public final class PostgresStore: HeraldStore {
     static let leaseTimeout: Duration = .seconds(10)
 
     /// Runs `body` on a pooled connection. No connection within `leaseTimeout`, or none to be had
-    /// at all, is `database_unavailable`; once `body` runs, it is never cut short.
+    /// at all, is `database_unavailable`; a connection lent after that is handed straight back.
     private func withLease<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
-        let started = StartedFlag()
+        let lease = LeaseState()
         do {
             return try await withoutActuallyEscaping(body) { body in
                 let work = UncheckedTransfer(body)
                 return try await withThrowingTaskGroup(of: Result?.self) { group in
                     group.addTask {
                         try await self.client.withConnection { connection in
-                            started.set()
+                            guard lease.start() else { throw Self.unavailable("no connection within \(Self.leaseTimeout)") }
                             return try await work.value(Connection(connection: connection, logger: self.logger))
                         }
                     }
                     group.addTask {
-                        try await Task.sleep(for: Self.leaseTimeout)
+                        try? await Task.sleep(for: Self.leaseTimeout)
+                        // Given up only if the connection has not arrived; else the body runs on.
+                        if lease.abandon() { throw Self.unavailable("no connection within \(Self.leaseTimeout)") }
                         return nil
                     }
                     while let next = try await group.next() {
                         if let result = next {
                             group.cancelAll()
                             return result
-                        }
-                        // The timer: give up only if no connection was ever lent.
-                        if !started.isSet {
-                            group.cancelAll()
-                            throw Self.unavailable("no connection within \(Self.leaseTimeout)")
                         }
                     }
                     throw Self.unavailable("the operation ended without a result")
@@ -89,7 +86,7 @@ public final class PostgresStore: HeraldStore {
             throw error
         } catch let error as PostgresStoreError {
             throw error
-        } catch where !started.isSet {
+        } catch where !lease.started {
             // The pool could not connect at all (its circuit breaker, a refused connection).
             throw Self.unavailable("\(error)")
         }
@@ -101,6 +98,21 @@ public final class PostgresStore: HeraldStore {
 
     func read<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
         try await self.withLease(body)
+    }
+
+    /// Several reads that must agree with each other, in one read-only snapshot.
+    func snapshot<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
+        try await self.withLease { db in
+            try await db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            do {
+                let result = try await body(db)
+                try await db.execute("COMMIT")
+                return result
+            } catch {
+                try? await db.execute("ROLLBACK")
+                throw error
+            }
+        }
     }
 
     /// Runs `body` in a transaction; its own errors come back as they were thrown. A deadlock or
@@ -260,7 +272,7 @@ public final class PostgresStore: HeraldStore {
     }
 
     public func apps() async throws -> [App] {
-        try await self.read { db in try await db.query("SELECT id, bundle_id, created_at FROM apps ORDER BY id").map(Self.app) }
+        try await self.read { db in try await db.query("SELECT id, bundle_id, created_at FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
     private static func app(_ row: Row) -> App {
@@ -320,7 +332,7 @@ public final class PostgresStore: HeraldStore {
 
     public func apiKeys() async throws -> [StoredAPIKey] {
         try await self.read { db in
-            try await db.query("SELECT \(Self.keyColumns) FROM api_keys ORDER BY created_at, id").compactMap(Self.apiKey)
+            try await db.query("SELECT \(Self.keyColumns) FROM api_keys ORDER BY created_at, id COLLATE \"C\"").compactMap(Self.apiKey)
         }
     }
 
@@ -401,7 +413,7 @@ public final class PostgresStore: HeraldStore {
     }
 
     public func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
-        try await self.read { db in
+        try await self.snapshot { db in
             var sql = Query("SELECT \(Self.deviceColumns) FROM devices d WHERE app_id = $1", [.text(appID)])
             if let userID = query.userID {
                 sql.sql += " AND user_id = \(sql.bind(.text(userID)))"
@@ -422,7 +434,7 @@ public final class PostgresStore: HeraldStore {
     }
 
     public func device(appID: String, token: String) async throws -> Device? {
-        try await self.read { db in
+        try await self.snapshot { db in
             guard let row = try await db.query("SELECT \(Self.deviceColumns) FROM devices WHERE app_id = $1 AND token = $2", [.text(appID), .text(token)]).first
             else { return nil }
             return Self.device(row, tags: try await Self.tags(db, row.int(0) ?? 0))
@@ -441,7 +453,7 @@ public final class PostgresStore: HeraldStore {
     }
 
     private static func tags(_ db: Connection, _ id: Int64) async throws -> [String] {
-        try await db.query("SELECT tag FROM device_tags WHERE device_id = $1 ORDER BY tag", [.int(id)]).compactMap { $0.string(0) }
+        try await db.query("SELECT tag FROM device_tags WHERE device_id = $1 ORDER BY tag COLLATE \"C\"", [.int(id)]).compactMap { $0.string(0) }
     }
 
     private static func device(_ row: Row, tags: [String]) -> Device {
