@@ -214,11 +214,15 @@ public struct DeliveryResult: Sendable, Hashable {
     public var deliveryID: Int64
     public var outcome: Outcome
     public var latencyMilliseconds: Int64
+    /// The claim this answers (its `attempts`): recorded only if the delivery has not been claimed
+    /// again since — a batch that outlived its lease cannot overwrite the newer claim. Nil: unfenced.
+    public var attempt: Int?
 
-    public init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64) {
+    public init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64, attempt: Int? = nil) {
         self.deliveryID = deliveryID
         self.outcome = outcome
         self.latencyMilliseconds = latencyMilliseconds
+        self.attempt = attempt
     }
 }
 

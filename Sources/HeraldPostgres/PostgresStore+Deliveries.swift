@@ -391,9 +391,14 @@ extension PostgresStore {
     private static func scheduleLocalTime(
         _ db: Connection, _ localTime: LocalTime, notificationID: String, appID: String, scheduledAt: Int64, after: Int64, through: Int64
     ) async throws {
-        let zones = try await db.query(
-            "SELECT DISTINCT time_zone FROM devices WHERE app_id = $1 AND id > $2 AND id <= $3", [.text(appID), .int(after), .int(through)]
-        ).map { $0.string(0) }
+        // The chunk's devices are locked (FOR SHARE) until the claim commits, so none can move to
+        // another time zone between reading the zones and scheduling by them.
+        var zones: [String?] = []
+        for row in try await db.query(
+            "SELECT time_zone FROM devices WHERE app_id = $1 AND id > $2 AND id <= $3 FOR SHARE", [.text(appID), .int(after), .int(through)]
+        ) where !zones.contains(row.string(0)) {
+            zones.append(row.string(0))
+        }
         for zone in zones {
             let due = max(scheduledAt, localTime.instant(timeZone: zone))
             try await db.query(
@@ -412,11 +417,13 @@ extension PostgresStore {
         var sentIDs: [Int64] = []
         var apnsIDs: [String] = []
         var latencies: [Int64] = []
+        var attempts: [Int64] = []
         for result in results {
             guard case .sent(let apnsID) = result.outcome else { continue }
             sentIDs.append(result.deliveryID)
             apnsIDs.append(apnsID ?? "")
             latencies.append(result.latencyMilliseconds)
+            attempts.append(result.attempt.map(Int64.init) ?? -1)
         }
         try await self.write { db in
             if !sentIDs.isEmpty {
@@ -424,27 +431,34 @@ extension PostgresStore {
                     """
                     UPDATE deliveries x SET state = 'sent', apns_id = nullif(v.apns_id, ''), status = 200, reason = NULL,
                         latency_ms = v.latency, updated_at = $1
-                    FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS v(id, apns_id, latency)
-                    WHERE x.id = v.id
+                    FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS v(id, apns_id, latency, attempt)
+                    WHERE x.id = v.id AND (v.attempt < 0 OR x.attempts = v.attempt)
                     """,
-                    [.int(now), .ints(sentIDs), .texts(apnsIDs), .ints(latencies)]
+                    [.int(now), .ints(sentIDs), .texts(apnsIDs), .ints(latencies), .ints(attempts)]
                 )
             }
             for result in results {
                 let id = Value.int(result.deliveryID)
                 let latency = Value.int(result.latencyMilliseconds)
+                let attempt = Value.int(result.attempt.map(Int64.init))
                 switch result.outcome {
                 case .sent:
                     continue
                 case .retry(let status, let reason, let retryAt):
                     try await db.query(
-                        "UPDATE deliveries SET status = $1, reason = $2, latency_ms = $3, next_attempt_at = $4, updated_at = $5 WHERE id = $6",
-                        [.int(status.map(Int64.init)), .text(reason), latency, .int(retryAt), .int(now), id]
+                        """
+                        UPDATE deliveries SET status = $1, reason = $2, latency_ms = $3, next_attempt_at = $4, updated_at = $5
+                        WHERE id = $6 AND ($7::bigint IS NULL OR attempts = $7::bigint)
+                        """,
+                        [.int(status.map(Int64.init)), .text(reason), latency, .int(retryAt), .int(now), id, attempt]
                     )
                 case .failed(let status, let reason, let invalidate, let timestamp):
                     try await db.query(
-                        "UPDATE deliveries SET state = 'failed', status = $1, reason = $2, latency_ms = $3, updated_at = $4 WHERE id = $5",
-                        [.int(status.map(Int64.init)), .text(reason), latency, .int(now), id]
+                        """
+                        UPDATE deliveries SET state = 'failed', status = $1, reason = $2, latency_ms = $3, updated_at = $4
+                        WHERE id = $5 AND ($6::bigint IS NULL OR attempts = $6::bigint)
+                        """,
+                        [.int(status.map(Int64.init)), .text(reason), latency, .int(now), id, attempt]
                     )
                     if invalidate {
                         // Only if the token was not registered again after APNs learned it was dead.

@@ -462,6 +462,8 @@ extension SQLiteStore {
             }
             sentText.append(UInt8(ascii: ","))
             sentText += String(result.latencyMilliseconds).utf8
+            sentText.append(UInt8(ascii: ","))
+            sentText += (result.attempt.map { String($0) } ?? "null").utf8
             sentText.append(UInt8(ascii: "]"))
         }
         sentText.append(UInt8(ascii: "]"))
@@ -472,8 +474,8 @@ extension SQLiteStore {
                     """
                     UPDATE deliveries SET state = 'sent', apns_id = v.apns_id, status = 200, reason = NULL, latency_ms = v.latency,
                         updated_at = ?1
-                    FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency FROM json_each(?2)) AS v
-                    WHERE deliveries.id = v.id
+                    FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency, value ->> 3 AS attempt FROM json_each(?2)) AS v
+                    WHERE deliveries.id = v.id AND (v.attempt IS NULL OR deliveries.attempts = v.attempt)
                     """,
                     [.integer(now), .text(sentList)]
                 )
@@ -481,18 +483,22 @@ extension SQLiteStore {
             for result in results {
                 let id = SQLValue.integer(result.deliveryID)
                 let latency = SQLValue.integer(result.latencyMilliseconds)
+                let attempt = result.attempt.map { SQLValue.integer(Int64($0)) } ?? .null
                 switch result.outcome {
                 case .sent:
                     continue
                 case .retry(let status, let reason, let retryAt):
                     try db.query(
-                        "UPDATE deliveries SET status = ?, reason = ?, latency_ms = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?",
-                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(retryAt), .integer(now), id]
+                        """
+                        UPDATE deliveries SET status = ?1, reason = ?2, latency_ms = ?3, next_attempt_at = ?4, updated_at = ?5
+                        WHERE id = ?6 AND (?7 IS NULL OR attempts = ?7)
+                        """,
+                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(retryAt), .integer(now), id, attempt]
                     )
                 case .failed(let status, let reason, let invalidate, let timestamp):
                     try db.query(
-                        "UPDATE deliveries SET state = 'failed', status = ?, reason = ?, latency_ms = ?, updated_at = ? WHERE id = ?",
-                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id]
+                        "UPDATE deliveries SET state = 'failed', status = ?1, reason = ?2, latency_ms = ?3, updated_at = ?4 WHERE id = ?5 AND (?6 IS NULL OR attempts = ?6)",
+                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id, attempt]
                     )
                     if invalidate {
                         // Only if the token was not registered again after APNs learned it was dead.

@@ -162,7 +162,12 @@ public final class DeliveryEngine: Service, Sendable {
             for await outcome in group { all.append(outcome) }
             return all
         }
-        try await self.recordPatiently(outcomes.flatMap(\.results), claimedAt: now)
+        // Each result names the claim it answers, so a record that comes after the lease ran out
+        // (and another worker claimed the delivery) changes nothing.
+        let claims = Dictionary(batch.map { ($0.id, $0.attempts) }, uniquingKeysWith: { first, _ in first })
+        var results = outcomes.flatMap(\.results)
+        for index in results.indices { results[index].attempt = claims[results[index].deliveryID] }
+        try await self.recordPatiently(results, claimedAt: now)
         // End-to-end encrypted notifications keep their plaintext only while something is left to send.
         let sealed = Set(batch.lazy.filter { $0.placeholder != nil }.map(\.notificationID))
         if !sealed.isEmpty { try await self.store.forgetPlaintext(notificationIDs: Array(sealed)) }

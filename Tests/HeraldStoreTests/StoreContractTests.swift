@@ -354,4 +354,25 @@ enum Driver: String, CaseIterable, CustomTestStringConvertible, Sendable {
             #expect(retried.map(\.id) == [claimed[1].id] && retried.first?.payload == secret, "one still pending: the plaintext stays")
         }
     }
+
+    @Test("a record from a claim whose lease ran out changes nothing once the delivery was claimed again", arguments: Driver.enabled)
+    func fencedRecord(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 1)
+            _ = try await store.createNotification(
+                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+            let first = try #require(try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000).first)
+            let second = try #require(try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000).first, "the lease ran out")
+            #expect(first.attempts == 1 && second.attempts == 2)
+            // The first claim's late answers: neither moves the second claim's lease nor ends the delivery.
+            try await store.record(
+                [DeliveryResult(deliveryID: first.id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 1100), latencyMilliseconds: 1, attempt: 1)],
+                now: 1020)
+            #expect(try await store.claimDeliveries(limit: 10, now: 1100, leaseMilliseconds: 1000).isEmpty, "still leased to the second claim")
+            try await store.record([DeliveryResult(deliveryID: first.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 1)], now: 1030)
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.pending] == 1)
+            try await store.record([DeliveryResult(deliveryID: second.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 2)], now: 1040)
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.sent] == 1)
+        }
+    }
 }
