@@ -77,3 +77,14 @@ public struct PostgresTestError: Error, CustomStringConvertible {
     public var message: String
     public var description: String { self.message }
 }
+
+/// A store driver a test runs on: SQLite always; PostgreSQL when a test server is configured
+/// (or required, in CI).
+public enum StoreDriver: String, CaseIterable, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    public static var enabled: [StoreDriver] { PostgresTestDatabase.enabled ? [.sqlite, .postgres] : [.sqlite] }
+
+    public var description: String { self.rawValue }
+}

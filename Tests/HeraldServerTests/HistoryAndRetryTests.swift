@@ -21,9 +21,9 @@ extension ServerTests {
         return (inbox.body["notifications"] as? [Any])?.count ?? -1
     }
 
-    @Test("503 and 429 are retried with back-off until APNs accepts; a 400 is never retried")
-    func retries() async throws {
-        try await self.withServer(configure: { $0.engine.retryBase = .milliseconds(50) }) { context in
+    @Test("503 and 429 are retried with back-off until APNs accepts; a 400 is never retried", arguments: StoreDriver.enabled)
+    func retries(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver, configure: { $0.engine.retryBase = .milliseconds(50) }) { context in
             let keys = try await self.setUp(context)
             let token = try await self.registeredDevice(context, keys)
             let armed = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":503,"count":1}"#)
@@ -47,9 +47,9 @@ extension ServerTests {
         }
     }
 
-    @Test("recent notifications newest first, paged; a device's deliveries; bad limits refused")
-    func history() async throws {
-        try await self.withServer { context in
+    @Test("recent notifications newest first, paged; a device's deliveries; bad limits refused", arguments: StoreDriver.enabled)
+    func history(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let token = try await self.registeredDevice(context, keys)
             var ids: [String] = []
@@ -87,9 +87,9 @@ extension ServerTests {
         }
     }
 
-    @Test("keys are listed without secrets; a revoked key authorizes nothing; the last admin key cannot be revoked")
-    func revocation() async throws {
-        try await self.withServer { context in
+    @Test("keys are listed without secrets; a revoked key authorizes nothing; the last admin key cannot be revoked", arguments: StoreDriver.enabled)
+    func revocation(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let listed = try await context.api.call("GET", "/v1/keys", key: context.admin)
             let all = try #require(listed.body["keys"] as? [[String: Any]])

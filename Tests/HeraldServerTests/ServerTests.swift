@@ -48,11 +48,21 @@ import CoreMetrics
         return configuration
     }
 
+    /// A running server on `driver`'s store (a new SQLite file, or a new PostgreSQL database).
     func withServer<Result: Sendable>(
+        driver: StoreDriver = .sqlite,
         clock: any EpochClock = SystemEpochClock(),
         configure: (inout ServerConfiguration) -> Void = { _ in },
         _ body: @escaping @Sendable (Context) async throws -> Result
     ) async throws -> Result {
+        guard driver == .sqlite else {
+            return try await PostgresTestDatabase.with { database in
+                try await self.withServer(clock: clock, configure: { configuration in
+                    configuration.database = database.url
+                    configure(&configuration)
+                }, body)
+            }
+        }
         let directory = try TemporaryDirectory(prefix: "herald-serve")
         defer { directory.remove() }
         var configuration = Self.configuration(directory)
@@ -94,9 +104,9 @@ import CoreMetrics
         return [:]
     }
 
-    @Test("register, send to a user, and the virtual device receives it; the delivery is recorded")
-    func endToEnd() async throws {
-        try await self.withServer { context in
+    @Test("register, send to a user, and the virtual device receives it; the delivery is recorded", arguments: StoreDriver.enabled)
+    func endToEnd(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
             let registered = try await context.api.call(
@@ -125,9 +135,9 @@ import CoreMetrics
         }
     }
 
-    @Test("every token kind gets its push type and topic")
-    func kinds() async throws {
-        try await self.withServer { context in
+    @Test("every token kind gets its push type and topic", arguments: StoreDriver.enabled)
+    func kinds(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let kinds: [(emulator: String, herald: String, extra: String, pushType: String)] = [
                 ("device", "device", "", "alert"), ("voip", "voip", "", "voip"), ("complication", "complication", "", "complication"),
@@ -160,9 +170,9 @@ import CoreMetrics
         }
     }
 
-    @Test("410 after uninstall invalidates the device, with an audit record; re-registering reactivates it")
-    func invalidation() async throws {
-        try await self.withServer { context in
+    @Test("410 after uninstall invalidates the device, with an audit record; re-registering reactivates it", arguments: StoreDriver.enabled)
+    func invalidation(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
             _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
@@ -180,9 +190,9 @@ import CoreMetrics
         }
     }
 
-    @Test("each key scope against each endpoint")
-    func scopes() async throws {
-        try await self.withServer { context in
+    @Test("each key scope against each endpoint", arguments: StoreDriver.enabled)
+    func scopes(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let token = String(repeating: "ab", count: 32)
             let device = #"{"environment":"sandbox"}"#
@@ -214,9 +224,9 @@ import CoreMetrics
         }
     }
 
-    @Test("bad input gets the documented error and writes nothing")
-    func badInput() async throws {
-        try await self.withServer { context in
+    @Test("bad input gets the documented error and writes nothing", arguments: StoreDriver.enabled)
+    func badInput(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             let cases: [(String, String, String, Int, String)] = [
                 ("PUT", "/v1/apps/demo/devices/xyz", #"{}"#, 400, "bad_device_token"),
@@ -250,10 +260,10 @@ import CoreMetrics
         }
     }
 
-    @Test("a scheduled notification waits for its time (moved clock), then goes out")
-    func scheduled() async throws {
+    @Test("a scheduled notification waits for its time (moved clock), then goes out", arguments: StoreDriver.enabled)
+    func scheduled(driver: StoreDriver) async throws {
         let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
-        try await self.withServer(clock: clock) { context in
+        try await self.withServer(driver: driver, clock: clock) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
             _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
@@ -271,9 +281,9 @@ import CoreMetrics
         }
     }
 
-    @Test("a Live Activity update goes to every update token of that activity, and only those")
-    func liveActivity() async throws {
-        try await self.withServer { context in
+    @Test("a Live Activity update goes to every update token of that activity, and only those", arguments: StoreDriver.enabled)
+    func liveActivity(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             var game1: [String] = []
             for activity in ["game-1", "game-1", "game-2"] {
@@ -296,10 +306,10 @@ import CoreMetrics
         }
     }
 
-    @Test("local-time delivery: each device gets it at that wall-clock time in its own time zone")
-    func localTime() async throws {
+    @Test("local-time delivery: each device gets it at that wall-clock time in its own time zone", arguments: StoreDriver.enabled)
+    func localTime(driver: StoreDriver) async throws {
         let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
-        try await self.withServer(clock: clock) { context in
+        try await self.withServer(driver: driver, clock: clock) { context in
             let keys = try await self.setUp(context)
             var tokens: [String: String] = [:]
             for zone in ["Asia/Tokyo", "America/New_York"] {

@@ -7,16 +7,9 @@ import HeraldTesting
 import Logging
 import Testing
 
-/// A store driver under test.
-enum Driver: String, CaseIterable, CustomTestStringConvertible, Sendable {
-    case sqlite
-    case postgres
+typealias Driver = StoreDriver
 
-    /// SQLite always; PostgreSQL when a test server is configured (or required, in CI).
-    static var enabled: [Driver] { PostgresTestDatabase.enabled ? [.sqlite, .postgres] : [.sqlite] }
-
-    var testDescription: String { self.rawValue }
-
+extension StoreDriver {
     /// Runs `body` with a new, empty store of this driver holding one app, "demo": a real SQLite
     /// file, or a new database on the PostgreSQL test server.
     func withStore<Result: Sendable>(_ body: (any HeraldStore) async throws -> Result) async throws -> Result {
