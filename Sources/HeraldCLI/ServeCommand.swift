@@ -35,6 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
     @Option(help: "CA (PEM) to trust for --apns-host [HERALD_APNS_CA_FILE, apnsCaFile].") var apnsCaFile: String?
     @Option(help: "Seconds a claimed delivery stays leased [HERALD_LEASE_SECONDS, leaseSeconds; 60].") var leaseSeconds: Int?
+    @Option(help: "Delivery workers, each with a batch of up to 1000 in flight [HERALD_WORKERS, workers; 4].") var workers: Int?
     @Option(help: "Days finished delivery records are kept, 0 for ever [HERALD_RETENTION_DAYS, retentionDays; 30].") var retentionDays: Int?
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
@@ -62,6 +63,9 @@ struct ServeCommand: AsyncParsableCommand {
         let lease = try settings.int(self.leaseSeconds, "leaseSeconds") ?? 60
         guard (1...3600).contains(lease) else { throw ValidationError("the lease must be 1 to 3600 seconds") }
         configuration.engine.lease = .seconds(lease)
+        let workers = try settings.int(self.workers, "workers") ?? 4
+        guard (1...64).contains(workers) else { throw ValidationError("workers must be 1 to 64") }
+        configuration.engine.workers = workers
         let retention = try settings.int(self.retentionDays, "retentionDays") ?? 30
         guard (0...36_500).contains(retention) else { throw ValidationError("retentionDays must be 0 (for ever) to 36500") }
         configuration.retention = retention == 0 ? nil : .seconds(Int64(retention) * 86_400)

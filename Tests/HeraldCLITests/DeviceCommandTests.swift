@@ -15,7 +15,7 @@ import Testing
         ])
         try #require(try await server.waitFor("control API listening"), "\(server.printed)")
         try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
-        let crash = ServeCrashTests()
+        let crash = HeavyProcessTests.ServeCrashTests()
         let port = try crash.port(of: server, "Herald listening on")
         let control = try crash.port(of: server, "control API listening")
         let admin = try #require(crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
