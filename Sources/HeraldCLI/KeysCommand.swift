@@ -32,7 +32,7 @@ struct KeysCommand: AsyncParsableCommand {
             if scope == .register, self.app == nil { throw ValidationError("a register key belongs to one app: give --app") }
             let database = self.database ?? ProcessInfo.processInfo.environment["HERALD_DATABASE"]
             let path = database ?? self.dataDir + "/herald.sqlite"
-            guard path.hasPrefix("postgres") || FileManager.default.fileExists(atPath: path) else {
+            guard isShared(database: database) || FileManager.default.fileExists(atPath: path) else {
                 throw ValidationError("no database at \(path); run herald serve first")
             }
             let token = try await withHeraldStore(database: database, dataDirectory: self.dataDir, logger: Logger(label: "herald")) { store in

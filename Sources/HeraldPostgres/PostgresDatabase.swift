@@ -36,13 +36,6 @@ public struct PostgresLocation: Sendable, Hashable {
         }
     }
 
-    /// The same server, another database (tests create one each).
-    public func with(database: String) -> PostgresLocation {
-        var copy = self
-        copy.database = database
-        return copy
-    }
-
     var clientConfiguration: PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let socketPath {
@@ -67,7 +60,7 @@ public struct PostgresLocation: Sendable, Hashable {
 }
 
 /// One row, read by column number; a value that is NULL or of another type reads as nil.
-struct Row {
+struct Row: StoredRow {
     let cells: PostgresRandomAccessRow
 
     init(_ row: PostgresRow) { self.cells = row.makeRandomAccess() }
@@ -134,6 +127,19 @@ struct Connection {
 
     func execute(_ sql: String) async throws {
         try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger)
+    }
+
+    /// `begin` (a `BEGIN …` statement), `body`, then COMMIT; ROLLBACK and `body`'s own error if it throws.
+    func transaction<Result>(_ begin: String, _ body: (Connection) async throws -> Result) async throws -> Result {
+        try await self.execute(begin)
+        do {
+            let result = try await body(self)
+            try await self.execute("COMMIT")
+            return result
+        } catch {
+            try? await self.execute("ROLLBACK")
+            throw error
+        }
     }
 }
 

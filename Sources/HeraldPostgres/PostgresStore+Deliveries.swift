@@ -5,19 +5,6 @@ import NIOCore
 import PostgresNIO
 
 extension PostgresStore {
-    /// `CASE` expressions giving each device's push type and topic from the kind table (enum
-    /// values only, never caller input, go into the SQL text); `bundle` is the bundle id's placeholder.
-    private static func pushTypeAndTopic(fixed: PushType?, bundle: String) -> (pushType: String, topic: String) {
-        var pushTypeCases = "CASE d.kind"
-        var topicCases = "CASE d.kind"
-        for kind in DeviceKind.allCases {
-            let pushType = fixed ?? kind.defaultPushType
-            pushTypeCases += " WHEN '\(kind.rawValue)' THEN '\(pushType.rawValue)'"
-            topicCases += " WHEN '\(kind.rawValue)' THEN \(bundle) || '\(pushType.topicSuffix ?? "")'"
-        }
-        return (pushTypeCases + " END", topicCases + " END")
-    }
-
     /// Appends the conditions (after `d.app_id = … AND d.active`) that pick a targeting's devices
     /// from `devices d`.
     static func audienceFilter(_ targeting: Targeting, into query: inout Query) {
@@ -114,36 +101,11 @@ extension PostgresStore {
         throw HeraldError(status: 503, code: "database_unavailable", "the notification could not be stored; try again")
     }
 
-    private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
-
-    private static func summary(_ row: Row) -> NotificationSummary {
-        NotificationSummary(
-            id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
-            audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6)
-        )
-    }
-
-    private static let deliveryColumns = """
-        x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
-        x.latency_ms, x.updated_at
-        """
-
-    private static func delivery(_ row: Row) -> DeliveryRecord {
-        DeliveryRecord(
-            id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "", kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
-            environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert,
-            state: row.string(6).flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row.int(7) ?? 0),
-            apnsID: row.string(8), status: row.int(9).map(Int.init), reason: row.string(10), latencyMilliseconds: row.int(11),
-            updatedAt: row.int(12) ?? 0
-        )
-    }
-
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
         try await self.snapshot { db in
-            guard let row = try await db.query("SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]).first
+            guard let row = try await db.query("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]).first
             else { return nil }
-            let summary = Self.summary(row)
+            let summary = NotificationSummary(row: row)
             var counts: [DeliveryState: Int] = [:]
             var created = 0
             for row in try await db.query("SELECT state, count(*) FROM deliveries WHERE notification_id = $1 GROUP BY state", [.text(id)]) {
@@ -153,9 +115,9 @@ extension PostgresStore {
             }
             if summary.expanding { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
             let deliveries = try await db.query(
-                "SELECT \(Self.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = $1 ORDER BY x.id LIMIT $2",
+                "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = $1 ORDER BY x.id LIMIT $2",
                 [.text(id), .int(Int64(deliveryLimit))]
-            ).map(Self.delivery)
+            ).map(DeliveryRecord.init(row:))
             return NotificationStatus(summary: summary, counts: counts, deliveries: deliveries)
         }
     }
@@ -163,9 +125,9 @@ extension PostgresStore {
     public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
         try await self.read { db in
             try await db.query(
-                "SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = $1 AND created_at < $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND created_at < $2 ORDER BY created_at DESC, id DESC LIMIT $3",
                 [.text(appID), .int(before ?? Int64.max), .int(Int64(limit))]
-            ).map(Self.summary)
+            ).map(NotificationSummary.init(row:))
         }
     }
 
@@ -176,13 +138,13 @@ extension PostgresStore {
         try await self.read { db in
             try await db.query(
                 """
-                SELECT \(Self.deliveryColumns) FROM devices d
+                SELECT \(StoreSQL.deliveryColumns) FROM devices d
                 JOIN (SELECT id FROM notifications WHERE app_id = $1 ORDER BY created_at DESC LIMIT $3) n ON TRUE
                 JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
                 WHERE d.app_id = $1 AND d.token = $2 ORDER BY x.id DESC LIMIT $4
                 """,
                 [.text(appID), .text(token), .int(Int64(Self.historyDepth)), .int(Int64(limit))]
-            ).map(Self.delivery)
+            ).map(DeliveryRecord.init(row:))
         }
     }
 
@@ -328,7 +290,7 @@ extension PostgresStore {
             let deferred = localTime != nil
             var insert = Query()
             let bundle = insert.bind(.text(bundleID))
-            let (pushTypeSQL, topicSQL) = Self.pushTypeAndTopic(fixed: pushType, bundle: bundle)
+            let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: bundle)
             let notification = insert.bind(.text(id))
             insert.sql = """
                 INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)

@@ -102,17 +102,7 @@ public final class PostgresStore: HeraldStore {
 
     /// Several reads that must agree with each other, in one read-only snapshot.
     func snapshot<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
-        try await self.withLease { db in
-            try await db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            do {
-                let result = try await body(db)
-                try await db.execute("COMMIT")
-                return result
-            } catch {
-                try? await db.execute("ROLLBACK")
-                throw error
-            }
-        }
+        try await self.withLease { db in try await db.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body) }
     }
 
     /// Runs `body` in a transaction; its own errors come back as they were thrown. A deadlock or
@@ -123,17 +113,7 @@ public final class PostgresStore: HeraldStore {
         while true {
             attempt += 1
             do {
-                return try await self.withLease { db in
-                    try await db.execute("BEGIN")
-                    do {
-                        let result = try await body(db)
-                        try await db.execute("COMMIT")
-                        return result
-                    } catch {
-                        try? await db.execute("ROLLBACK")
-                        throw error
-                    }
-                }
+                return try await self.withLease { db in try await db.transaction("BEGIN", body) }
             } catch where attempt < 4 && ["40001", "40P01"].contains(error.postgresState ?? "") {
                 continue
             }

@@ -2,20 +2,9 @@
 import APNSModels
 public import HeraldCore
 
-extension SQLiteStore {
-    /// `CASE` expressions giving each device's push type and topic, from the kind table (enum
-    /// values only, never caller input, go into the SQL text); `bundle` is the bundle id's parameter.
-    private static func pushTypeAndTopic(fixed: PushType?, bundle: String) -> (pushType: String, topic: String) {
-        var pushTypeCases = "CASE d.kind"
-        var topicCases = "CASE d.kind"
-        for kind in DeviceKind.allCases {
-            let pushType = fixed ?? kind.defaultPushType
-            pushTypeCases += " WHEN '\(kind.rawValue)' THEN '\(pushType.rawValue)'"
-            topicCases += " WHEN '\(kind.rawValue)' THEN \(bundle) || '\(pushType.topicSuffix ?? "")'"
-        }
-        return (pushTypeCases + " END", topicCases + " END")
-    }
+extension SQLiteDatabase.Connection.Row: StoredRow {}
 
+extension SQLiteStore {
     /// The conditions (after `d.app_id = ? AND d.active = 1`) that pick a targeting's devices
     /// from `devices d`, with their bindings numbered from `first`; and how to name the device id
     /// in range conditions: for lists of tokens, users or one activity, `+d.id`, which keeps
@@ -125,36 +114,11 @@ extension SQLiteStore {
         }
     }
 
-    private static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
-
-    private static func summary(_ row: SQLiteDatabase.Connection.Row) -> NotificationSummary {
-        NotificationSummary(
-            id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
-            audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6)
-        )
-    }
-
-    private static let deliveryColumns = """
-        x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
-        x.latency_ms, x.updated_at
-        """
-
-    private static func delivery(_ row: SQLiteDatabase.Connection.Row) -> DeliveryRecord {
-        DeliveryRecord(
-            id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "", kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
-            environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert,
-            state: row.string(6).flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row.int(7) ?? 0),
-            apnsID: row.string(8), status: row.int(9).map(Int.init), reason: row.string(10), latencyMilliseconds: row.int(11),
-            updatedAt: row.int(12) ?? 0
-        )
-    }
-
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
         try await self.database.read { db in
             var found: NotificationSummary?
-            try db.each("SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) {
-                found = Self.summary($0)
+            try db.each("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) {
+                found = NotificationSummary(row: $0)
             }
             guard let summary = found else { return nil }
             var counts: [DeliveryState: Int] = [:]
@@ -167,9 +131,9 @@ extension SQLiteStore {
             if summary.expanding { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
             var deliveries: [DeliveryRecord] = []
             try db.each(
-                "SELECT \(Self.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?",
+                "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?",
                 [.text(id), .integer(Int64(deliveryLimit))]
-            ) { deliveries.append(Self.delivery($0)) }
+            ) { deliveries.append(DeliveryRecord(row: $0)) }
             return NotificationStatus(summary: summary, counts: counts, deliveries: deliveries)
         }
     }
@@ -178,9 +142,9 @@ extension SQLiteStore {
         try await self.database.read { db in
             var result: [NotificationSummary] = []
             try db.each(
-                "SELECT \(Self.summaryColumns) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?",
                 [.text(appID), .integer(before ?? Int64.max), .integer(Int64(limit))]
-            ) { result.append(Self.summary($0)) }
+            ) { result.append(NotificationSummary(row: $0)) }
             return result
         }
     }
@@ -194,13 +158,13 @@ extension SQLiteStore {
             // Through the app's most recent notifications: one (notification, device) lookup each.
             try db.each(
                 """
-                SELECT \(Self.deliveryColumns) FROM devices d
+                SELECT \(StoreSQL.deliveryColumns) FROM devices d
                 JOIN (SELECT id FROM notifications WHERE app_id = ?1 ORDER BY created_at DESC LIMIT ?3) n
                 JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
                 WHERE d.app_id = ?1 AND d.token = ?2 ORDER BY x.id DESC LIMIT ?4
                 """,
                 [.text(appID), .text(token), .integer(Int64(Self.historyDepth)), .integer(Int64(limit))]
-            ) { result.append(Self.delivery($0)) }
+            ) { result.append(DeliveryRecord(row: $0)) }
             return result
         }
     }
@@ -358,7 +322,7 @@ extension SQLiteStore {
             // A local-time notification's deliveries are created pending at each device's own
             // time; the others leased, to be sent now.
             let deferred = localTime != nil
-            let (pushTypeSQL, topicSQL) = Self.pushTypeAndTopic(fixed: pushType, bundle: "?1")
+            let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: "?1")
             var last = notification.after
             var count = 0
             let claimedBefore = result.count

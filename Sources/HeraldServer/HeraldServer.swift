@@ -55,15 +55,15 @@ public struct RunningServer: Sendable {
 public func withHeraldStore<Result: Sendable>(
     database: String?, dataDirectory: String, logger: Logger, _ body: (any HeraldStore) async throws -> Result
 ) async throws -> Result {
-    if let database, database.hasPrefix("postgres://") || database.hasPrefix("postgresql://") {
+    if let database, isShared(database: database) {
         return try await PostgresStore.withStore(url: database, logger: logger) { try await body($0) }
     }
     try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
     return try await body(try await SQLiteStore(path: database ?? dataDirectory + "/herald.sqlite"))
 }
 
-/// Whether `database` names a store several processes share (PostgreSQL).
-func isShared(database: String?) -> Bool {
+/// Whether `database` names a store several processes share: a PostgreSQL URL, not a SQLite file.
+public func isShared(database: String?) -> Bool {
     database.map { $0.hasPrefix("postgres://") || $0.hasPrefix("postgresql://") } ?? false
 }
 
