@@ -25,25 +25,10 @@ API_PORT=${API_PORT:-18471}
 export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
 export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=256MB -c max_wal_size=4GB"
 rm -rf "$WORK" && mkdir -p "$WORK"
-log() { printf '== %s\n' "$*" >&2; }
-
-need=()
-for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 postgresql; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
-if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
-SINK=$ROOT/.build-bench/apns-sink
-[[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
-  -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
-
-log "swift build -c release --product herald / herald-bench"
-(cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
-HERALD=$ROOT/.build/release/herald
-
-pids=()
+source "$ROOT/Benchmarks/common.sh"
+bench_setup postgresql
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  cleanup_processes
   "$ROOT/scripts/postgres-test-server" stop 2>/dev/null || true
   rm -rf "$HERALD_PG_DIR"
 }
@@ -51,17 +36,8 @@ trap cleanup EXIT
 rm -rf "$HERALD_PG_DIR"
 PG_URL=$("$ROOT/scripts/postgres-test-server" start)
 psql "$PG_URL" -qc "CREATE DATABASE herald1" && psql "$PG_URL" -qc "CREATE DATABASE herald2"
-"$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
-pids+=($!)
-
-log "raw client rate (herald-bench, 100000 pushes, 1000 in flight, median of 3)"
-raws=()
-for _ in 1 2 3; do
-  raws+=("$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 100000 -c 1000 --ca-file sink.crt --key-file AuthKey.p8 \
-    --payload-file "$BENCH_DIR/data/payload.json" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')")
-done
-log "raw client runs: ${raws[*]}"
-RAW=$(printf '%s\n' "${raws[@]}" | sort -n | sed -n 2p)
+start_sink
+measure_raw_client
 
 # One configuration: NAME DATABASE PROCESSES. Starts the processes, runs the Python driver,
 # stops them; the driver prints one table row.

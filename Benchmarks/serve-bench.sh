@@ -22,26 +22,10 @@ FANOUT=${FANOUT:-1000000}
 SINK_PORT=${SINK_PORT:-18460}
 API_PORT=${API_PORT:-18461}
 rm -rf "$WORK" && mkdir -p "$WORK"
-log() { printf '== %s\n' "$*" >&2; }
-
-need=()
-for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 sqlite3; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
-if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
-SINK=$ROOT/.build-bench/apns-sink
-[[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
-  -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
-
-log "swift build -c release --product herald / herald-bench"
-(cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
-HERALD=$ROOT/.build/release/herald
-
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT
-"$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
-pids+=($!)
+source "$ROOT/Benchmarks/common.sh"
+bench_setup sqlite3
+trap cleanup_processes EXIT
+start_sink
 "$HERALD" serve --port "$API_PORT" --no-emulator --data-dir "$WORK/data" --apns-host 127.0.0.1 --apns-port "$SINK_PORT" \
   --apns-ca-file "$WORK/sink.crt" --log-level warning > "$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
@@ -49,15 +33,7 @@ pids+=($SERVE_PID)
 for _ in $(seq 100); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
 ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
 
-log "raw client rate (herald-bench, 100000 pushes, 1000 in flight, median of 3)"
-# The median of three runs: on this shared machine one run's rate moves by ±30%.
-raws=()
-for _ in 1 2 3; do
-  raws+=("$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 100000 -c 1000 --ca-file sink.crt --key-file AuthKey.p8 \
-    --payload-file "$BENCH_DIR/data/payload.json" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')")
-done
-log "raw client runs: ${raws[*]}"
-RAW=$(printf '%s\n' "${raws[@]}" | sort -n | sed -n 2p)
+measure_raw_client
 
 python3 - "$API_PORT" "$ADMIN" "$WORK" "$REGISTER" "$BATCHES" "$FANOUT" "$SERVE_PID" "$RAW" <<'PY'
 import http.client, json, os, sqlite3, sys, threading, time, uuid

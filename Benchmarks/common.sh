@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by the serve benchmarks: what they set up the same way. Expects ROOT, BENCH_DIR, WORK
+# and SINK_PORT; takes the Debian packages a benchmark needs beyond the sink's as arguments.
+# Defines log, SINK, HERALD, pids (killed by cleanup_processes) and the functions below.
+log() { printf '== %s\n' "$*" >&2; }
+
+# Installs what is missing, builds apns-sink (once) and release herald / herald-bench, and makes
+# the sink's certificate and a .p8 key in $WORK.
+bench_setup() {
+  local need=() pkg
+  for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+  if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
+  SINK=$ROOT/.build-bench/apns-sink
+  [[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
+    -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
+  log "swift build -c release --product herald / herald-bench"
+  (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
+  HERALD=$ROOT/.build/release/herald
+}
+
+pids=()
+cleanup_processes() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+
+start_sink() {
+  "$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
+  pids+=($!)
+}
+
+# Sets RAW: the raw client's rate against the sink, the median of three runs (on this shared
+# machine one run's rate moves by ±30%).
+measure_raw_client() {
+  log "raw client rate (herald-bench, 100000 pushes, 1000 in flight, median of 3)"
+  local raws=()
+  for _ in 1 2 3; do
+    raws+=("$(cd "$WORK" && "$ROOT/.build/release/herald-bench" --port "$SINK_PORT" -n 100000 -c 1000 --ca-file sink.crt --key-file AuthKey.p8 \
+      --payload-file "$BENCH_DIR/data/payload.json" | sed -n 's/.*rate=\([0-9]*\).*/\1/p')")
+  done
+  log "raw client runs: ${raws[*]}"
+  RAW=$(printf '%s\n' "${raws[@]}" | sort -n | sed -n 2p)
+}
