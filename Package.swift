@@ -140,10 +140,15 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("openapi.yaml")],
+            resources: [.copy("openapi.yaml"), .copy("Dashboard")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -194,6 +199,9 @@ let package = Package(
             dependencies: [
                 "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings

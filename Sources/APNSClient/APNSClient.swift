@@ -152,6 +152,11 @@ public final class APNSClient: Service, Sendable {
 
     /// Stops taking requests, sends what it holds (each within its deadline), closes the
     /// connections. Safe to call more than once.
+    /// Connections open or being opened now.
+    public func openConnections() async -> Int {
+        (try? await self.loop.submit { [pool = self.pool] in pool.value.openConnections }.get()) ?? 0
+    }
+
     public func shutdown() async {
         let promise = self.loop.makePromise(of: Void.self)
         self.loop.execute { [pool = self.pool] in pool.value.shutdown(promise: promise) }

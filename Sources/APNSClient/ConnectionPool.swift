@@ -63,7 +63,7 @@ final class ConnectionPool {
         self.authority = configuration.port == 443 ? host : "\(host):\(configuration.port)"
     }
 
-    private var openConnections: Int { self.connections.reduce(0) { $0 + ($1.state == .connecting || $1.state == .ready ? 1 : 0) } }
+    var openConnections: Int { self.connections.reduce(0) { $0 + ($1.state == .connecting || $1.state == .ready ? 1 : 0) } }
 
     // MARK: dispatch
 

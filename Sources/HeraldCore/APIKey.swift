@@ -57,7 +57,7 @@ public struct APIKeySecret: Sendable {
         return difference == 0
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)
@@ -108,5 +108,12 @@ public struct SecretBox: Sendable {
 
     public func open(_ sealed: [UInt8]) throws -> [UInt8] {
         Array(try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: self.key))
+    }
+
+    /// HMAC-SHA256 of `message` under a key derived (HKDF) from the master key for `purpose`:
+    /// every process with the same master key computes the same, no other key material needed.
+    public func authenticationCode(_ message: [UInt8], purpose: String) -> [UInt8] {
+        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: self.key, info: Array(purpose.utf8), outputByteCount: 32)
+        return Array(HMAC<SHA256>.authenticationCode(for: message, using: derived))
     }
 }

@@ -6,6 +6,7 @@ public protocol StoredRow {
     func isNull(_ column: Int) -> Bool
     func int(_ column: Int) -> Int64?
     func string(_ column: Int) -> String?
+    func bytes(_ column: Int) -> [UInt8]?
 }
 
 /// The SQL both drivers (SQLite and PostgreSQL) write the same way, and the records read back

@@ -87,6 +87,20 @@ public final class SQLiteStore: HeraldStore {
         ALTER TABLE devices ADD COLUMN public_key_type TEXT;
         ALTER TABLE notifications ADD COLUMN placeholder BLOB;
         """,
+        // 3: webhooks and their outbox (a message is a batch of events; next_attempt_at is NULL
+        // once it is delivered or has expired, so the due index holds only what is left).
+        """
+        CREATE TABLE webhooks (
+            id TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, url TEXT NOT NULL,
+            secret BLOB NOT NULL, types TEXT NOT NULL, created_at INTEGER NOT NULL);
+        CREATE INDEX webhooks_app ON webhooks (app_id);
+        CREATE TABLE webhook_messages (
+            id INTEGER PRIMARY KEY, webhook_id TEXT NOT NULL REFERENCES webhooks(id) ON DELETE CASCADE, body BLOB NOT NULL,
+            events INTEGER NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER, delivered_at INTEGER, last_status INTEGER, last_error TEXT);
+        CREATE INDEX webhook_messages_due ON webhook_messages (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+        CREATE INDEX webhook_messages_webhook ON webhook_messages (webhook_id, id);
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {

@@ -17,6 +17,7 @@ struct API: Sendable {
     let engine: DeliveryEngine
     let clock: any EpochClock
     let metrics: PrometheusCollectorRegistry?
+    let events: DeliveryEvents
     static let bodyLimit = 1 << 20
 
     func register(on router: Router<BasicRequestContext>) {
@@ -212,6 +213,7 @@ struct API: Sendable {
             let cancelled = try await self.store.cancelNotification(appID: app.id, id: id, now: self.clock.nowMilliseconds)
             return Self.json(.ok, .object([("cancelled", .bool(cancelled))]))
         }
+        self.registerEvents(on: v1)
     }
 
     // MARK: auth
@@ -229,7 +231,7 @@ struct API: Sendable {
         return key
     }
 
-    private func app(_ request: Request, _ context: BasicRequestContext, scope: APIScope) async throws -> App {
+    func app(_ request: Request, _ context: BasicRequestContext, scope: APIScope) async throws -> App {
         let id = context.parameters.get("app") ?? ""
         try await self.authorize(request, scope: scope, app: id)
         guard let app = try await self.store.app(id) else { throw HeraldError.notFound("app '\(id)'") }

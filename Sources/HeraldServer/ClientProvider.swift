@@ -31,7 +31,7 @@ public struct EmulatorTarget: Sendable {
 /// One APNs client per (app, environment), made on first use from the app's sealed credentials
 /// — or pointed at the built-in emulator when the app has none — and reused after.
 final class ClientProvider: Sendable {
-    private struct Entry: Sendable {
+    fileprivate struct Entry: Sendable {
         var sealed: [UInt8]?
         var client: APNSClient
     }
@@ -44,7 +44,7 @@ final class ClientProvider: Sendable {
     /// run out, so no other worker claims (and sends again) what is still in flight.
     private let requestTimeout: Duration
     private let logger: Logger
-    private let clients = Mutex<[String: Entry]>([:])
+    fileprivate let clients = Mutex<[String: Entry]>([:])
 
     init(
         store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?, lease: Duration,
@@ -139,6 +139,19 @@ final class ClientProvider: Sendable {
             return all
         }
         for client in clients { await client.shutdown() }
+    }
+}
+
+extension ClientProvider {
+    /// Each client made so far (app, environment) with its open connections.
+    func connections() async -> [(appID: String, environment: String, open: Int)] {
+        let clients = self.clients.withLock { $0.map { ($0.key, $0.value.client) } }.sorted { $0.0 < $1.0 }
+        var result: [(appID: String, environment: String, open: Int)] = []
+        for (key, client) in clients {
+            let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
+            result.append((parts.first ?? key, parts.count > 1 ? parts[1] : "", await client.openConnections()))
+        }
+        return result
     }
 }
 

@@ -37,10 +37,16 @@ public final class DeliveryEngine: Service, Sendable {
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
+    /// Told every recorded batch: SSE streams, webhooks and the dashboard's activity.
+    let events: DeliveryEvents?
     /// Rung when work is committed; every idle worker waiting on it wakes.
     private let doorbell = Mutex<(rung: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    init(store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger) {
+    init(
+        store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger,
+        events: DeliveryEvents? = nil
+    ) {
+        self.events = events
         self.store = store
         self.clients = clients
         self.configuration = configuration
@@ -168,6 +174,7 @@ public final class DeliveryEngine: Service, Sendable {
         var results = outcomes.flatMap(\.results)
         for index in results.indices { results[index].attempt = claims[results[index].deliveryID] }
         try await self.recordPatiently(results, claimedAt: now)
+        await self.events?.recorded(batch, results)
         // End-to-end encrypted notifications keep their plaintext only while something is left to send.
         let sealed = Set(batch.lazy.filter { $0.placeholder != nil }.map(\.notificationID))
         if !sealed.isEmpty { try await self.store.forgetPlaintext(notificationIDs: Array(sealed)) }

@@ -35,6 +35,10 @@ public struct ServerConfiguration: Sendable {
     /// Send every app's pushes to this host instead of Apple's (a proxy, or an external
     /// emulator in tests), trusting the CA in `caFile`.
     public var apnsOverride: (host: String, port: Int, caFile: String?)?
+    /// How long an unacknowledged webhook message is retried before it is given up.
+    public var webhookExpiry: Duration = .seconds(86_400)
+    /// Serve the dashboard at `/dashboard` (sign-in with an admin key).
+    public var dashboard = true
     /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
     public var metrics: PrometheusCollectorRegistry?
 
@@ -98,9 +102,18 @@ private func runHeraldServer<Result: Sendable>(
             override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) },
             lease: configuration.engine.lease, logger: logger
         )
-        let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger)
+        let dispatcher = WebhookDispatcher(store: store, secrets: secrets, clock: clock, logger: logger)
+        let events = DeliveryEvents(
+            store: store, clock: clock, webhookExpiry: WebhookDispatcher.milliseconds(configuration.webhookExpiry), logger: logger,
+            webhookDoorbell: { dispatcher.ring() }
+        )
+        let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events)
         let router = Router()
-        API(store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics).register(on: router)
+        let api = API(store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics, events: events)
+        api.register(on: router)
+        if configuration.dashboard {
+            Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)
+        }
         let bound = Mutex<CheckedContinuation<Int, Never>?>(nil)
         let application = Application(
             router: router,
@@ -114,7 +127,9 @@ private func runHeraldServer<Result: Sendable>(
             },
             logger: logger
         )
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: application), .init(service: engine)]
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: application), .init(service: engine), .init(service: dispatcher), .init(service: StreamCloser(events: events)),
+        ]
         if let keep = configuration.retention {
             services.append(.init(service: Retention(store: store, keep: keep, interval: .seconds(3600), clock: clock, logger: logger)))
         }
@@ -200,4 +215,15 @@ func bootstrapAdminKey(store: any HeraldStore, clock: any EpochClock) async thro
     // Processes starting together on one database: only the first creates (and prints) it.
     guard try await store.createFirstAPIKey(id: secret.id, hash: secret.hash, name: "initial admin", now: clock.nowMilliseconds) else { return nil }
     return secret.token
+}
+
+/// Ends the live event streams when shutdown begins, so the HTTP server's drain is not held
+/// open by them.
+struct StreamCloser: Service {
+    let events: DeliveryEvents
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        self.events.finishAll()
+    }
 }

@@ -6,7 +6,7 @@ public import ServiceLifecycle
 
 /// Deletes delivery records (and then their notifications) older than the retention period,
 /// at start and every `interval`, in batches so that no transaction holds the writer long.
-/// Pending deliveries are never deleted, however old.
+/// Pending deliveries are never deleted, however old; nor are webhook messages still being sent.
 public struct Retention: Service {
     let store: any HeraldStore
     let keep: Duration
@@ -26,6 +26,9 @@ public struct Retention: Service {
                     if deleted < Self.batch { break }
                 }
                 if total > 0 { self.logger.info("retention: old delivery records deleted", metadata: ["herald.deleted": "\(total)"]) }
+                // Finished webhook messages (acknowledged or expired) go after the same period.
+                let messages = try await self.store.pruneWebhookMessages(before: before)
+                if messages > 0 { self.logger.info("retention: finished webhook messages deleted", metadata: ["herald.deleted": "\(messages)"]) }
             } catch {
                 self.logger.error("retention failed", metadata: ["error": "\(error)"])
             }

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+public import HeraldCore
+
+extension SQLiteStore {
+    public func createWebhook(_ webhook: Webhook) async throws {
+        try await self.database.write { db in
+            try db.query(
+                "INSERT INTO webhooks (\(Webhook.columns)) VALUES (?, ?, ?, ?, ?, ?)",
+                [.text(webhook.id), .text(webhook.appID), .text(webhook.url), .blob(webhook.sealedSecret), .text(webhook.typeList), .integer(webhook.createdAt)]
+            )
+        }
+    }
+
+    public func webhooks(appID: String) async throws -> [Webhook] {
+        try await self.database.read { db in
+            var hooks: [Webhook] = []
+            try db.each("SELECT \(Webhook.columns) FROM webhooks WHERE app_id = ? ORDER BY created_at, id", [.text(appID)]) { hooks.append(Webhook(row: $0)) }
+            return hooks
+        }
+    }
+
+    public func allWebhooks() async throws -> [Webhook] {
+        try await self.database.read { db in
+            var hooks: [Webhook] = []
+            try db.each("SELECT \(Webhook.columns) FROM webhooks ORDER BY app_id, created_at, id", []) { hooks.append(Webhook(row: $0)) }
+            return hooks
+        }
+    }
+
+    public func deleteWebhook(appID: String, id: String) async throws -> Bool {
+        try await self.database.write { db in
+            // Its messages go with it (ON DELETE CASCADE).
+            try db.query("DELETE FROM webhooks WHERE app_id = ? AND id = ?", [.text(appID), .text(id)])
+            return db.changes > 0
+        }
+    }
+
+    public func enqueueWebhookMessages(_ messages: [WebhookMessage], now: Int64, expiresAt: Int64) async throws {
+        guard !messages.isEmpty else { return }
+        try await self.database.write { db in
+            for message in messages {
+                try db.query(
+                    "INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [.text(message.webhookID), .blob(message.body), .integer(Int64(message.events)), .integer(now), .integer(expiresAt), .integer(now)]
+                )
+            }
+        }
+    }
+
+    public func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
+        try await self.database.write { db in
+            var claimed: [ClaimedWebhookMessage] = []
+            try db.each(
+                """
+                UPDATE webhook_messages SET next_attempt_at = ?1, attempts = attempts + 1
+                WHERE id IN (SELECT id FROM webhook_messages WHERE next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)
+                RETURNING id, webhook_id, body, attempts, expires_at
+                """,
+                [.integer(now + leaseMilliseconds), .integer(now), .integer(Int64(limit))]
+            ) { row in
+                claimed.append(
+                    ClaimedWebhookMessage(
+                        id: row.int(0) ?? 0, webhook: Webhook(id: row.string(1) ?? "", appID: "", url: "", sealedSecret: [], types: [], createdAt: 0),
+                        body: row.bytes(2) ?? [], attempt: Int(row.int(3) ?? 0), expiresAt: row.int(4) ?? 0
+                    )
+                )
+            }
+            guard !claimed.isEmpty else { return [] }
+            var hooks: [String: Webhook] = [:]
+            for id in Set(claimed.map(\.webhook.id)) {
+                try db.each("SELECT \(Webhook.columns) FROM webhooks WHERE id = ?", [.text(id)]) { hooks[id] = Webhook(row: $0) }
+            }
+            return claimed.compactMap { message in
+                guard let hook = hooks[message.webhook.id] else { return nil }
+                var message = message
+                message.webhook = hook
+                return message
+            }.sorted { $0.id < $1.id }
+        }
+    }
+
+    public func recordWebhookAttempts(_ attempts: [WebhookAttempt], now: Int64) async throws {
+        guard !attempts.isEmpty else { return }
+        try await self.database.write { db in
+            for attempt in attempts {
+                try db.query(
+                    """
+                    UPDATE webhook_messages SET next_attempt_at = ?1, delivered_at = ?2, last_status = ?3, last_error = ?4
+                    WHERE id = ?5 AND attempts = ?6 AND delivered_at IS NULL
+                    """,
+                    [
+                        attempt.delivered ? .null : attempt.retryAt.map(SQLValue.integer) ?? .null, attempt.delivered ? .integer(now) : .null,
+                        attempt.status.map { .integer(Int64($0)) } ?? .null, attempt.error.map(SQLValue.text) ?? .null,
+                        .integer(attempt.messageID), .integer(Int64(attempt.attempt)),
+                    ]
+                )
+            }
+        }
+    }
+
+    public func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
+        try await self.database.read { db in
+            var records: [WebhookMessageRecord] = []
+            try db.each(
+                "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = ? ORDER BY id DESC LIMIT ?",
+                [.text(webhookID), .integer(Int64(limit))]
+            ) { records.append(WebhookMessageRecord(row: $0)) }
+            return records
+        }
+    }
+
+    public func pruneWebhookMessages(before: Int64) async throws -> Int {
+        try await self.database.write { db in
+            try db.query("DELETE FROM webhook_messages WHERE next_attempt_at IS NULL AND created_at < ?", [.integer(before)])
+            return db.changes
+        }
+    }
+}

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Crypto
+import Foundation
+import HeraldCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+
+/// Sends the webhook outbox: claims due messages under a lease (any process of a shared
+/// database may send any message), POSTs each signed, and records the answer. A 2xx answer
+/// acknowledges a message; anything else is retried with exponential back-off and jitter
+/// until the message expires.
+///
+/// The signature: `Herald-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
+final class WebhookDispatcher: Service, Sendable {
+    struct Configuration: Sendable {
+        var batchSize = 16
+        var lease: Duration = .seconds(60)
+        var timeout: Duration = .seconds(10)
+        var pollInterval: Duration = .seconds(1)
+        var retryBase: Duration = .seconds(1)
+        var retryMaximum: Duration = .seconds(600)
+    }
+
+    private let store: any HeraldStore
+    private let secrets: SecretBox
+    private let clock: any EpochClock
+    private let configuration: Configuration
+    private let logger: Logger
+    private let rung = Mutex(false)
+
+    init(store: any HeraldStore, secrets: SecretBox, clock: any EpochClock, configuration: Configuration = .init(), logger: Logger) {
+        self.store = store
+        self.secrets = secrets
+        self.clock = clock
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Messages were queued: look now rather than at the next poll.
+    func ring() { self.rung.withLock { $0 = true } }
+
+    func run() async throws {
+        var failures = 0
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            do {
+                let worked = try await self.runBatch()
+                failures = 0
+                if !worked { await self.idle() }
+            } catch {
+                failures += 1
+                self.logger.error("webhook batch failed", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .milliseconds(min(5000, 100 << min(failures, 6))))
+            }
+        }
+    }
+
+    private func idle() async {
+        let steps = max(1, Int(self.configuration.pollInterval.components.seconds * 20 + self.configuration.pollInterval.components.attoseconds / 50_000_000_000_000_000))
+        for _ in 0..<steps {
+            if self.rung.withLock({ rung in defer { rung = false }; return rung }) || Task.isShuttingDownGracefully || Task.isCancelled { return }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Claims, sends and records one batch; false when nothing was due.
+    func runBatch() async throws -> Bool {
+        let now = self.clock.nowMilliseconds
+        let claimed = try await self.store.claimWebhookMessages(
+            limit: self.configuration.batchSize, now: now, leaseMilliseconds: Self.milliseconds(self.configuration.lease)
+        )
+        guard !claimed.isEmpty else { return false }
+        let attempts = await withTaskGroup(of: WebhookAttempt.self) { group in
+            for message in claimed {
+                group.addTask { await self.deliver(message) }
+            }
+            var all: [WebhookAttempt] = []
+            for await attempt in group { all.append(attempt) }
+            return all
+        }
+        try await self.store.recordWebhookAttempts(attempts, now: self.clock.nowMilliseconds)
+        return true
+    }
+
+    private func deliver(_ message: ClaimedWebhookMessage) async -> WebhookAttempt {
+        let now = self.clock.nowMilliseconds
+        guard now < message.expiresAt else {
+            return WebhookAttempt(messageID: message.id, attempt: message.attempt, delivered: false, status: nil, error: "expired before it was acknowledged", retryAt: nil)
+        }
+        var status: Int?
+        var failure: String?
+        do {
+            let secret = try self.secrets.open(message.webhook.sealedSecret)
+            let timestamp = now / 1000
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("User-Agent", "herald-webhooks"),
+                ("Herald-Webhook-Id", message.webhook.id),
+                ("Herald-Message-Id", "\(message.id)"),
+                ("Herald-Attempt", "\(message.attempt)"),
+                ("Herald-Signature", "t=\(timestamp),v1=\(Self.signature(secret: secret, timestamp: timestamp, body: message.body))"),
+            ]
+            status = try await WebhookPoster.post(url: message.webhook.url, headers: headers, body: message.body, timeout: self.configuration.timeout)
+            if let status, (200..<300).contains(status) {
+                return WebhookAttempt(messageID: message.id, attempt: message.attempt, delivered: true, status: status, error: nil, retryAt: nil)
+            }
+            failure = "answered \(status ?? 0)"
+        } catch {
+            failure = "\(error)"
+        }
+        let exponent = min(max(message.attempt - 1, 0), 20)
+        let base = min(Self.milliseconds(self.configuration.retryBase) << exponent, Self.milliseconds(self.configuration.retryMaximum))
+        let retryAt = self.clock.nowMilliseconds + Int64(Double(base) * Double.random(in: 0.5...1.0))
+        self.logger.info(
+            "webhook not acknowledged",
+            metadata: ["herald.webhook": "\(message.webhook.id)", "herald.attempt": "\(message.attempt)", "error": "\(failure ?? "")"]
+        )
+        guard retryAt < message.expiresAt else {
+            return WebhookAttempt(
+                messageID: message.id, attempt: message.attempt, delivered: false, status: status,
+                error: "gave up at expiry after \(message.attempt) attempts: \(failure ?? "")", retryAt: nil
+            )
+        }
+        return WebhookAttempt(messageID: message.id, attempt: message.attempt, delivered: false, status: status, error: failure, retryAt: retryAt)
+    }
+
+    /// Hex HMAC-SHA256 of `"<timestamp>.<body>"` under the webhook's secret.
+    static func signature(secret: [UInt8], timestamp: Int64, body: [UInt8]) -> String {
+        let message = Array("\(timestamp).".utf8) + body
+        return HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// A minimal HTTP/1.1 POST over NIO (TLS with the system's trust roots for https).
+enum WebhookPoster {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private static let tls: Result<NIOSSLContext, any Error> = Result { try NIOSSLContext(configuration: .makeClientConfiguration()) }
+
+    /// Posts `body` and returns the answer's status code.
+    static func post(url text: String, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws -> Int {
+        guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host, !host.isEmpty
+        else { throw Failure(description: "not an http(s) URL") }
+        let secure = scheme == "https"
+        let port = url.port ?? (secure ? 443 : 80)
+        var target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
+        if let query = url.percentEncodedQuery { target += "?" + query }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let promise = group.next().makePromise(of: Int.self)
+        let context = try secure ? Self.tls.get() : nil
+        let isAddress = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(.seconds(5))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let context {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                    }
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(ResponseHandler(promise: promise))
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: host, port: port).get()
+        } catch {
+            promise.fail(error)
+            throw Failure(description: "cannot connect: \(error)")
+        }
+        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000)) {
+            promise.fail(Failure(description: "no answer within \(timeout)"))
+            channel.close(promise: nil)
+        }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: target)
+        head.headers.add(name: "Host", value: url.port.map { "\(host):\($0)" } ?? host)
+        head.headers.add(name: "Content-Length", value: "\(body.count)")
+        head.headers.add(name: "Connection", value: "close")
+        for (name, value) in headers { head.headers.add(name: name, value: value) }
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        defer {
+            deadline.cancel()
+            channel.close(promise: nil)
+        }
+        return try await promise.futureResult.get()
+    }
+
+    private final class ResponseHandler: ChannelInboundHandler {
+        typealias InboundIn = HTTPClientResponsePart
+        let promise: EventLoopPromise<Int>
+        var status: Int?
+
+        init(promise: EventLoopPromise<Int>) {
+            self.promise = promise
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch self.unwrapInboundIn(data) {
+            case .head(let head): self.status = Int(head.status.code)
+            case .body: break
+            case .end:
+                if let status = self.status { self.promise.succeed(status) }
+                context.close(promise: nil)
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            self.promise.fail(Failure(description: "the connection closed before a complete answer"))
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            self.promise.fail(error)
+            context.close(promise: nil)
+        }
+    }
+}
