@@ -49,8 +49,8 @@ extension StoreDriver {
             return all
         }
         #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
-        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2")
-        #expect(PostgresStore.schemaVersion == 2)
+        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3")
+        #expect(PostgresStore.schemaVersion == 3)
         }
     }
 
@@ -366,6 +366,83 @@ extension StoreDriver {
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.pending] == 1)
             try await store.record([DeliveryResult(deliveryID: second.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 2)], now: 1040)
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.sent] == 1)
+        }
+    }
+
+    func webhook(_ id: String, types: Set<DeliveryEventType> = [.failed]) -> Webhook {
+        Webhook(id: id, appID: "demo", url: "https://example.com/\(id)", sealedSecret: [1, 2, 3], types: types, createdAt: 5)
+    }
+
+    @Test("webhooks: created, listed per app, deleted with their messages", arguments: Driver.enabled)
+    func webhooksRegistry(driver: Driver) async throws {
+        try await driver.withStore { store in
+            try await store.createWebhook(self.webhook("wh_a", types: [.sent, .invalidated]))
+            try await store.createWebhook(self.webhook("wh_b"))
+            let listed = try await store.webhooks(appID: "demo")
+            #expect(listed.map(\.id) == ["wh_a", "wh_b"])
+            #expect(listed.first?.types == [.sent, .invalidated] && listed.first?.sealedSecret == [1, 2, 3])
+            #expect(try await store.allWebhooks().count == 2)
+            #expect(try await store.webhooks(appID: "other").isEmpty)
+            try await store.enqueueWebhookMessages([WebhookMessage(webhookID: "wh_a", body: Array("{}".utf8), events: 1)], now: 10, expiresAt: 100)
+            #expect(try await store.deleteWebhook(appID: "demo", id: "wh_a"))
+            #expect(try await !store.deleteWebhook(appID: "demo", id: "wh_a"))
+            #expect(try await store.claimWebhookMessages(limit: 10, now: 20, leaseMilliseconds: 50).isEmpty, "its messages went with it")
+            await #expect(throws: (any Error).self) { try await store.createWebhook(self.webhook("wh_b")) }
+        }
+    }
+
+    @Test("webhook messages: claimed under a lease, due again when it runs out, fenced records, delivered or expired, then pruned", arguments: Driver.enabled)
+    func webhookOutbox(driver: Driver) async throws {
+        try await driver.withStore { store in
+            try await store.createWebhook(self.webhook("wh_a"))
+            try await store.enqueueWebhookMessages(
+                (0..<3).map { WebhookMessage(webhookID: "wh_a", body: Array("{\"n\":\($0)}".utf8), events: $0 + 1) }, now: 10, expiresAt: 10_000
+            )
+            let first = try await store.claimWebhookMessages(limit: 2, now: 20, leaseMilliseconds: 100)
+            #expect(first.map(\.body) == [Array("{\"n\":0}".utf8), Array("{\"n\":1}".utf8)])
+            #expect(first.allSatisfy { $0.attempt == 1 && $0.webhook.url == "https://example.com/wh_a" && $0.expiresAt == 10_000 })
+            let second = try await store.claimWebhookMessages(limit: 5, now: 30, leaseMilliseconds: 100)
+            #expect(second.count == 1, "leased ones are not claimed twice")
+            // Message 0 acknowledged; message 1's lease (to 120) runs out unanswered; message 2's (to 130) has not.
+            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[0].id, attempt: 1, delivered: true, status: 204, error: nil, retryAt: nil)], now: 40)
+            let again = try await store.claimWebhookMessages(limit: 5, now: 125, leaseMilliseconds: 100)
+            #expect(again.map(\.id) == [first[1].id] && again.first?.attempt == 2)
+            // The first claim's late answer changes nothing; the second's counts.
+            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[1].id, attempt: 1, delivered: true, status: 200, error: nil, retryAt: nil)], now: 140)
+            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[1].id, attempt: 2, delivered: false, status: 500, error: "answered 500", retryAt: 500)], now: 150)
+            try await store.recordWebhookAttempts([WebhookAttempt(messageID: second[0].id, attempt: 1, delivered: false, status: nil, error: "gave up", retryAt: nil)], now: 160)
+            let records = try await store.webhookMessages(webhookID: "wh_a", limit: 10)
+            #expect(records.map(\.state) == [.expired, .pending, .delivered])
+            #expect(records[1].lastStatus == 500 && records[1].lastError == "answered 500" && records[1].nextAttemptAt == 500 && records[1].attempts == 2)
+            #expect(records[2].deliveredAt == 40 && records[2].events == 1)
+            #expect(try await store.claimWebhookMessages(limit: 5, now: 499, leaseMilliseconds: 100).isEmpty, "not before its retry time")
+            #expect(try await store.claimWebhookMessages(limit: 5, now: 500, leaseMilliseconds: 100).count == 1)
+            #expect(try await store.pruneWebhookMessages(before: 11) == 2, "finished ones only")
+            #expect(try await store.webhookMessages(webhookID: "wh_a", limit: 10).map(\.state) == [.pending])
+        }
+    }
+
+    @Test("webhook messages claimed by several workers at once go to one each", arguments: Driver.enabled)
+    func webhookConcurrentClaims(driver: Driver) async throws {
+        try await driver.withStore { store in
+            try await store.createWebhook(self.webhook("wh_a"))
+            try await store.enqueueWebhookMessages((0..<200).map { _ in WebhookMessage(webhookID: "wh_a", body: [0x7B, 0x7D], events: 1) }, now: 10, expiresAt: 10_000)
+            let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        var mine: [Int64] = []
+                        while true {
+                            let batch = try await store.claimWebhookMessages(limit: 7, now: 20, leaseMilliseconds: 1000)
+                            if batch.isEmpty { return mine }
+                            mine += batch.map(\.id)
+                        }
+                    }
+                }
+                var all: [Int64] = []
+                for try await ids in group { all += ids }
+                return all
+            }
+            #expect(claimed.count == 200 && Set(claimed).count == 200)
         }
     }
 }
