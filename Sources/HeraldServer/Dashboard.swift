@@ -285,7 +285,8 @@ struct Dashboard: Sendable {
     static func chart(_ minutes: [DeliveryEvents.Minute]) -> String {
         let width = 600.0
         let height = 160.0
-        let peak = max(1, minutes.map { $0.sent + $0.failed + $0.retried }.max() ?? 1)
+        let highest = minutes.map { $0.sent + $0.failed + $0.retried }.max() ?? 0
+        let peak = max(1, highest)
         let slot = width / Double(max(1, minutes.count))
         var bars = ""
         for (index, minute) in minutes.enumerated() {
@@ -303,8 +304,8 @@ struct Dashboard: Sendable {
         }.joined()
         return """
             <figure class="chart">
-            <svg viewBox="0 0 \(Int(width)) \(Int(height))" role="img" aria-label="Sends per minute over the last hour: \(totals.0) sent, \(totals.1) retried, \(totals.2) failed; the highest minute had \(peak)">\(bars)<line x1="0" y1="\(Int(height))" x2="\(Int(width))" y2="\(Int(height))" class="axis"/></svg>
-            <figcaption><span class="key sent"></span> sent <span class="key retried"></span> retried <span class="key failed"></span> failed · peak \(peak)/min</figcaption>
+            <svg viewBox="0 0 \(Int(width)) \(Int(height))" role="img" aria-label="Sends per minute over the last hour: \(totals.0) sent, \(totals.1) retried, \(totals.2) failed; the highest minute had \(highest)">\(bars)<line x1="0" y1="\(Int(height))" x2="\(Int(width))" y2="\(Int(height))" class="axis"/></svg>
+            <figcaption><span class="key sent"></span> sent <span class="key retried"></span> retried <span class="key failed"></span> failed · peak \(highest)/min</figcaption>
             </figure>
             <details><summary>The numbers</summary>\(rows.isEmpty ? "<p>Nothing sent in the last hour.</p>" : "<table><thead><tr><th scope=\"col\">Minute (UTC)</th><th scope=\"col\">Sent</th><th scope=\"col\">Retried</th><th scope=\"col\">Failed</th></tr></thead><tbody>\(rows)</tbody></table>")</details>
             """

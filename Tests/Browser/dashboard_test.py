@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser (Chromium driven by Selenium), against a running `herald serve`
+with its built-in emulator: sign in, make a virtual device, find it, send it a test push through
+the form (live preview), see it arrive on the emulated phone (live, without reloading) and in the
+delivery log; the same pages on a narrow screen and without JavaScript.
+
+Environment: HERALD_URL, HERALD_ADMIN_KEY, HERALD_APP (an existing app id), HERALD_ARTIFACTS
+(a directory for screenshots). Exits non-zero, with the reason, on the first failed check.
+"""
+import os
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE = os.environ["HERALD_URL"].rstrip("/")
+KEY = os.environ["HERALD_ADMIN_KEY"]
+APP = os.environ["HERALD_APP"]
+ARTIFACTS = os.environ["HERALD_ARTIFACTS"]
+os.makedirs(ARTIFACTS, exist_ok=True)
+
+
+def browser(javascript=True, width=1280, height=1000):
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("HERALD_CHROMIUM", "/usr/bin/chromium")
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", f"--window-size={width},{height}"):
+        options.add_argument(argument)
+    if not javascript:
+        options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    service = Service(executable_path=os.environ.get("HERALD_CHROMEDRIVER", "/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+def shot(driver, name):
+    path = os.path.join(ARTIFACTS, f"{name}.png")
+    driver.save_screenshot(path)
+    print(f"screenshot {path}")
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def submit(driver, element):
+    """Clicks a button or link that loads a page, and waits until the new page is there."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 20).until(EC.staleness_of(page))
+
+
+def sign_in(driver):
+    driver.get(BASE + "/dashboard")
+    check(driver.current_url.endswith("/dashboard/login"), f"not sent to sign in: {driver.current_url}")
+    field = driver.find_element(By.ID, "key")
+    check(driver.find_element(By.CSS_SELECTOR, "label[for=key]").text.strip() != "", "the key field has no label")
+    field.send_keys("hk_0000000000000000_" + "0" * 64)
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
+    check("not an admin key" in driver.find_element(By.CSS_SELECTOR, "[role=alert]").text, "a wrong key was not refused")
+    driver.find_element(By.ID, "key").send_keys(KEY)
+    submit(driver, driver.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
+    WebDriverWait(driver, 10).until(EC.presence_of_element_located((By.XPATH, "//h1[text()='Overview']")))
+    cookie = driver.get_cookie("herald_session")
+    check(cookie is not None and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict", f"session cookie flags: {cookie}")
+
+
+def main():
+    driver = browser()
+    wait = WebDriverWait(driver, 20)
+    try:
+        sign_in(driver)
+        shot(driver, "01-overview")
+
+        # A virtual device for user "ann", registered with Herald as the app would.
+        driver.get(BASE + "/dashboard/emulator")
+        Select(driver.find_element(By.ID, "e-app")).select_by_value(APP)
+        driver.find_element(By.ID, "e-user").send_keys("ann")
+        driver.find_element(By.ID, "e-tags").send_keys("beta")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='New virtual device']"))
+        wait.until(EC.presence_of_element_located((By.ID, "phone-notifications")))
+        phone_url = driver.current_url
+        token = phone_url.rstrip("/").split("/")[-1]
+        check(len(token) == 64, f"no token in {phone_url}")
+        phone = driver.current_window_handle
+        shot(driver, "02-phone-empty")
+
+        # In another tab: find the device by user, open it, send it a test push.
+        driver.switch_to.new_window("tab")
+        driver.get(BASE + f"/dashboard/apps/{APP}/devices")
+        Select(driver.find_element(By.ID, "by")).select_by_value("user")
+        driver.find_element(By.ID, "q").send_keys("ann")
+        submit(driver, driver.find_element(By.XPATH, "//form[@role='search']//button"))
+        row = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, f"#devices a[href$='{token}']")))
+        shot(driver, "03-device-search")
+        submit(driver, row)
+        wait.until(EC.presence_of_element_located((By.XPATH, "//dt[text()='User']/following-sibling::dd[1][text()='ann']")))
+        shot(driver, "04-device")
+        submit(driver, driver.find_element(By.LINK_TEXT, "Send a test to this device"))
+        form = wait.until(EC.presence_of_element_located((By.ID, "send-form")))
+        check(driver.find_element(By.ID, "f-target").get_attribute("value") == token, "the device's token is not filled in")
+        for name in ("f-title", "f-body", "f-badge", "f-custom", "f-pushType", "f-priority"):
+            check(driver.find_element(By.CSS_SELECTOR, f"label[for={name}]").text.strip() != "", f"{name} has no label")
+        driver.find_element(By.ID, "f-title").send_keys("Hello from Selenium")
+        driver.find_element(By.ID, "f-body").send_keys("Sent through the dashboard")
+        driver.find_element(By.ID, "f-badge").send_keys("3")
+        Select(driver.find_element(By.ID, "f-priority")).select_by_value("10")
+        driver.find_element(By.ID, "f-custom").send_keys('{"orderId": 42}')
+        # The live preview: the lock screen, the exact headers and payload, without a reload.
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-banner-title"), "Hello from Selenium"))
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-payload"), '"orderId": 42'))
+        headers = driver.find_element(By.ID, "preview-headers").text
+        check("apns-push-type: alert" in headers and "apns-priority: 10" in headers and "apns-topic: " in headers, f"headers: {headers}")
+        payload = driver.find_element(By.ID, "preview-payload").text
+        check('"badge": 3' in payload and '"body": "Sent through the dashboard"' in payload, f"payload: {payload}")
+        # Bad custom JSON is explained before anything is sent.
+        custom = driver.find_element(By.ID, "f-custom")
+        custom.send_keys(" oops")
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-error"), "custom data must be a JSON object"))
+        shot(driver, "05-send-form-error")
+        custom.clear()
+        custom.send_keys('{"orderId": 42}')
+        wait.until(lambda d: d.find_element(By.ID, "preview-error").text == "" and '"orderId": 42' in d.find_element(By.ID, "preview-payload").text)
+        shot(driver, "06-send-form-preview")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+
+        # The delivery log: sent, with its apns-id.
+        wait.until(EC.presence_of_element_located((By.ID, "delivery-log")))
+        deadline = time.time() + 30
+        while driver.find_element(By.ID, "count-sent").text != "1":
+            check(time.time() < deadline, "the delivery was not recorded sent")
+            time.sleep(0.5)
+            driver.get(driver.current_url)
+        log = driver.find_element(By.ID, "delivery-log").text
+        check("sent" in log and token[:16] in log, f"delivery log: {log}")
+        shot(driver, "07-delivery-log")
+
+        # The phone page, left open, received it live (no reload happened there).
+        driver.switch_to.window(phone)
+        check(driver.current_url == phone_url, "the phone tab moved")
+        WebDriverWait(driver, 30).until(EC.text_to_be_present_in_element((By.ID, "phone-notifications"), "Hello from Selenium"))
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#phone-notifications li.arrived")) == 1, "not added live by the stream")
+        shot(driver, "08-phone-received")
+
+        # The overview counts it.
+        driver.get(BASE + "/dashboard")
+        check(int(driver.find_element(By.ID, "sent-hour").text) >= 1, "the overview does not count the send")
+
+        # A webhook added from the app page: its secret shown once.
+        driver.get(BASE + f"/dashboard/apps/{APP}")
+        driver.find_element(By.ID, "webhook-url").send_keys("https://example.com/herald-hook")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Add webhook']"))
+        secret = wait.until(EC.presence_of_element_located((By.ID, "webhook-secret"))).text
+        check(secret.startswith("whsec_"), f"secret: {secret}")
+        shot(driver, "09-webhook")
+
+        # A stale form (bad CSRF token) is refused.
+        driver.execute_script("document.querySelector('form.inline-form input[name=csrf]').value = 'forged'")
+        driver.find_element(By.ID, "webhook-url").send_keys("https://example.com/other")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Add webhook']"))
+        check("CSRF" in driver.page_source, "a forged CSRF token was accepted")
+
+        # A narrow screen: nothing wider than the viewport.
+        driver.set_window_size(390, 844)
+        for path in ("/dashboard", f"/dashboard/apps/{APP}/send", phone_url.replace(BASE, "")):
+            driver.get(BASE + path)
+            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(wide <= 1, f"{path} scrolls sideways on a narrow screen by {wide}px")
+        shot(driver, "10-narrow-phone")
+    except Exception:
+        shot(driver, "failure")
+        print("page at failure:", driver.current_url, file=sys.stderr)
+        raise
+    finally:
+        driver.quit()
+
+    # Without JavaScript every page still reads.
+    plain = browser(javascript=False)
+    try:
+        sign_in(plain)
+        plain.get(BASE + f"/dashboard/apps/{APP}/devices?by=tag&q=beta")
+        check(token[:16] in plain.find_element(By.ID, "devices").text, "search by tag without JavaScript")
+        plain.get(phone_url)
+        check("Hello from Selenium" in plain.find_element(By.ID, "phone-notifications").text, "the phone's inbox without JavaScript")
+        shot(plain, "11-no-javascript-phone")
+    finally:
+        plain.quit()
+    print("dashboard browser test passed")
+
+
+if __name__ == "__main__":
+    main()

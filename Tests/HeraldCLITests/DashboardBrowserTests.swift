@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import HeraldTesting
+import Testing
+
+/// The dashboard in a real browser: Debian's `chromium` and `chromium-driver`, driven by
+/// Selenium (`Tests/Browser/dashboard_test.py`), against a `herald serve` process with its
+/// built-in emulator. Screenshots go to `.build/test-artifacts/dashboard` (or
+/// `HERALD_TEST_ARTIFACTS`).
+///
+/// Without Chromium or Selenium it is skipped with how to install them; `HERALD_REQUIRE_BROWSER=1`
+/// (set by CI) makes that a failure instead.
+@Suite struct DashboardBrowserTests {
+    static let chromium = ProcessInfo.processInfo.environment["HERALD_CHROMIUM"] ?? "/usr/bin/chromium"
+    static let chromedriver = ProcessInfo.processInfo.environment["HERALD_CHROMEDRIVER"] ?? "/usr/bin/chromedriver"
+    static let required = ProcessInfo.processInfo.environment["HERALD_REQUIRE_BROWSER"] == "1"
+
+    /// Chromium, its driver and Python's selenium package are all there.
+    static let available: Bool = {
+        guard FileManager.default.isExecutableFile(atPath: chromium), FileManager.default.isExecutableFile(atPath: chromedriver) else { return false }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import selenium"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }()
+
+    static let skipMessage = "needs chromium and chromium-driver (apt-get install chromium chromium-driver) and selenium (pip install selenium)"
+
+    @Test(
+        "sign in, find a device, send a test push through the form, see it on the emulated phone and in the delivery log",
+        .enabled(if: available || required, Comment(rawValue: skipMessage))
+    )
+    func dashboardInBrowser() async throws {
+        try #require(Self.available, Comment(rawValue: Self.skipMessage))
+        let directory = try TemporaryDirectory(prefix: "herald-dashboard")
+        defer { directory.remove() }
+        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
+            "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
+            "--emulator-control-port", "0", "--log-level", "warning",
+        ])
+        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        let lines = server.printed.split(separator: "\n").map(String.init)
+        let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
+        let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))
+        let created = try await ProcessRunner.run("curl", [
+            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/v1/apps", "-H", "authorization: Bearer \(admin)",
+            "-d", #"{"id":"demo","bundleId":"com.example.demo"}"#,
+        ])
+        try #require(created.standardOutput == "201")
+        let artifacts = ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
+            ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Browser/dashboard_test.py").path
+        let run = try await ProcessRunner.run(
+            "env",
+            [
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_ARTIFACTS=\(artifacts)",
+                "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
+            ],
+            timeout: 240
+        )
+        #expect(run.exitCode == 0, "\(run.standardOutput)\n\(run.standardError)")
+        #expect(run.standardOutput.contains("dashboard browser test passed"))
+        #expect(FileManager.default.fileExists(atPath: artifacts + "/08-phone-received.png"))
+        _ = try await server.stop()
+    }
+}
