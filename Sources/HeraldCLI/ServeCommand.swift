@@ -37,6 +37,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds a claimed delivery stays leased [HERALD_LEASE_SECONDS, leaseSeconds; 60].") var leaseSeconds: Int?
     @Option(help: "Delivery workers, each with a batch of up to 1000 in flight [HERALD_WORKERS, workers; 4].") var workers: Int?
     @Option(help: "Days finished delivery records are kept, 0 for ever [HERALD_RETENTION_DAYS, retentionDays; 30].") var retentionDays: Int?
+    @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].") var webhookExpiryHours: Int?
+    @Flag(help: "Let webhooks reach loopback, private and link-local addresses [HERALD_WEBHOOK_ALLOW_INTERNAL=1, webhookAllowInternal].") var webhookAllowInternal = false
+    @Flag(help: "Do not serve the dashboard at /dashboard [HERALD_NO_DASHBOARD=1, noDashboard].") var noDashboard = false
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
@@ -69,6 +72,11 @@ struct ServeCommand: AsyncParsableCommand {
         let retention = try settings.int(self.retentionDays, "retentionDays") ?? 30
         guard (0...36_500).contains(retention) else { throw ValidationError("retentionDays must be 0 (for ever) to 36500") }
         configuration.retention = retention == 0 ? nil : .seconds(Int64(retention) * 86_400)
+        let webhookExpiry = try settings.int(self.webhookExpiryHours, "webhookExpiryHours") ?? 24
+        guard (1...720).contains(webhookExpiry) else { throw ValidationError("webhookExpiryHours must be 1 to 720") }
+        configuration.webhookExpiry = .seconds(Int64(webhookExpiry) * 3600)
+        configuration.dashboard = !(self.noDashboard || settings.flag("noDashboard"))
+        configuration.webhookAllowInternal = self.webhookAllowInternal || settings.flag("webhookAllowInternal")
         for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }

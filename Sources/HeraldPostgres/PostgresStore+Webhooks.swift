@@ -35,7 +35,11 @@ extension PostgresStore {
         try await self.write { db in
             for message in messages {
                 try await db.query(
-                    "INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $4)",
+                    // A webhook deleted meanwhile (by another process) gets nothing; the others theirs.
+                    """
+                    INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at)
+                    SELECT $1, $2, $3, $4, $5, $4 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = $1)
+                    """,
                     [.text(message.webhookID), .bytes(message.body), .int(Int64(message.events)), .int(now), .int(expiresAt)]
                 )
             }

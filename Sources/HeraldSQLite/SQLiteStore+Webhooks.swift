@@ -40,7 +40,11 @@ extension SQLiteStore {
         try await self.database.write { db in
             for message in messages {
                 try db.query(
-                    "INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    // A webhook deleted meanwhile (by another process) gets nothing; the others theirs.
+                    """
+                    INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at)
+                    SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?1)
+                    """,
                     [.text(message.webhookID), .blob(message.body), .integer(Int64(message.events)), .integer(now), .integer(expiresAt), .integer(now)]
                 )
             }

@@ -51,6 +51,14 @@ extension API {
         else {
             throw HeraldError.invalid("url must be an http or https URL with a host (and no user name), at most 2048 bytes", code: "bad_url")
         }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let literal = bare.contains(":") || bare.split(separator: ".").count == 4 && bare.allSatisfy { $0.isNumber || $0 == "." }
+        if literal, !self.webhookAllowInternal, WebhookPoster.isInternal(bare) {
+            throw HeraldError.invalid(
+                "url points at an internal address (loopback, private or link-local); start herald serve with --webhook-allow-internal to allow it",
+                code: "bad_url"
+            )
+        }
         let secret = "whsec_" + Base64URL.encode(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
         let sealed: [UInt8]
         do {
@@ -114,7 +122,6 @@ extension API {
     /// `text/event-stream` of the app's events of `types`, with a comment every 15 s to keep
     /// proxies from closing an idle stream; ends when the client goes or the server stops.
     func eventStream(appID: String, types: Set<DeliveryEventType>) -> Response {
-        let (subscription, items, feed) = self.events.subscribe(appID: appID)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
@@ -122,6 +129,8 @@ extension API {
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
+                // Subscribed here, where the body is written: a client gone before this holds nothing.
+                let (subscription, items, feed) = hub.subscribe(appID: appID)
                 defer { hub.unsubscribe(subscription) }
                 try await writer.write(ByteBuffer(string: ": herald delivery events\nretry: 2000\n\n"))
                 try await withThrowingTaskGroup(of: Void.self) { group in

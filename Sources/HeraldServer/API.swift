@@ -18,6 +18,8 @@ struct API: Sendable {
     let clock: any EpochClock
     let metrics: PrometheusCollectorRegistry?
     let events: DeliveryEvents
+    /// Webhooks may point at loopback and private addresses.
+    var webhookAllowInternal = false
     static let bodyLimit = 1 << 20
 
     func register(on router: Router<BasicRequestContext>) {

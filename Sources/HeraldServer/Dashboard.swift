@@ -59,7 +59,9 @@ struct Dashboard: Sendable {
             let expires = self.api.clock.nowMilliseconds / 1000 + Self.sessionSeconds
             let value = "\(key.id).\(expires).\(self.mac("session|\(key.id)|\(expires)"))"
             var response = Self.redirect("/dashboard")
-            response.headers[.setCookie] = "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(Self.sessionSeconds); HttpOnly; SameSite=Strict"
+            // Behind a TLS-terminating proxy the cookie is marked for https only.
+            let secure = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "; Secure" : ""
+            response.headers[.setCookie] = "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(Self.sessionSeconds); HttpOnly; SameSite=Strict\(secure)"
             return response
         }
         group.post("logout") { request, _ in
@@ -665,25 +667,26 @@ struct Dashboard: Sendable {
     /// What the virtual device receives, as server-sent events.
     func phoneStream(token: String) throws -> Response {
         guard let emulator = self.emulator, emulator.state.device(token: token) != nil else { throw HeraldError.notFound("virtual device") }
-        let (stream, feed) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(1000))
-        guard
-            let listener = emulator.state.addListener(
-                token: token, onRemoved: { feed.finish() },
-                { notification in
-                    feed.yield(.event(DeliveryEvent(id: notification.apnsID, type: .sent, appID: "", json: Self.phoneJSON(notification))))
-                }
-            )
-        else { throw HeraldError.notFound("virtual device") }
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
         let events = self.api.events
-        let subscription = events.subscribe(appID: "")  // ends with the server's other streams at shutdown
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
+                // Registered here, where the body is written: a client gone before this holds nothing.
+                let (stream, feed) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+                let listener = emulator.state.addListener(
+                    token: token, onRemoved: { feed.finish() },
+                    { notification in
+                        feed.yield(.event(DeliveryEvent(id: notification.apnsID, type: .sent, appID: "", json: Self.phoneJSON(notification))))
+                    }
+                )
+                if listener == nil { feed.finish() }
+                // An app-less subscription: it is finished with every other stream at shutdown.
+                let subscription = events.subscribe(appID: "")
                 defer {
-                    emulator.state.removeListener(listener)
+                    if let listener { emulator.state.removeListener(listener) }
                     events.unsubscribe(subscription.id)
                 }
                 try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))

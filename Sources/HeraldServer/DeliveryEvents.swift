@@ -39,6 +39,10 @@ final class DeliveryEvents: Sendable {
         var minutes: [Minute] = []
         var webhooks: [String: [Webhook]] = [:]
         var webhooksLoadedAt: Int64?
+        /// Bumped by every change made here, so a load that started before it is not kept.
+        var webhooksGeneration = 0
+        /// Shutdown began: new streams end at once.
+        var closed = false
     }
 
     private let state = Mutex(State())
@@ -63,11 +67,16 @@ final class DeliveryEvents: Sendable {
     /// A live stream of `appID`'s events; the newest 10,000 are buffered for a slow reader.
     func subscribe(appID: String) -> (id: Int, items: AsyncStream<StreamItem>, feed: AsyncStream<StreamItem>.Continuation) {
         let (stream, continuation) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
-        let id = self.state.withLock { state in
+        let id = self.state.withLock { state -> Int? in
+            guard !state.closed else { return nil }
             let id = state.nextSubscriber
             state.nextSubscriber += 1
             state.subscribers[appID, default: [:]][id] = continuation
             return id
+        }
+        guard let id else {
+            continuation.finish()
+            return (-1, stream, continuation)
         }
         return (id, stream, continuation)
     }
@@ -85,6 +94,7 @@ final class DeliveryEvents: Sendable {
     /// Ends every stream (shutdown).
     func finishAll() {
         let all = self.state.withLock { state in
+            state.closed = true
             defer { state.subscribers = [:] }
             return state.subscribers.values.flatMap(\.values)
         }
@@ -95,15 +105,23 @@ final class DeliveryEvents: Sendable {
 
     /// Forget the cached webhooks: one was added or removed through this process.
     func webhooksChanged() {
-        self.state.withLock { $0.webhooksLoadedAt = nil }
+        self.state.withLock { state in
+            state.webhooksLoadedAt = nil
+            state.webhooksGeneration += 1
+        }
     }
 
     /// The apps' webhooks, reloaded at most every 5 s (other processes may add some).
     private func webhooks(now: Int64) async -> [String: [Webhook]] {
-        if let cached = self.state.withLock({ state in state.webhooksLoadedAt.map { now - $0 < 5000 } == true ? state.webhooks : nil }) { return cached }
+        let (cached, generation) = self.state.withLock { state in
+            (state.webhooksLoadedAt.map { now - $0 < 5000 } == true ? state.webhooks : nil, state.webhooksGeneration)
+        }
+        if let cached { return cached }
         do {
             let all = Dictionary(grouping: try await self.store.allWebhooks(), by: \.appID)
             self.state.withLock { state in
+                // A change made while this loaded: keep the answer for now, load again next time.
+                guard state.webhooksGeneration == generation else { return }
                 state.webhooks = all
                 state.webhooksLoadedAt = now
             }

@@ -37,6 +37,9 @@ public struct ServerConfiguration: Sendable {
     public var apnsOverride: (host: String, port: Int, caFile: String?)?
     /// How long an unacknowledged webhook message is retried before it is given up.
     public var webhookExpiry: Duration = .seconds(86_400)
+    /// Let webhooks reach loopback, private and link-local addresses (off: a webhook URL cannot
+    /// be used to reach into the server's own network).
+    public var webhookAllowInternal = false
     /// Serve the dashboard at `/dashboard` (sign-in with an admin key).
     public var dashboard = true
     /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
@@ -102,14 +105,19 @@ private func runHeraldServer<Result: Sendable>(
             override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) },
             lease: configuration.engine.lease, logger: logger
         )
-        let dispatcher = WebhookDispatcher(store: store, secrets: secrets, clock: clock, logger: logger)
+        var dispatcherConfiguration = WebhookDispatcher.Configuration()
+        dispatcherConfiguration.allowInternal = configuration.webhookAllowInternal
+        let dispatcher = WebhookDispatcher(store: store, secrets: secrets, clock: clock, configuration: dispatcherConfiguration, logger: logger)
         let events = DeliveryEvents(
             store: store, clock: clock, webhookExpiry: WebhookDispatcher.milliseconds(configuration.webhookExpiry), logger: logger,
             webhookDoorbell: { dispatcher.ring() }
         )
         let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events)
         let router = Router()
-        let api = API(store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics, events: events)
+        let api = API(
+            store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics, events: events,
+            webhookAllowInternal: configuration.webhookAllowInternal
+        )
         api.register(on: router)
         if configuration.dashboard {
             Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)

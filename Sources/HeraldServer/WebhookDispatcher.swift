@@ -25,6 +25,8 @@ final class WebhookDispatcher: Service, Sendable {
         var pollInterval: Duration = .seconds(1)
         var retryBase: Duration = .seconds(1)
         var retryMaximum: Duration = .seconds(600)
+        /// Let webhooks reach loopback and private addresses (a receiver on the same host or network).
+        var allowInternal = false
     }
 
     private let store: any HeraldStore
@@ -105,7 +107,10 @@ final class WebhookDispatcher: Service, Sendable {
                 ("Herald-Attempt", "\(message.attempt)"),
                 ("Herald-Signature", "t=\(timestamp),v1=\(Self.signature(secret: secret, timestamp: timestamp, body: message.body))"),
             ]
-            status = try await WebhookPoster.post(url: message.webhook.url, headers: headers, body: message.body, timeout: self.configuration.timeout)
+            status = try await WebhookPoster.post(
+                url: message.webhook.url, headers: headers, body: message.body, timeout: self.configuration.timeout,
+                allowInternal: self.configuration.allowInternal
+            )
             if let status, (200..<300).contains(status) {
                 return WebhookAttempt(messageID: message.id, attempt: message.attempt, delivered: true, status: status, error: nil, retryAt: nil)
             }
@@ -148,8 +153,27 @@ enum WebhookPoster {
 
     private static let tls: Result<NIOSSLContext, any Error> = Result { try NIOSSLContext(configuration: .makeClientConfiguration()) }
 
-    /// Posts `body` and returns the answer's status code.
-    static func post(url text: String, headers: [(String, String)], body: [UInt8], timeout: Duration) async throws -> Int {
+    /// Loopback, private, link-local (cloud metadata), carrier-grade NAT and unspecified
+    /// addresses: a webhook must not reach into the server's own network unless allowed.
+    static func isInternal(_ address: String) -> Bool {
+        let text = address.lowercased()
+        if text.contains(":") {
+            if text.hasPrefix("::ffff:"), text.dropFirst(7).contains(".") { return Self.isInternal(String(text.dropFirst(7))) }
+            return text == "::" || text == "::1" || text.hasPrefix("fe8") || text.hasPrefix("fe9") || text.hasPrefix("fea") || text.hasPrefix("feb")
+                || text.hasPrefix("fc") || text.hasPrefix("fd")
+        }
+        let parts = text.split(separator: ".").compactMap { UInt8($0) }
+        guard parts.count == 4 else { return true }
+        switch (parts[0], parts[1]) {
+        case (0, _), (10, _), (127, _), (169, 254), (192, 168): return true
+        case (172, 16...31), (100, 64...127): return true
+        default: return parts[0] >= 224
+        }
+    }
+
+    /// Posts `body` and returns the answer's status code. The host is resolved once and the
+    /// connection goes to the address checked (no second lookup a DNS answer could change).
+    static func post(url text: String, headers: [(String, String)], body: [UInt8], timeout: Duration, allowInternal: Bool) async throws -> Int {
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
         else { throw Failure(description: "not an http(s) URL") }
@@ -157,16 +181,26 @@ enum WebhookPoster {
         let port = url.port ?? (secure ? 443 : 80)
         var target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
         if let query = url.percentEncodedQuery { target += "?" + query }
+        let context = try secure ? Self.tls.get() : nil
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let address: SocketAddress
+        do {
+            address = try await NIOThreadPool.singleton.runIfActive { try SocketAddress.makeAddressResolvingHost(bare, port: port) }
+        } catch {
+            throw Failure(description: "cannot resolve the host: \(error)")
+        }
+        if !allowInternal, Self.isInternal(address.ipAddress ?? "") {
+            throw Failure(description: "the host is an internal address (\(address.ipAddress ?? "?")); allow with --webhook-allow-internal")
+        }
+        let isAddress = bare.allSatisfy { $0.isHexDigit || $0 == "." || $0 == ":" }
         let group = MultiThreadedEventLoopGroup.singleton
         let promise = group.next().makePromise(of: Int.self)
-        let context = try secure ? Self.tls.get() : nil
-        let isAddress = host.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" }
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(5))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if let context {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : host))
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: isAddress ? nil : bare))
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(ResponseHandler(promise: promise))
@@ -174,12 +208,12 @@ enum WebhookPoster {
             }
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: host, port: port).get()
+            channel = try await bootstrap.connect(to: address).get()
         } catch {
             promise.fail(error)
             throw Failure(description: "cannot connect: \(error)")
         }
-        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000)) {
+        let deadline = channel.eventLoop.scheduleTask(in: .milliseconds(WebhookDispatcher.milliseconds(timeout))) {
             promise.fail(Failure(description: "no answer within \(timeout)"))
             channel.close(promise: nil)
         }

@@ -387,6 +387,11 @@ extension StoreDriver {
             #expect(try await store.deleteWebhook(appID: "demo", id: "wh_a"))
             #expect(try await !store.deleteWebhook(appID: "demo", id: "wh_a"))
             #expect(try await store.claimWebhookMessages(limit: 10, now: 20, leaseMilliseconds: 50).isEmpty, "its messages went with it")
+            // Messages for a webhook deleted meanwhile are dropped; the others' are kept.
+            try await store.enqueueWebhookMessages(
+                [WebhookMessage(webhookID: "wh_a", body: [0x31], events: 1), WebhookMessage(webhookID: "wh_b", body: [0x32], events: 1)], now: 30, expiresAt: 100
+            )
+            #expect(try await store.claimWebhookMessages(limit: 10, now: 30, leaseMilliseconds: 50).map(\.body) == [[0x32]])
             await #expect(throws: (any Error).self) { try await store.createWebhook(self.webhook("wh_b")) }
         }
     }
