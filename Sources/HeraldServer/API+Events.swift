@@ -119,41 +119,56 @@ extension API {
         ])
     }
 
-    /// `text/event-stream` of the app's events of `types`, with a comment every 15 s to keep
-    /// proxies from closing an idle stream; ends when the client goes or the server stops.
+    /// `text/event-stream` of the app's events of `types`; ends when the client goes or the server stops.
     func eventStream(appID: String, types: Set<DeliveryEventType>) -> Response {
+        let hub = self.events
+        return Self.eventStreamResponse { writer in
+            // Subscribed here, where the body is written: a client gone before this holds nothing.
+            let (subscription, items, feed) = hub.subscribe(appID: appID)
+            defer { hub.unsubscribe(subscription) }
+            try await Self.writeEvents(&writer, preamble: ": herald delivery events\n", items: items, feed: feed) { event in
+                guard types.contains(event.type) else { return nil }
+                return "id: \(event.id)\nevent: \(event.type.rawValue)\ndata: \(String(decoding: event.json.serialized(), as: UTF8.self))\n\n"
+            }
+        }
+    }
+
+    /// A `text/event-stream` answer whose body `write` produces.
+    static func eventStreamResponse(_ write: @escaping @Sendable (inout any ResponseBodyWriter) async throws -> Void) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
-        let hub = self.events
-        return Response(
-            status: .ok, headers: headers,
-            body: ResponseBody { writer in
-                // Subscribed here, where the body is written: a client gone before this holds nothing.
-                let (subscription, items, feed) = hub.subscribe(appID: appID)
-                defer { hub.unsubscribe(subscription) }
-                try await writer.write(ByteBuffer(string: ": herald delivery events\nretry: 2000\n\n"))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        while true {
-                            try await Task.sleep(for: .seconds(15))
-                            feed.yield(.keepAlive)
-                        }
-                    }
-                    for await item in items {
-                        switch item {
-                        case .event(let event):
-                            guard types.contains(event.type) else { continue }
-                            let data = String(decoding: event.json.serialized(), as: UTF8.self)
-                            try await writer.write(ByteBuffer(string: "id: \(event.id)\nevent: \(event.type.rawValue)\ndata: \(data)\n\n"))
-                        case .keepAlive:
-                            try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
-                        }
-                    }
-                    group.cancelAll()
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            try await write(&writer)
+            try await writer.finish(nil)
+        })
+    }
+
+    /// Writes `items` as server-sent events (`render` gives each one's text, nil to skip it),
+    /// with a comment every 15 s to keep proxies from closing an idle stream, until `items` ends
+    /// or the client goes. `feed` is `items`' continuation (the keep-alive ticks go through it).
+    static func writeEvents(
+        _ writer: inout any ResponseBodyWriter, preamble: String, items: AsyncStream<StreamItem>, feed: AsyncStream<StreamItem>.Continuation,
+        render: @Sendable (DeliveryEvent) -> String?
+    ) async throws {
+        try await writer.write(ByteBuffer(string: preamble + "retry: 2000\n\n"))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .seconds(15))
+                    feed.yield(.keepAlive)
                 }
-                try await writer.finish(nil)
             }
-        )
+            for await item in items {
+                switch item {
+                case .event(let event):
+                    guard let text = render(event) else { continue }
+                    try await writer.write(ByteBuffer(string: text))
+                case .keepAlive:
+                    try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
+                }
+            }
+            group.cancelAll()
+        }
     }
 }

@@ -667,54 +667,34 @@ struct Dashboard: Sendable {
     /// What the virtual device receives, as server-sent events.
     func phoneStream(token: String) throws -> Response {
         guard let emulator = self.emulator, emulator.state.device(token: token) != nil else { throw HeraldError.notFound("virtual device") }
-        var headers = HTTPFields()
-        headers[.contentType] = "text/event-stream"
-        headers[.cacheControl] = "no-store"
         let events = self.api.events
-        return Response(
-            status: .ok, headers: headers,
-            body: ResponseBody { writer in
-                // Registered here, where the body is written: a client gone before this holds nothing.
-                let (stream, feed) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(1000))
-                let listener = emulator.state.addListener(
-                    token: token, onRemoved: { feed.finish() },
-                    { notification in
-                        feed.yield(.event(DeliveryEvent(id: notification.apnsID, type: .sent, appID: "", json: Self.phoneJSON(notification))))
-                    }
-                )
-                if listener == nil { feed.finish() }
-                // An app-less subscription: it is finished with every other stream at shutdown.
-                let subscription = events.subscribe(appID: "")
-                defer {
-                    if let listener { emulator.state.removeListener(listener) }
-                    events.unsubscribe(subscription.id)
+        return API.eventStreamResponse { writer in
+            // Registered here, where the body is written: a client gone before this holds nothing.
+            let (stream, feed) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+            let listener = emulator.state.addListener(
+                token: token, onRemoved: { feed.finish() },
+                { notification in
+                    feed.yield(.event(DeliveryEvent(id: notification.apnsID, type: .sent, appID: "", json: Self.phoneJSON(notification))))
                 }
-                try await writer.write(ByteBuffer(string: "retry: 2000\n\n"))
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        // Shutdown finishes the subscription; then this stream ends too.
-                        for await _ in subscription.items {}
-                        feed.finish()
-                    }
-                    group.addTask {
-                        while true {
-                            try await Task.sleep(for: .seconds(15))
-                            feed.yield(.keepAlive)
-                        }
-                    }
-                    for await item in stream {
-                        switch item {
-                        case .event(let event):
-                            try await writer.write(ByteBuffer(string: "event: push\ndata: \(String(decoding: event.json.serialized(), as: UTF8.self))\n\n"))
-                        case .keepAlive:
-                            try await writer.write(ByteBuffer(string: ": keep-alive\n\n"))
-                        }
-                    }
-                    group.cancelAll()
-                }
-                try await writer.finish(nil)
+            )
+            if listener == nil { feed.finish() }
+            // An app-less subscription, finished with every other stream at shutdown: then this one ends too.
+            let subscription = events.subscribe(appID: "")
+            defer {
+                if let listener { emulator.state.removeListener(listener) }
+                events.unsubscribe(subscription.id)
             }
-        )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in subscription.items {}
+                    feed.finish()
+                }
+                try await API.writeEvents(&writer, preamble: "", items: stream, feed: feed) { event in
+                    "event: push\ndata: \(String(decoding: event.json.serialized(), as: UTF8.self))\n\n"
+                }
+                group.cancelAll()
+            }
+        }
     }
 
     // MARK: HTML
