@@ -12,7 +12,7 @@
 # synchronous_commit off, the counterpart of SQLite's WAL with synchronous=NORMAL.
 # Not a test: nothing fails on a number.
 #
-#   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000
+#   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000 CONFIGS="sqlite postgres-1 postgres-2" POLL=0.2
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -105,7 +105,7 @@ def insert_devices(count):
     return tokens
 def wait_idle():
     while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e)")[0][0]) > 0:
-        time.sleep(0.2)
+        time.sleep(float(os.environ.get("POLL", "0.2")))
 tokens = insert_devices(20000)
 # 1. sustained sends of 1000 tokens each, four posting connections spread over the processes
 def poster(port, batch_numbers):
@@ -132,8 +132,12 @@ PY
 
 printf '| store | sends via API (%s × 1000 tokens), × raw | accept → sent p50 / p99 | broadcast to %s devices, × raw | peak RSS per process | failed |\n|---|---:|---:|---:|---:|---:|\n' \
   "$BATCHES" "$FANOUT" > "$WORK/table.md"
-run sqlite "" 1
-run postgres-1 "${PG_URL%/postgres*}/herald1?sslmode=disable" 1
-run postgres-2 "${PG_URL%/postgres*}/herald2?sslmode=disable" 2
+for config in ${CONFIGS:-sqlite postgres-1 postgres-2}; do
+  case $config in
+    sqlite) run sqlite "" 1 ;;
+    postgres-1) run postgres-1 "${PG_URL%/postgres*}/herald1?sslmode=disable" 1 ;;
+    postgres-2) run postgres-2 "${PG_URL%/postgres*}/herald2?sslmode=disable" 2 ;;
+  esac
+done
 printf '\nraw APNs client (herald-bench, 1 connection, median of 3): %s notif/s\n\n' "$RAW"
 cat "$WORK/table.md"
