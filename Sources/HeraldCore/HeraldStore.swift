@@ -87,8 +87,10 @@ public protocol HeraldStore: WebhookStore {
     /// created (retries, expired leases, local-time ones now due), then new ones from the next
     /// chunk of due notifications' audiences, created already leased.
     func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
-    /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's timestamp).
-    func record(_ results: [DeliveryResult], now: Int64) async throws
+    /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's
+    /// timestamp); a fenced result (its claim was superseded) changes nothing. Returns what was applied.
+    @discardableResult
+    func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes
     /// Empties the payload (the plaintext) of these end-to-end encrypted notifications once
     /// nothing of theirs is left to send.
     func forgetPlaintext(notificationIDs: [String]) async throws

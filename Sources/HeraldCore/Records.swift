@@ -226,6 +226,18 @@ public struct DeliveryResult: Sendable, Hashable {
     }
 }
 
+/// What `record` applied: the deliveries whose outcome was written (not fenced out), and those
+/// whose failure deactivated their device.
+public struct RecordedOutcomes: Sendable, Hashable {
+    public var applied: Set<Int64>
+    public var invalidated: Set<Int64>
+
+    public init(applied: Set<Int64> = [], invalidated: Set<Int64> = []) {
+        self.applied = applied
+        self.invalidated = invalidated
+    }
+}
+
 /// One delivery as reported by the API.
 public struct DeliveryRecord: Sendable, Hashable {
     public var id: Int64

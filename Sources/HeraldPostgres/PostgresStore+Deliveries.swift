@@ -373,8 +373,9 @@ extension PostgresStore {
         }
     }
 
-    public func record(_ results: [DeliveryResult], now: Int64) async throws {
-        guard !results.isEmpty else { return }
+    @discardableResult
+    public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
+        guard !results.isEmpty else { return RecordedOutcomes() }
         // Accepted ones, the bulk of every batch, in one statement over arrays; the rest one by one.
         var sentIDs: [Int64] = []
         var apnsIDs: [String] = []
@@ -387,17 +388,21 @@ extension PostgresStore {
             latencies.append(result.latencyMilliseconds)
             attempts.append(result.attempt.map(Int64.init) ?? -1)
         }
-        try await self.write { db in
+        return try await self.write { db in
+            var outcomes = RecordedOutcomes()
             if !sentIDs.isEmpty {
-                try await db.query(
+                for row in try await db.query(
                     """
                     UPDATE deliveries x SET state = 'sent', apns_id = nullif(v.apns_id, ''), status = 200, reason = NULL,
                         latency_ms = v.latency, updated_at = $1
                     FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[]) AS v(id, apns_id, latency, attempt)
                     WHERE x.id = v.id AND (v.attempt < 0 OR x.attempts = v.attempt)
+                    RETURNING x.id
                     """,
                     [.int(now), .ints(sentIDs), .texts(apnsIDs), .ints(latencies), .ints(attempts)]
-                )
+                ) {
+                    if let id = row.int(0) { outcomes.applied.insert(id) }
+                }
             }
             for result in results {
                 let id = Value.int(result.deliveryID)
@@ -407,21 +412,25 @@ extension PostgresStore {
                 case .sent:
                     continue
                 case .retry(let status, let reason, let retryAt):
-                    try await db.query(
+                    let written = try await db.query(
                         """
                         UPDATE deliveries SET status = $1, reason = $2, latency_ms = $3, next_attempt_at = $4, updated_at = $5
-                        WHERE id = $6 AND ($7::bigint IS NULL OR attempts = $7::bigint)
+                        WHERE id = $6 AND ($7::bigint IS NULL OR attempts = $7::bigint) RETURNING id
                         """,
                         [.int(status.map(Int64.init)), .text(reason), latency, .int(retryAt), .int(now), id, attempt]
                     )
+                    if !written.isEmpty { outcomes.applied.insert(result.deliveryID) }
                 case .failed(let status, let reason, let invalidate, let timestamp):
-                    try await db.query(
+                    let written = try await db.query(
                         """
                         UPDATE deliveries SET state = 'failed', status = $1, reason = $2, latency_ms = $3, updated_at = $4
-                        WHERE id = $5 AND ($6::bigint IS NULL OR attempts = $6::bigint)
+                        WHERE id = $5 AND ($6::bigint IS NULL OR attempts = $6::bigint) RETURNING id
                         """,
                         [.int(status.map(Int64.init)), .text(reason), latency, .int(now), id, attempt]
                     )
+                    // Fenced out: a newer claim answers for this delivery, and its device.
+                    guard !written.isEmpty else { continue }
+                    outcomes.applied.insert(result.deliveryID)
                     if invalidate {
                         // Only if the token was not registered again after APNs learned it was dead.
                         let applied = try await db.query(
@@ -433,6 +442,7 @@ extension PostgresStore {
                             """,
                             [.int(now), .text(reason), id, .int(timestamp)]
                         ).isEmpty == false
+                        if applied { outcomes.invalidated.insert(result.deliveryID) }
                         try await db.query(
                             """
                             INSERT INTO invalidations (app_id, device_id, reason, apns_timestamp, at, applied)
@@ -443,6 +453,7 @@ extension PostgresStore {
                     }
                 }
             }
+            return outcomes
         }
     }
 

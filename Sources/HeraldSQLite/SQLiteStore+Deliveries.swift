@@ -404,8 +404,9 @@ extension SQLiteStore {
         }
     }
 
-    public func record(_ results: [DeliveryResult], now: Int64) async throws {
-        guard !results.isEmpty else { return }
+    @discardableResult
+    public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
+        guard !results.isEmpty else { return RecordedOutcomes() }
         // Accepted ones, the bulk of every batch, in one statement over a JSON array of
         // [id, apns-id, latency], written straight as text; the rest one by one.
         var sentText: [UInt8] = [UInt8(ascii: "[")]
@@ -432,17 +433,21 @@ extension SQLiteStore {
         }
         sentText.append(UInt8(ascii: "]"))
         let sentList = anySent ? String(decoding: sentText, as: UTF8.self) : nil
-        try await self.database.write { db in
+        return try await self.database.write { db in
+            var outcomes = RecordedOutcomes()
             if let sentList {
-                try db.query(
+                try db.each(
                     """
                     UPDATE deliveries SET state = 'sent', apns_id = v.apns_id, status = 200, reason = NULL, latency_ms = v.latency,
                         updated_at = ?1
                     FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency, value ->> 3 AS attempt FROM json_each(?2)) AS v
                     WHERE deliveries.id = v.id AND (v.attempt IS NULL OR deliveries.attempts = v.attempt)
+                    RETURNING deliveries.id
                     """,
                     [.integer(now), .text(sentList)]
-                )
+                ) { row in
+                    if let id = row.int(0) { outcomes.applied.insert(id) }
+                }
             }
             for result in results {
                 let id = SQLValue.integer(result.deliveryID)
@@ -459,11 +464,15 @@ extension SQLiteStore {
                         """,
                         [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(retryAt), .integer(now), id, attempt]
                     )
+                    if db.changes > 0 { outcomes.applied.insert(result.deliveryID) }
                 case .failed(let status, let reason, let invalidate, let timestamp):
                     try db.query(
                         "UPDATE deliveries SET state = 'failed', status = ?1, reason = ?2, latency_ms = ?3, updated_at = ?4 WHERE id = ?5 AND (?6 IS NULL OR attempts = ?6)",
                         [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id, attempt]
                     )
+                    // Fenced out: a newer claim answers for this delivery, and its device.
+                    guard db.changes > 0 else { continue }
+                    outcomes.applied.insert(result.deliveryID)
                     if invalidate {
                         // Only if the token was not registered again after APNs learned it was dead.
                         try db.query(
@@ -475,6 +484,7 @@ extension SQLiteStore {
                             [.integer(now), .text(reason), id, timestamp.map(SQLValue.integer) ?? .null]
                         )
                         let applied = db.changes > 0
+                        if applied { outcomes.invalidated.insert(result.deliveryID) }
                         try db.query(
                             """
                             INSERT INTO invalidations (app_id, device_id, reason, apns_timestamp, at, applied)
@@ -485,6 +495,7 @@ extension SQLiteStore {
                     }
                 }
             }
+            return outcomes
         }
     }
 

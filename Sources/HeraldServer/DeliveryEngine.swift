@@ -128,10 +128,12 @@ public final class DeliveryEngine: Service, Sendable {
 
     /// Records a sent batch, retrying while the database is unreachable for up to half the
     /// lease: a record lost means the batch is sent again once its lease ends.
-    private func recordPatiently(_ results: [DeliveryResult], claimedAt: Int64) async throws {
+    private func recordPatiently(_ results: [DeliveryResult], claimedAt: Int64) async throws -> RecordedOutcomes {
         let deadline = claimedAt + self.milliseconds(self.configuration.lease) / 2
         var wait: Int64 = 100
-        for attempt in 1... {
+        var attempt = 0
+        while true {
+            attempt += 1
             do {
                 return try await self.store.record(results, now: self.clock.nowMilliseconds)
             } catch {
@@ -173,8 +175,8 @@ public final class DeliveryEngine: Service, Sendable {
         let claims = Dictionary(batch.map { ($0.id, $0.attempts) }, uniquingKeysWith: { first, _ in first })
         var results = outcomes.flatMap(\.results)
         for index in results.indices { results[index].attempt = claims[results[index].deliveryID] }
-        try await self.recordPatiently(results, claimedAt: now)
-        await self.events?.recorded(batch, results)
+        let recorded = try await self.recordPatiently(results, claimedAt: now)
+        await self.events?.recorded(batch, results, recorded)
         // End-to-end encrypted notifications keep their plaintext only while something is left to send.
         let sealed = Set(batch.lazy.filter { $0.placeholder != nil }.map(\.notificationID))
         if !sealed.isEmpty { try await self.store.forgetPlaintext(notificationIDs: Array(sealed)) }

@@ -134,8 +134,9 @@ final class DeliveryEvents: Sendable {
 
     // MARK: the engine's outcomes
 
-    /// Called by the engine once a batch is recorded.
-    func recorded(_ batch: [ClaimedDelivery], _ results: [DeliveryResult]) async {
+    /// Called by the engine once a batch is recorded; only what the store applied is told
+    /// (a result fenced out by a newer claim is that claim's to tell).
+    func recorded(_ batch: [ClaimedDelivery], _ results: [DeliveryResult], _ recorded: RecordedOutcomes) async {
         let now = self.clock.nowMilliseconds
         var minute = Minute(minute: now / 60_000)
         for result in results {
@@ -159,7 +160,7 @@ final class DeliveryEvents: Sendable {
 
         let deliveries = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         var events: [DeliveryEvent] = []
-        for result in results {
+        for result in results where recorded.applied.contains(result.deliveryID) {
             guard let delivery = deliveries[result.deliveryID], interested.contains(delivery.appID) else { continue }
             switch result.outcome {
             case .sent(let apnsID):
@@ -169,8 +170,8 @@ final class DeliveryEvents: Sendable {
             case .failed(let status, let reason, let invalidate, _):
                 let extra: [(String, JSONValue)] = [("status", status.map { .int(Int64($0)) } ?? .null), ("reason", .string(reason))]
                 events.append(Self.event(.failed, delivery, result, now: now, extra: extra))
-                // The registry decides (a device registered again after APNs's timestamp stays).
-                if invalidate, let device = try? await self.store.device(appID: delivery.appID, token: delivery.token), !device.active {
+                // The registry decided (a device registered again after APNs's timestamp stays).
+                if invalidate, recorded.invalidated.contains(result.deliveryID) {
                     events.append(Self.event(.invalidated, delivery, result, now: now, extra: extra))
                 }
             }

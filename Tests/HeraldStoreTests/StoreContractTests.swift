@@ -207,10 +207,12 @@ extension StoreDriver {
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2)), now: 300)
             _ = try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
             let claimed = try await store.claimDeliveries(limit: 10, now: 400, leaseMilliseconds: 1000)
-            try await store.record(
+            let recorded = try await store.record(
                 claimed.map { DeliveryResult(deliveryID: $0.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
                 now: 401
             )
+            #expect(recorded.applied == Set(claimed.map(\.id)))
+            #expect(recorded.invalidated == Set(claimed.filter { $0.token == (try? self.token(1).hex) }.map(\.id)), "only the device it deactivated")
             let stale = try #require(try await store.device(appID: "demo", token: try self.token(1).hex))
             let renewed = try #require(try await store.device(appID: "demo", token: try self.token(2).hex))
             #expect(!stale.active && stale.invalidationReason == "Unregistered")
@@ -358,13 +360,22 @@ extension StoreDriver {
             let second = try #require(try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000).first, "the lease ran out")
             #expect(first.attempts == 1 && second.attempts == 2)
             // The first claim's late answers: neither moves the second claim's lease nor ends the delivery.
-            try await store.record(
+            let lateRetry = try await store.record(
                 [DeliveryResult(deliveryID: first.id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 1100), latencyMilliseconds: 1, attempt: 1)],
                 now: 1020)
+            #expect(lateRetry.applied.isEmpty)
             #expect(try await store.claimDeliveries(limit: 10, now: 1100, leaseMilliseconds: 1000).isEmpty, "still leased to the second claim")
-            try await store.record([DeliveryResult(deliveryID: first.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 1)], now: 1030)
+            let lateSent = try await store.record([DeliveryResult(deliveryID: first.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 1)], now: 1030)
+            #expect(lateSent.applied.isEmpty)
+            // A late 410 neither ends the delivery nor touches the device: the newer claim answers for both.
+            let lateGone = try await store.record(
+                [DeliveryResult(deliveryID: first.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1, attempt: 1)],
+                now: 1035)
+            #expect(lateGone == RecordedOutcomes())
+            #expect(try await store.device(appID: "demo", token: try self.token(1).hex)?.active == true)
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.pending] == 1)
-            try await store.record([DeliveryResult(deliveryID: second.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 2)], now: 1040)
+            let current = try await store.record([DeliveryResult(deliveryID: second.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 2)], now: 1040)
+            #expect(current.applied == [second.id] && current.invalidated.isEmpty)
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.sent] == 1)
         }
     }
