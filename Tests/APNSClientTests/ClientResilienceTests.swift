@@ -91,7 +91,9 @@ import Testing
     func deadline() async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
-            try await fixture.withClient(configure: { $0.requestTimeout = .seconds(2) }) { client async throws in
+            // 5 s: enough for the sends that must succeed (a TLS handshake included) on a machine
+            // loaded by every suite at once (a browser among them), far below the stalled 30 s.
+            try await fixture.withClient(configure: { $0.requestTimeout = .seconds(5) }) { client async throws in
                 try await client.send(try alert(token))
                 try await fixture.control("POST", "/v1/faults", json: #"{"type":"latency","milliseconds":30000}"#)
                 let start = ContinuousClock.now
