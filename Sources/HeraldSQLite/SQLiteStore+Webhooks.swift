@@ -53,7 +53,7 @@ extension SQLiteStore {
 
     public func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
         try await self.database.write { db in
-            var claimed: [ClaimedWebhookMessage] = []
+            var leased: [(id: Int64, webhookID: String, body: [UInt8], attempt: Int, expiresAt: Int64)] = []
             try db.each(
                 """
                 UPDATE webhook_messages SET next_attempt_at = ?1, attempts = attempts + 1
@@ -62,24 +62,17 @@ extension SQLiteStore {
                 """,
                 [.integer(now + leaseMilliseconds), .integer(now), .integer(Int64(limit))]
             ) { row in
-                claimed.append(
-                    ClaimedWebhookMessage(
-                        id: row.int(0) ?? 0, webhook: Webhook(id: row.string(1) ?? "", appID: "", url: "", sealedSecret: [], types: [], createdAt: 0),
-                        body: row.bytes(2) ?? [], attempt: Int(row.int(3) ?? 0), expiresAt: row.int(4) ?? 0
-                    )
-                )
+                leased.append((row.int(0) ?? 0, row.string(1) ?? "", row.bytes(2) ?? [], Int(row.int(3) ?? 0), row.int(4) ?? 0))
             }
-            guard !claimed.isEmpty else { return [] }
             var hooks: [String: Webhook] = [:]
-            for id in Set(claimed.map(\.webhook.id)) {
+            for id in Set(leased.map(\.webhookID)) {
                 try db.each("SELECT \(Webhook.columns) FROM webhooks WHERE id = ?", [.text(id)]) { hooks[id] = Webhook(row: $0) }
             }
-            return claimed.compactMap { message in
-                guard let hook = hooks[message.webhook.id] else { return nil }
-                var message = message
-                message.webhook = hook
-                return message
-            }.sorted { $0.id < $1.id }
+            return leased.sorted { $0.id < $1.id }.compactMap { message in
+                hooks[message.webhookID].map {
+                    ClaimedWebhookMessage(id: message.id, webhook: $0, body: message.body, attempt: message.attempt, expiresAt: message.expiresAt)
+                }
+            }
         }
     }
 

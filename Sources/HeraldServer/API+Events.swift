@@ -51,9 +51,8 @@ extension API {
         else {
             throw HeraldError.invalid("url must be an http or https URL with a host (and no user name), at most 2048 bytes", code: "bad_url")
         }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        let literal = bare.contains(":") || bare.split(separator: ".").count == 4 && bare.allSatisfy { $0.isNumber || $0 == "." }
-        if literal, !self.webhookAllowInternal, WebhookPoster.isInternal(bare) {
+        let bare = WebhookPoster.bareHost(host)
+        if WebhookPoster.isAddressLiteral(bare), !self.webhookAllowInternal, WebhookPoster.isInternal(bare) {
             throw HeraldError.invalid(
                 "url points at an internal address (loopback, private or link-local); start herald serve with --webhook-allow-internal to allow it",
                 code: "bad_url"

@@ -129,7 +129,7 @@ public final class DeliveryEngine: Service, Sendable {
     /// Records a sent batch, retrying while the database is unreachable for up to half the
     /// lease: a record lost means the batch is sent again once its lease ends.
     private func recordPatiently(_ results: [DeliveryResult], claimedAt: Int64) async throws -> RecordedOutcomes {
-        let deadline = claimedAt + self.milliseconds(self.configuration.lease) / 2
+        let deadline = claimedAt + self.configuration.lease.wholeMilliseconds / 2
         var wait: Int64 = 100
         var attempt = 0
         while true {
@@ -150,7 +150,7 @@ public final class DeliveryEngine: Service, Sendable {
         let now = self.clock.nowMilliseconds
         let batch = try await self.store.claimDeliveries(
             limit: self.configuration.batchSize, now: now,
-            leaseMilliseconds: self.milliseconds(self.configuration.lease)
+            leaseMilliseconds: self.configuration.lease.wholeMilliseconds
         )
         guard !batch.isEmpty else { return false }
         // Usually one app and environment per batch: a short list beats hashing every delivery.
@@ -334,9 +334,7 @@ public final class DeliveryEngine: Service, Sendable {
 
     private func retryOrFail(_ delivery: ClaimedDelivery, status: Int?, reason: String, retryable: Bool) -> DeliveryResult {
         let now = self.clock.nowMilliseconds
-        let exponent = min(max(delivery.attempts - 1, 0), 20)
-        let base = min(self.milliseconds(self.configuration.retryBase) << exponent, self.milliseconds(self.configuration.retryMaximum))
-        let retryAt = now + Int64(Double(base) * Double.random(in: 0.5...1.0))
+        let retryAt = now + backOffMilliseconds(attempt: delivery.attempts, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
         let expired = delivery.expiration.map { $0 == 0 || retryAt >= $0 * 1000 } ?? false
         guard retryable, delivery.attempts < self.configuration.maximumAttempts, !expired else {
             let why = !retryable ? reason : expired ? "\(reason) (expired before a retry)" : "\(reason) (after \(delivery.attempts) attempts)"
@@ -345,7 +343,16 @@ public final class DeliveryEngine: Service, Sendable {
         return DeliveryResult(deliveryID: delivery.id, outcome: .retry(status: status, reason: reason, retryAt: retryAt), latencyMilliseconds: 0)
     }
 
-    private func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds.
+    var wholeMilliseconds: Int64 { self.components.seconds * 1000 + self.components.attoseconds / 1_000_000_000_000_000 }
+}
+
+/// Exponential back-off with jitter, in milliseconds: `base` doubled for each attempt before
+/// `attempt` (counted from 1), capped at `maximum`, then a random 50–100% of that.
+func backOffMilliseconds(attempt: Int, base: Duration, maximum: Duration) -> Int64 {
+    let ceiling = min(base.wholeMilliseconds << min(max(attempt - 1, 0), 20), maximum.wholeMilliseconds)
+    return Int64(Double(ceiling) * Double.random(in: 0.5...1.0))
 }

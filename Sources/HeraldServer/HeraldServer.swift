@@ -109,7 +109,7 @@ private func runHeraldServer<Result: Sendable>(
         dispatcherConfiguration.allowInternal = configuration.webhookAllowInternal
         let dispatcher = WebhookDispatcher(store: store, secrets: secrets, clock: clock, configuration: dispatcherConfiguration, logger: logger)
         let events = DeliveryEvents(
-            store: store, clock: clock, webhookExpiry: WebhookDispatcher.milliseconds(configuration.webhookExpiry), logger: logger,
+            store: store, clock: clock, webhookExpiry: configuration.webhookExpiry.wholeMilliseconds, logger: logger,
             webhookDoorbell: { dispatcher.ring() }
         )
         let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events)

@@ -17,7 +17,7 @@ public struct Retention: Service {
 
     public func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            let before = self.clock.nowMilliseconds - self.keep.components.seconds * 1000
+            let before = self.clock.nowMilliseconds - self.keep.wholeMilliseconds
             var total = 0
             do {
                 while !Task.isShuttingDownGracefully {

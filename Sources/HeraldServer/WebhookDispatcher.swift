@@ -63,8 +63,7 @@ final class WebhookDispatcher: Service, Sendable {
     }
 
     private func idle() async {
-        let steps = max(1, Int(self.configuration.pollInterval.components.seconds * 20 + self.configuration.pollInterval.components.attoseconds / 50_000_000_000_000_000))
-        for _ in 0..<steps {
+        for _ in 0..<max(1, self.configuration.pollInterval.wholeMilliseconds / 50) {
             if self.rung.withLock({ rung in defer { rung = false }; return rung }) || Task.isShuttingDownGracefully || Task.isCancelled { return }
             try? await Task.sleep(for: .milliseconds(50))
         }
@@ -74,7 +73,7 @@ final class WebhookDispatcher: Service, Sendable {
     func runBatch() async throws -> Bool {
         let now = self.clock.nowMilliseconds
         let claimed = try await self.store.claimWebhookMessages(
-            limit: self.configuration.batchSize, now: now, leaseMilliseconds: Self.milliseconds(self.configuration.lease)
+            limit: self.configuration.batchSize, now: now, leaseMilliseconds: self.configuration.lease.wholeMilliseconds
         )
         guard !claimed.isEmpty else { return false }
         let attempts = await withTaskGroup(of: WebhookAttempt.self) { group in
@@ -118,9 +117,8 @@ final class WebhookDispatcher: Service, Sendable {
         } catch {
             failure = "\(error)"
         }
-        let exponent = min(max(message.attempt - 1, 0), 20)
-        let base = min(Self.milliseconds(self.configuration.retryBase) << exponent, Self.milliseconds(self.configuration.retryMaximum))
-        let retryAt = self.clock.nowMilliseconds + Int64(Double(base) * Double.random(in: 0.5...1.0))
+        let retryAt = self.clock.nowMilliseconds
+            + backOffMilliseconds(attempt: message.attempt, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
         self.logger.info(
             "webhook not acknowledged",
             metadata: ["herald.webhook": "\(message.webhook.id)", "herald.attempt": "\(message.attempt)", "error": "\(failure ?? "")"]
@@ -137,11 +135,7 @@ final class WebhookDispatcher: Service, Sendable {
     /// Hex HMAC-SHA256 of `"<timestamp>.<body>"` under the webhook's secret.
     static func signature(secret: [UInt8], timestamp: Int64, body: [UInt8]) -> String {
         let message = Array("\(timestamp).".utf8) + body
-        return HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret)).map { String(format: "%02x", $0) }.joined()
-    }
-
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        return APIKeySecret.hex(Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: secret))))
     }
 }
 
@@ -152,6 +146,16 @@ enum WebhookPoster {
     }
 
     private static let tls: Result<NIOSSLContext, any Error> = Result { try NIOSSLContext(configuration: .makeClientConfiguration()) }
+
+    /// `host` as URLComponents gives it, without an IPv6 literal's brackets.
+    static func bareHost(_ host: String) -> String {
+        host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    }
+
+    /// Whether a (bare) host is an IP address rather than a name.
+    static func isAddressLiteral(_ host: String) -> Bool {
+        host.contains(":") || (host.split(separator: ".").count == 4 && host.allSatisfy { $0.isNumber || $0 == "." })
+    }
 
     /// Loopback, private, link-local (cloud metadata), carrier-grade NAT and unspecified
     /// addresses: a webhook must not reach into the server's own network unless allowed.
@@ -182,7 +186,7 @@ enum WebhookPoster {
         var target = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
         if let query = url.percentEncodedQuery { target += "?" + query }
         let context = try secure ? Self.tls.get() : nil
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        let bare = Self.bareHost(host)
         let address: SocketAddress
         do {
             address = try await NIOThreadPool.singleton.runIfActive { try SocketAddress.makeAddressResolvingHost(bare, port: port) }
@@ -192,7 +196,8 @@ enum WebhookPoster {
         if !allowInternal, Self.isInternal(address.ipAddress ?? "") {
             throw Failure(description: "the host is an internal address (\(address.ipAddress ?? "?")); allow with --webhook-allow-internal")
         }
-        let isAddress = bare.allSatisfy { $0.isHexDigit || $0 == "." || $0 == ":" }
+        // A name is checked against the certificate (and sent as SNI); an address literal is not a name.
+        let isAddress = Self.isAddressLiteral(bare)
         let group = MultiThreadedEventLoopGroup.singleton
         let promise = group.next().makePromise(of: Int.self)
         let bootstrap = ClientBootstrap(group: group)
@@ -213,7 +218,7 @@ enum WebhookPoster {
             promise.fail(error)
             throw Failure(description: "cannot connect: \(error)")
         }
-        let deadline = channel.eventLoop.scheduleTask(in: .milliseconds(WebhookDispatcher.milliseconds(timeout))) {
+        let deadline = channel.eventLoop.scheduleTask(in: .milliseconds(timeout.wholeMilliseconds)) {
             promise.fail(Failure(description: "no answer within \(timeout)"))
             channel.close(promise: nil)
         }
