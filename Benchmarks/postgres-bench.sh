@@ -104,7 +104,7 @@ def insert_devices(count):
         db.commit(); db.close()
     return tokens
 def wait_idle():
-    while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e)")[0][0]) > 0:
+    while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)")[0][0]) > 0:
         time.sleep(float(os.environ.get("POLL", "0.2")))
 tokens = insert_devices(20000)
 # 1. sustained sends of 1000 tokens each, four posting connections spread over the processes
@@ -121,11 +121,32 @@ lat = sorted(int(r[0]) for r in sql("select d.updated_at - n.created_at from del
 p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 # 2. fan-out to FANOUT devices
 insert_devices(fanout - len(tokens))
+def cpu_seconds():
+    """CPU seconds used so far by every herald, postgres and apns-sink process, by command."""
+    used = {}
+    for entry in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            comm = open(f"/proc/{entry}/comm").read().strip()
+        except (OSError, IndexError):
+            continue
+        if comm in ("herald", "postgres", "apns-sink"):
+            used[comm] = used.get(comm, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+# PERF=1: a perf profile of the (first) herald process during the broadcast.
+profiler = subprocess.Popen(["perf", "record", "-F", "499", "-g", "--call-graph", "dwarf,16384", "-p", str(pids[0]), "-o", f"{work}/{name}/perf.data"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
+cpu_before = cpu_seconds()
 start = time.time()
 call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
 accepted = time.time() - start
 wait_idle()
 fan = time.time() - start
+cpu_after = cpu_seconds()
+if profiler:
+    profiler.send_signal(2); profiler.wait()
+cpu = ", ".join(f"{comm} {cpu_after.get(comm, 0) - cpu_before.get(comm, 0):.1f} s" for comm in ("herald", "postgres", "apns-sink"))
+print(f"{name}: CPU during the broadcast ({fan:.1f} s on 2 cores): {cpu}", file=sys.stderr)
 failed = sql("select count(*) from deliveries where state='failed'")[0][0]
 print(f"| {name} | {send_rate:,.0f}/s = {send_rate / raw:.2f}× | {p50} / {p99} ms | {fan:.1f} s ({accepted:.1f} s to 202) = {fanout / fan / raw:.2f}× | {peak_rss()} MiB | {failed} |")
 PY

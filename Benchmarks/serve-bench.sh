@@ -65,8 +65,8 @@ def wait_idle():
     # Reads the database directly (a WAL reader never blocks Herald's writer) every 0.2 s, so
     # the measurement does not load the API it measures.
     db = sqlite3.connect(work + "/data/herald.sqlite")
-    # Pending deliveries, or audiences not yet expanded into deliveries.
-    while db.execute("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e)").fetchone()[0] > 0:
+    # Pending deliveries, audiences not yet expanded, or chunks in flight.
+    while db.execute("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)").fetchone()[0] > 0:
         time.sleep(0.2)
     db.close()
 # 2. sustained sends of 1000 tokens each

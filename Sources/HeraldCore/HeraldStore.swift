@@ -84,11 +84,15 @@ public protocol HeraldStore: WebhookStore {
     func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool
 
     /// Leases up to `limit` due deliveries until `now + leaseMilliseconds`: first those already
-    /// created (retries, expired leases, local-time ones now due), then new ones from the next
-    /// chunk of due notifications' audiences, created already leased.
+    /// created (retries, expired leases, local-time ones now due), then the devices of audience
+    /// chunks whose lease ran out (those without a delivery yet), then the next chunks of due
+    /// notifications' audiences. A chunk is leased as a whole and its deliveries get their rows
+    /// when recorded (``ClaimedDelivery/chunk``).
     func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
     /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's
-    /// timestamp); a fenced result (its claim was superseded) changes nothing. Returns what was applied.
+    /// timestamp); a fenced result (its claim was superseded) changes nothing. A chunk's
+    /// deliveries are created with their outcome (``DeliveryResult/created``), and the chunk's
+    /// lease ends once all of them are recorded. Returns what was applied.
     @discardableResult
     func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes
     /// Empties the payload (the plaintext) of these end-to-end encrypted notifications once

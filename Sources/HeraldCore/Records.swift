@@ -168,11 +168,16 @@ public struct ClaimedDelivery: Sendable, Hashable {
     public var placeholder: [UInt8]?
     /// The device's public key, for an encrypted notification.
     public var publicKey: DevicePublicKey?
+    /// Set when the delivery was claimed as part of an audience chunk: it has no row yet, and
+    /// recording its outcome creates one (each delivery of a broadcast is written once). If the
+    /// process dies first, the chunk's lease runs out and its devices are claimed again.
+    public var chunk: Int64?
 
     public init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String,
-        priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil
+        priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil, chunk: Int64? = nil
     ) {
+        self.chunk = chunk
         self.placeholder = placeholder
         self.id = id
         self.notificationID = notificationID
@@ -217,12 +222,44 @@ public struct DeliveryResult: Sendable, Hashable {
     /// The claim this answers (its `attempts`): recorded only if the delivery has not been claimed
     /// again since — a batch that outlived its lease cannot overwrite the newer claim. Nil: unfenced.
     public var attempt: Int?
+    /// For a delivery claimed in an audience chunk, the row its outcome creates.
+    public var created: NewDelivery?
 
     public init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64, attempt: Int? = nil) {
         self.deliveryID = deliveryID
         self.outcome = outcome
         self.latencyMilliseconds = latencyMilliseconds
         self.attempt = attempt
+    }
+
+    /// The outcome of `claimed`, answering that claim (fenced by its attempt; created if the
+    /// claim came from an audience chunk).
+    public init(_ claimed: ClaimedDelivery, outcome: Outcome, latencyMilliseconds: Int64) {
+        self.init(deliveryID: claimed.id, outcome: outcome, latencyMilliseconds: latencyMilliseconds, attempt: claimed.attempts)
+        self.created = NewDelivery(claimed)
+    }
+}
+
+/// What a delivery claimed in an audience chunk is made of, to create its row with its outcome.
+public struct NewDelivery: Sendable, Hashable {
+    public var chunk: Int64
+    public var notificationID: String
+    public var deviceID: Int64
+    public var token: String
+    public var environment: APNSEnvironment
+    public var pushType: PushType
+    public var topic: String
+
+    /// Nil unless `claimed` came from an audience chunk.
+    public init?(_ claimed: ClaimedDelivery) {
+        guard let chunk = claimed.chunk else { return nil }
+        self.chunk = chunk
+        self.notificationID = claimed.notificationID
+        self.deviceID = claimed.deviceID
+        self.token = claimed.token
+        self.environment = claimed.environment
+        self.pushType = claimed.pushType
+        self.topic = claimed.topic
     }
 }
 
@@ -329,5 +366,17 @@ public struct Invalidation: Sendable, Hashable {
         self.apnsTimestamp = apnsTimestamp
         self.at = at
         self.applied = applied
+    }
+}
+
+extension DeliveryResult.Outcome {
+    /// What the delivery's row says after this outcome: its state, next attempt (a retry's
+    /// time; otherwise `now`), apns-id, status and reason.
+    public func row(now: Int64) -> (state: DeliveryState, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?) {
+        switch self {
+        case .sent(let apnsID): (.sent, now, apnsID, 200, nil)
+        case .retry(let status, let reason, let retryAt): (.pending, retryAt, nil, status, reason)
+        case .failed(let status, let reason, _, _): (.failed, now, nil, status, reason)
+        }
     }
 }

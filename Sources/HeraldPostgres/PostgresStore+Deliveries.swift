@@ -113,7 +113,9 @@ extension PostgresStore {
                 created += count
                 if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = count }
             }
-            if summary.expanding { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
+            // Not expanded yet, or in flight in a chunk (a chunk's deliveries get rows when recorded).
+            let inFlight = try await db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = $1", [.text(id)]).first?.int(0) ?? 0
+            if summary.expanding || inFlight > 0 { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
             let deliveries = try await db.query(
                 "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = $1 ORDER BY x.id LIMIT $2",
                 [.text(id), .int(Int64(deliveryLimit))]
@@ -151,6 +153,9 @@ extension PostgresStore {
     public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
         try await self.write { db in
             // Locks the notification: a process expanding it finishes its chunk first.
+            guard let found = try await db.query("SELECT cancelled_at FROM notifications WHERE app_id = $1 AND id = $2 FOR UPDATE", [.text(appID), .text(id)]).first
+            else { return false }
+            let alreadyCancelled = found.int(0) != nil
             let stoppedExpansion = try await db.query(
                 "UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE app_id = $2 AND id = $3 AND expand_after IS NOT NULL RETURNING id",
                 [.int(now), .text(appID), .text(id)]
@@ -162,7 +167,9 @@ extension PostgresStore {
                 """,
                 [.int(now), .text(appID), .text(id)]
             ).isEmpty == false
-            let cancelled = stoppedExpansion || failedPending
+            // Chunks in flight finish; one whose lease runs out is recorded as cancelled, not sent again.
+            let inFlight = try await db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = $1", [.text(id)]).first?.int(0) ?? 0
+            let cancelled = stoppedExpansion || failedPending || (inFlight > 0 && !alreadyCancelled)
             if cancelled {
                 try await db.query("UPDATE notifications SET cancelled_at = $1 WHERE id = $2 AND cancelled_at IS NULL", [.int(now), .text(id)])
                 // Nothing is left to send: an encrypted notification's plaintext goes now.
@@ -258,11 +265,182 @@ extension PostgresStore {
         }
     }
 
-    /// The next chunks of due notifications' audiences, created already leased, until `limit`
-    /// are claimed. A notification being expanded is locked (`FOR UPDATE SKIP LOCKED`): another
-    /// process takes the next notification, or the same one's next chunk once this commits.
-    /// Each chunk is its own savepoint: a notification that cannot be expanded is stopped.
+    /// A device of a chunk: what its delivery is made of.
+    private struct ChunkDevice {
+        var id: Int64
+        var token: String
+        var environment: String
+        var pushType: String
+        var topic: String
+    }
+
+    /// The `FROM … WHERE …` over `devices d` of a notification's audience with ids in
+    /// `after…through`; nil for a targeting Herald did not write.
+    private static func audienceSource(
+        _ query: inout Query, notificationID: String, appID: String, targeting: Targeting?, byList: Bool, after: Int64, through: Int64
+    ) -> Bool {
+        let app = query.bind(.text(appID))
+        let range = "> \(query.bind(.int(after))) AND d.id <= \(query.bind(.int(through)))"
+        if byList {
+            // A resolved list is walked through its ids (devices removed or made inactive since are skipped).
+            query.sql += """
+                 FROM notifications n CROSS JOIN LATERAL unnest(n.device_ids) AS u(id) JOIN devices d ON d.id = u.id
+                WHERE n.id = \(query.bind(.text(notificationID))) AND d.app_id = \(app) AND d.active AND d.id \(range)
+                """
+        } else if let targeting {
+            query.sql += " FROM devices d WHERE d.app_id = \(app) AND d.active AND d.id \(range)"
+            Self.audienceFilter(targeting, into: &query)
+        } else {
+            return false
+        }
+        return true
+    }
+
+    /// Up to `limit` active devices of an audience with ids in `after…through`, in id order; with
+    /// `excludingRecorded`, only those with no delivery of the notification yet.
+    private static func chunkDevices(
+        _ db: Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: Targeting?, byList: Bool,
+        after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
+    ) async throws -> [ChunkDevice]? {
+        var query = Query()
+        let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: query.bind(.text(bundleID)))
+        query.sql = "SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)"
+        guard Self.audienceSource(&query, notificationID: notificationID, appID: appID, targeting: targeting, byList: byList, after: after, through: through)
+        else { return nil }
+        if excludingRecorded {
+            query.sql += " AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = \(query.bind(.text(notificationID))) AND x.device_id = d.id)"
+        }
+        query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))"
+        return try await db.query(query).map { row in
+            ChunkDevice(id: row.int(0) ?? 0, token: row.string(1) ?? "", environment: row.string(2) ?? "", pushType: row.string(3) ?? "", topic: row.string(4) ?? "")
+        }
+    }
+
+    /// `count` delivery ids from the table's sequence (a chunk's are handed out before their rows exist).
+    private static func reserveDeliveryIDs(_ db: Connection, _ count: Int) async throws -> [Int64] {
+        try await db.query("SELECT nextval('deliveries_id_seq') FROM generate_series(1, $1)", [.int(Int64(count))]).map { $0.int(0) ?? 0 }
+    }
+
+    /// Claims `devices` as chunk `chunk` (its attempt `attempts`).
+    private static func claimChunk(
+        _ db: Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared, into result: inout [ClaimedDelivery]
+    ) async throws {
+        let ids = try await Self.reserveDeliveryIDs(db, devices.count)
+        for (device, id) in zip(devices, ids) {
+            result.append(
+                ClaimedDelivery(
+                    id: id, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
+                    environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
+                    topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
+                    attempts: attempts, placeholder: shared.placeholder, chunk: chunk
+                )
+            )
+        }
+    }
+
+    /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the
+    /// process that held them died, or is too late), as a new attempt of the same chunk; another
+    /// process's chunks being claimed are skipped. A cancelled notification's are recorded as
+    /// failed ("Cancelled") instead of sent.
+    private static func reclaimChunks(_ db: Connection, into result: inout [ClaimedDelivery], limit: Int, now: Int64, leaseEnd: Int64) async throws {
+        while result.count < limit {
+            guard
+                let row = try await db.query(
+                    """
+                    SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id, n.targeting, n.device_ids IS NOT NULL,
+                        n.push_type, n.cancelled_at, \(Self.sharedColumns)
+                    FROM delivery_chunks c LEFT JOIN notifications n ON n.id = c.notification_id
+                    WHERE c.lease_until <= $1 ORDER BY c.lease_until, c.id LIMIT 1 FOR UPDATE OF c SKIP LOCKED
+                    """,
+                    [.int(now)]
+                ).first
+            else { return }
+            let chunk = row.int(0) ?? 0
+            let notificationID = row.string(1) ?? ""
+            let after = row.int(2) ?? 0
+            let through = row.int(3) ?? 0
+            let attempts = Int(row.int(4) ?? 0) + 1
+            let cancelled = row.int(10) != nil
+            let shared = Self.shared(row, from: 11)
+            let room = limit - result.count
+            guard row.string(5) != nil,
+                let devices = try await Self.chunkDevices(
+                    db, notificationID: notificationID, bundleID: row.string(6) ?? "", appID: shared.appID,
+                    pushType: row.string(9).flatMap(PushType.init(rawValue:)), targeting: row.string(7).flatMap(Targeting.init(jsonString:)),
+                    byList: row.bool(8) ?? false, after: after, through: through, limit: cancelled ? Int(Int32.max) : room, excludingRecorded: true
+                )
+            else {
+                try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
+                continue
+            }
+            if cancelled || devices.isEmpty {
+                if !devices.isEmpty {
+                    let ids = try await Self.reserveDeliveryIDs(db, devices.count)
+                    var rows = NewRows()
+                    for (device, id) in zip(devices, ids) {
+                        rows.add(
+                            id: id, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
+                            pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts, nextAttemptAt: now, apnsID: nil,
+                            status: nil, reason: "Cancelled", latency: nil, chunk: chunk
+                        )
+                    }
+                    _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
+                }
+                try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
+                continue
+            }
+            // More than there is room for: the rest becomes a chunk of its own, due now.
+            let end = devices.count < room ? through : devices[devices.count - 1].id
+            if end < through {
+                try await db.query(
+                    "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, 0, $4, $5)",
+                    [.text(notificationID), .int(end), .int(through), .int(Int64(attempts - 1)), .int(now)]
+                )
+            }
+            try await db.query(
+                "UPDATE delivery_chunks SET through_id = $1, size = $2, attempts = $3, lease_until = $4 WHERE id = $5",
+                [.int(end), .int(Int64(devices.count)), .int(Int64(attempts)), .int(leaseEnd), .int(chunk)]
+            )
+            try await Self.claimChunk(db, devices, chunk: chunk, attempts: attempts, notificationID: notificationID, shared: shared, into: &result)
+        }
+    }
+
+    /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
+    /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids created.
+    private static func insertDeliveries(_ db: Connection, _ rows: NewRows, fenced: Bool, now: Int64) async throws -> Set<Int64> {
+        var created: Set<Int64> = []
+        for row in try await db.query(
+            """
+            INSERT INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
+                apns_id, status, reason, latency_ms, updated_at)
+            SELECT v.id, v.notification_id, v.device_id, v.token, v.environment, v.push_type, v.topic, v.state, v.attempts, v.next_attempt_at,
+                nullif(v.apns_id, ''), nullif(v.status, -1), nullif(v.reason, ''), nullif(v.latency, -1), $1
+            FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+                $11::bigint[], $12::text[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[])
+                AS v(id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id, status,
+                    reason, latency, chunk)
+            WHERE NOT $17::boolean OR EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.id = v.chunk AND c.attempts = v.attempts)
+            ON CONFLICT DO NOTHING
+            RETURNING id
+            """,
+            [
+                .int(now), .ints(rows.ids), .texts(rows.notificationIDs), .ints(rows.deviceIDs), .texts(rows.tokens), .texts(rows.environments),
+                .texts(rows.pushTypes), .texts(rows.topics), .texts(rows.states), .ints(rows.attempts), .ints(rows.nextAttempts), .texts(rows.apnsIDs),
+                .ints(rows.statuses), .texts(rows.reasons), .ints(rows.latencies), .ints(rows.chunks), .bool(fenced),
+            ]
+        ) {
+            if let id = row.int(0) { created.insert(id) }
+        }
+        return created
+    }
+
+    /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
+    /// until `limit` are claimed. A chunk is leased as one row; its deliveries are written once,
+    /// with their outcome. A notification being expanded is locked (`FOR UPDATE SKIP LOCKED`):
+    /// another process takes the next notification, or the same one's next chunk once this
+    /// commits. Each chunk is its own savepoint: a notification that cannot be expanded is stopped.
     private static func expand(_ db: Connection, into result: inout [ClaimedDelivery], limit: Int, now: Int64, leaseEnd: Int64) async throws {
+        try await Self.reclaimChunks(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while result.count < limit, expanded < limit {
             var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)")
@@ -285,56 +463,50 @@ extension PostgresStore {
                 continue
             }
             let chunk = limit - result.count
-            // A local-time notification's deliveries are created pending at each device's own
-            // time; the others leased, to be sent now.
-            let deferred = localTime != nil
-            var insert = Query()
-            let bundle = insert.bind(.text(bundleID))
-            let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: bundle)
-            let notification = insert.bind(.text(id))
-            insert.sql = """
-                INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
-                SELECT \(notification), d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', \(insert.bind(.int(deferred ? 0 : 1))),
-                    \(insert.bind(.int(deferred ? scheduledAt : leaseEnd))), \(insert.bind(.int(now)))
-                """
-            let app = insert.bind(.text(shared.appID))
-            let range = "> \(insert.bind(.int(after))) AND d.id <= \(insert.bind(.int(until)))"
-            if byList {
-                // A resolved list is walked through its ids (devices removed or made inactive since are skipped).
-                insert.sql += """
-                     FROM notifications n CROSS JOIN LATERAL unnest(n.device_ids) AS u(id) JOIN devices d ON d.id = u.id
-                    WHERE n.id = \(notification) AND d.app_id = \(app) AND d.active AND d.id \(range)
-                    """
-            } else if let targeting {
-                insert.sql += " FROM devices d WHERE d.app_id = \(app) AND d.active AND d.id \(range)"
-                Self.audienceFilter(targeting, into: &insert)
-            }
-            insert.sql += " ORDER BY d.id LIMIT \(insert.bind(.int(Int64(chunk)))) RETURNING \(Self.claimedColumns)"
             var count = 0
             var last = after
             let claimedBefore = result.count
             try await db.execute("SAVEPOINT expand")
             do {
-                for row in try await db.query(insert) {
-                    count += 1
-                    last = max(last, row.int(2) ?? last)
-                    if !deferred { result.append(Self.claimed(row, shared, notificationID: id)) }
+                if let localTime {
+                    // A local-time notification's deliveries are created pending, each due at its
+                    // device's own time.
+                    var insert = Query()
+                    let bundle = insert.bind(.text(bundleID))
+                    let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: bundle)
+                    insert.sql = """
+                        INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
+                        SELECT \(insert.bind(.text(id))), d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', 0,
+                            \(insert.bind(.int(scheduledAt))), \(insert.bind(.int(now)))
+                        """
+                    _ = Self.audienceSource(&insert, notificationID: id, appID: shared.appID, targeting: targeting, byList: byList, after: after, through: until)
+                    insert.sql += " ORDER BY d.id LIMIT \(insert.bind(.int(Int64(chunk)))) RETURNING device_id"
+                    for row in try await db.query(insert) {
+                        count += 1
+                        last = max(last, row.int(0) ?? last)
+                    }
+                    if count > 0 {
+                        try await Self.scheduleLocalTime(db, localTime, notificationID: id, appID: shared.appID, scheduledAt: scheduledAt, after: after, through: last)
+                    }
+                } else if let devices = try await Self.chunkDevices(
+                    db, notificationID: id, bundleID: bundleID, appID: shared.appID, pushType: pushType, targeting: targeting, byList: byList,
+                    after: after, through: until, limit: chunk, excludingRecorded: false
+                ), !devices.isEmpty {
+                    count = devices.count
+                    last = devices[devices.count - 1].id
+                    let chunkID =
+                        try await db.query(
+                            "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, $4, 1, $5) RETURNING id",
+                            [.text(id), .int(after), .int(last), .int(Int64(count)), .int(leaseEnd)]
+                        ).first?.int(0) ?? 0
+                    try await Self.claimChunk(db, devices, chunk: chunkID, attempts: 1, notificationID: id, shared: shared, into: &result)
                 }
                 expanded += count
-                if let localTime, count > 0 {
-                    try await Self.scheduleLocalTime(db, localTime, notificationID: id, appID: shared.appID, scheduledAt: scheduledAt, after: after, through: last)
-                }
                 // Fewer than asked for: the audience is exhausted.
                 try await db.query("UPDATE notifications SET expand_after = $1 WHERE id = $2", [.int(count < chunk ? nil : last), .text(id)])
                 if count < chunk, shared.placeholder != nil {
                     // Expanded and nothing left in flight: an encrypted notification's plaintext goes.
-                    try await db.query(
-                        """
-                        UPDATE notifications SET payload = ''::bytea WHERE id = $1
-                            AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = $1 AND x.state = 'pending')
-                        """,
-                        [.text(id)]
-                    )
+                    try await Self.forgetPlaintext(db, notificationIDs: [id])
                 }
                 try await db.execute("RELEASE SAVEPOINT expand")
             } catch where !error.isTransient {
@@ -377,11 +549,26 @@ extension PostgresStore {
     public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
         guard !results.isEmpty else { return RecordedOutcomes() }
         // Accepted ones, the bulk of every batch, in one statement over arrays; the rest one by one.
+        // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, in one
+        // statement over arrays, fenced by their chunk's attempt.
+        var created = NewRows()
+        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
         var sentIDs: [Int64] = []
         var apnsIDs: [String] = []
         var latencies: [Int64] = []
         var attempts: [Int64] = []
         for result in results {
+            if let new = result.created {
+                let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
+                created.add(
+                    id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
+                    environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
+                    attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
+                    latency: result.latencyMilliseconds, chunk: new.chunk
+                )
+                chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
+                continue
+            }
             guard case .sent(let apnsID) = result.outcome else { continue }
             sentIDs.append(result.deliveryID)
             apnsIDs.append(apnsID ?? "")
@@ -390,6 +577,17 @@ extension PostgresStore {
         }
         return try await self.write { db in
             var outcomes = RecordedOutcomes()
+            if !created.ids.isEmpty {
+                outcomes.applied = try await Self.insertDeliveries(db, created, fenced: true, now: now)
+                // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
+                // is done; a chunk claimed again since is left to its newer claim.
+                for (chunk, recorded) in chunks {
+                    try await db.query(
+                        "DELETE FROM delivery_chunks WHERE id = $1 AND attempts = $2 AND size <= $3",
+                        [.int(chunk), .int(Int64(recorded.attempt)), .int(Int64(recorded.count))]
+                    )
+                }
+            }
             if !sentIDs.isEmpty {
                 for row in try await db.query(
                     """
@@ -412,6 +610,7 @@ extension PostgresStore {
                 case .sent:
                     continue
                 case .retry(let status, let reason, let retryAt):
+                    guard result.created == nil else { continue }
                     let written = try await db.query(
                         """
                         UPDATE deliveries SET status = $1, reason = $2, latency_ms = $3, next_attempt_at = $4, updated_at = $5
@@ -421,16 +620,18 @@ extension PostgresStore {
                     )
                     if !written.isEmpty { outcomes.applied.insert(result.deliveryID) }
                 case .failed(let status, let reason, let invalidate, let timestamp):
-                    let written = try await db.query(
-                        """
-                        UPDATE deliveries SET state = 'failed', status = $1, reason = $2, latency_ms = $3, updated_at = $4
-                        WHERE id = $5 AND ($6::bigint IS NULL OR attempts = $6::bigint) RETURNING id
-                        """,
-                        [.int(status.map(Int64.init)), .text(reason), latency, .int(now), id, attempt]
-                    )
+                    if result.created == nil {
+                        let written = try await db.query(
+                            """
+                            UPDATE deliveries SET state = 'failed', status = $1, reason = $2, latency_ms = $3, updated_at = $4
+                            WHERE id = $5 AND ($6::bigint IS NULL OR attempts = $6::bigint) RETURNING id
+                            """,
+                            [.int(status.map(Int64.init)), .text(reason), latency, .int(now), id, attempt]
+                        )
+                        if !written.isEmpty { outcomes.applied.insert(result.deliveryID) }
+                    }
                     // Fenced out: a newer claim answers for this delivery, and its device.
-                    guard !written.isEmpty else { continue }
-                    outcomes.applied.insert(result.deliveryID)
+                    guard outcomes.applied.contains(result.deliveryID) else { continue }
                     if invalidate {
                         // Only if the token was not registered again after APNs learned it was dead.
                         let applied = try await db.query(
@@ -459,15 +660,20 @@ extension PostgresStore {
 
     public func forgetPlaintext(notificationIDs: [String]) async throws {
         guard !notificationIDs.isEmpty else { return }
-        try await self.write { db in
-            try await db.query(
-                """
-                UPDATE notifications SET payload = ''::bytea WHERE id = ANY($1) AND placeholder IS NOT NULL AND expand_after IS NULL
-                    AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
-                """,
-                [.texts(notificationIDs)]
-            )
-        }
+        try await self.write { db in try await Self.forgetPlaintext(db, notificationIDs: notificationIDs) }
+    }
+
+    /// Empties the plaintext of those encrypted notifications with nothing left to send: fully
+    /// expanded, no delivery pending, no chunk in flight.
+    private static func forgetPlaintext(_ db: Connection, notificationIDs: [String]) async throws {
+        try await db.query(
+            """
+            UPDATE notifications SET payload = ''::bytea WHERE id = ANY($1) AND placeholder IS NOT NULL AND expand_after IS NULL
+                AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
+                AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
+            """,
+            [.texts(notificationIDs)]
+        )
     }
 
     public func prune(before: Int64, limit: Int) async throws -> Int {
@@ -484,6 +690,7 @@ extension PostgresStore {
                 """
                 DELETE FROM notifications WHERE created_at < $1 AND expand_after IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id)
+                    AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
                 """,
                 [.int(before)]
             )
@@ -492,7 +699,14 @@ extension PostgresStore {
     }
 
     public func pendingDeliveries() async throws -> Int {
-        try await self.read { db in Int(try await db.query("SELECT count(*) FROM deliveries WHERE state = 'pending'").first?.int(0) ?? 0) }
+        // Chunks in flight count their deliveries too.
+        try await self.read { db in
+            Int(
+                try await db.query(
+                    "SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending') + (SELECT coalesce(sum(size), 0) FROM delivery_chunks)"
+                ).first?.int(0) ?? 0
+            )
+        }
     }
 
     public func deliveryCounts() async throws -> [DeliveryState: Int] {
@@ -503,5 +717,46 @@ extension PostgresStore {
             }
             return counts
         }
+    }
+}
+
+/// Delivery rows as parallel arrays, one per column, bound to `unnest`; absent values as
+/// sentinels (`''`, -1) that the statement turns back into NULL.
+struct NewRows {
+    var ids: [Int64] = []
+    var notificationIDs: [String] = []
+    var deviceIDs: [Int64] = []
+    var tokens: [String] = []
+    var environments: [String] = []
+    var pushTypes: [String] = []
+    var topics: [String] = []
+    var states: [String] = []
+    var attempts: [Int64] = []
+    var nextAttempts: [Int64] = []
+    var apnsIDs: [String] = []
+    var statuses: [Int64] = []
+    var reasons: [String] = []
+    var latencies: [Int64] = []
+    var chunks: [Int64] = []
+
+    mutating func add(
+        id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64
+    ) {
+        self.ids.append(id)
+        self.notificationIDs.append(notificationID)
+        self.deviceIDs.append(deviceID)
+        self.tokens.append(token)
+        self.environments.append(environment)
+        self.pushTypes.append(pushType)
+        self.topics.append(topic)
+        self.states.append(state.rawValue)
+        self.attempts.append(Int64(attempts))
+        self.nextAttempts.append(nextAttemptAt)
+        self.apnsIDs.append(apnsID ?? "")
+        self.statuses.append(status.map(Int64.init) ?? -1)
+        self.reasons.append(reason ?? "")
+        self.latencies.append(latency ?? -1)
+        self.chunks.append(chunk)
     }
 }

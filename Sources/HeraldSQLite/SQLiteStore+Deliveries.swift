@@ -128,7 +128,9 @@ extension SQLiteStore {
                 created += count
                 if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = count }
             }
-            if summary.expanding { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
+            // Not expanded yet, or in flight in a chunk (a chunk's deliveries get rows when recorded).
+            let inFlight = try db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = ?", [.text(id)]).first?[0].int ?? 0
+            if summary.expanding || inFlight > 0 { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
             var deliveries: [DeliveryRecord] = []
             try db.each(
                 "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?",
@@ -171,6 +173,10 @@ extension SQLiteStore {
 
     public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
         try await self.database.write { db in
+            guard let found = try db.query("SELECT cancelled_at FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]).first else {
+                return false
+            }
+            let alreadyCancelled = found[0] != .null
             try db.query(
                 "UPDATE notifications SET expand_after = NULL, cancelled_at = ?1 WHERE app_id = ?2 AND id = ?3 AND expand_after IS NOT NULL",
                 [.integer(now), .text(appID), .text(id)]
@@ -183,7 +189,10 @@ extension SQLiteStore {
                 """,
                 [.integer(now), .text(appID), .text(id)]
             )
-            let cancelled = stoppedExpansion || db.changes > 0
+            let cancelledPending = db.changes > 0
+            // Chunks in flight finish; one whose lease runs out is recorded as cancelled, not sent again.
+            let inFlight = try db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = ?", [.text(id)]).first?[0].int ?? 0
+            let cancelled = stoppedExpansion || cancelledPending || (inFlight > 0 && !alreadyCancelled)
             if cancelled {
                 try db.query("UPDATE notifications SET cancelled_at = ?1 WHERE id = ?2 AND cancelled_at IS NULL", [.integer(now), .text(id)])
                 // Nothing is left to send: an encrypted notification's plaintext goes now.
@@ -275,13 +284,185 @@ extension SQLiteStore {
         }
     }
 
-    /// The next chunks of due notifications' audiences, created already leased (so a broadcast's
-    /// deliveries are written once before sending and once after), until `limit` are claimed.
-    /// Each chunk is its own savepoint: a notification that cannot be expanded is stopped
-    /// (cancelled) instead of failing every claim after it.
+    /// A device of a chunk: what its delivery is made of.
+    private struct ChunkDevice {
+        var id: Int64
+        var token: String
+        var environment: String
+        var pushType: String
+        var topic: String
+    }
+
+    /// A notification's audience as SQL over `devices d`: the conditions after `<app> = ?2`, with
+    /// bindings from `?first`; nil for a targeting Herald did not write.
+    private static func chunkFilter(targeting: String?, deviceIDs: String?, first: Int) -> (sql: String, bindings: [SQLValue], id: String, app: String)? {
+        // A resolved list is walked through its ids (devices unregistered or made inactive
+        // since are skipped); "all" and tags by id range with their filter. For the ids, `+`
+        // keeps SQLite on rowid lookups of the list (in id order, so the ORDER BY costs
+        // nothing) instead of a walk over the app's id range.
+        if let deviceIDs {
+            return (" AND d.id IN (SELECT value FROM json_each(?\(first)))", [.text(deviceIDs)], "+d.id", "+d.app_id")
+        }
+        guard let targeting = targeting.flatMap(Targeting.init(jsonString:)) else { return nil }
+        let filter = Self.audienceFilter(targeting, first: first)
+        return (filter.sql, filter.bindings, filter.id, "d.app_id")
+    }
+
+    /// Up to `limit` active devices of an audience with ids in `after…through`, in id order; with
+    /// `without`, only those that have no delivery of that notification yet.
+    private static func chunkDevices(
+        _ db: borrowing SQLiteDatabase.Connection, bundleID: String, appID: String, pushType: PushType?, targeting: String?, deviceIDs: String?,
+        after: Int64, through: Int64, limit: Int, without notificationID: String?
+    ) throws -> [ChunkDevice]? {
+        guard let filter = Self.chunkFilter(targeting: targeting, deviceIDs: deviceIDs, first: 7) else { return nil }
+        let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: "?1")
+        let sql = """
+            SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL) FROM devices d
+            WHERE \(filter.app) = ?2 AND d.active = 1 AND \(filter.id) > ?3 AND \(filter.id) <= ?4\(filter.sql)
+                AND (?6 IS NULL OR NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = ?6 AND x.device_id = d.id))
+            ORDER BY d.id LIMIT ?5
+            """
+        var devices: [ChunkDevice] = []
+        devices.reserveCapacity(min(limit, 1000))
+        try db.each(
+            sql,
+            [.text(bundleID), .text(appID), .integer(after), .integer(through), .integer(Int64(limit)), notificationID.map(SQLValue.text) ?? .null]
+                + filter.bindings
+        ) { row in
+            devices.append(
+                ChunkDevice(id: row.int(0) ?? 0, token: row.string(1) ?? "", environment: row.string(2) ?? "", pushType: row.string(3) ?? "", topic: row.string(4) ?? "")
+            )
+        }
+        return devices
+    }
+
+    /// Hands out `count` delivery ids (a chunk's are known before their rows exist); the first.
+    private static func reserveDeliveryIDs(_ db: borrowing SQLiteDatabase.Connection, _ count: Int) throws -> Int64 {
+        let last = try db.query("UPDATE sequences SET value = value + ? WHERE name = 'deliveries' RETURNING value", [.integer(Int64(count))]).first?[0].int ?? 0
+        return last - Int64(count) + 1
+    }
+
+    /// Claims `devices` as chunk `chunk` (its attempt `attempts`), with ids from the counter.
+    private static func claimChunk(
+        _ db: borrowing SQLiteDatabase.Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared,
+        into result: inout [ClaimedDelivery]
+    ) throws {
+        let first = try Self.reserveDeliveryIDs(db, devices.count)
+        for (offset, device) in devices.enumerated() {
+            result.append(
+                ClaimedDelivery(
+                    id: first + Int64(offset), notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
+                    environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
+                    topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
+                    attempts: attempts, placeholder: shared.placeholder, chunk: chunk
+                )
+            )
+        }
+    }
+
+    /// Creates rows from a JSON array of `[id, notification_id, device_id, token, environment,
+    /// push_type, topic, state, attempts, next_attempt_at, apns_id, status, reason, latency_ms,
+    /// chunk]`; with `fenced`, only rows whose chunk is still leased at that attempt. A row whose
+    /// (notification, device) exists already is skipped. Returns the ids created.
+    private static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: String, fenced: Bool, now: Int64) throws -> Set<Int64> {
+        var created: Set<Int64> = []
+        try db.each(
+            """
+            INSERT INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
+                apns_id, status, reason, latency_ms, updated_at)
+            SELECT v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3, v.value ->> 4, v.value ->> 5, v.value ->> 6, v.value ->> 7,
+                v.value ->> 8, v.value ->> 9, v.value ->> 10, v.value ->> 11, v.value ->> 12, v.value ->> 13, ?2
+            FROM json_each(?1) AS v
+            WHERE ?3 = 0 OR EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.id = v.value ->> 14 AND c.attempts = v.value ->> 8)
+            ON CONFLICT DO NOTHING
+            RETURNING id
+            """,
+            [.text(rows), .integer(now), .integer(fenced ? 1 : 0)]
+        ) { row in
+            if let id = row.int(0) { created.insert(id) }
+        }
+        return created
+    }
+
+    /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the
+    /// process that held them died, or is too late), as a new attempt of the same chunk. A
+    /// cancelled notification's are recorded as failed ("Cancelled") instead of sent.
+    private static func reclaimChunks(
+        _ db: borrowing SQLiteDatabase.Connection, into result: inout [ClaimedDelivery], limit: Int, now: Int64, leaseEnd: Int64
+    ) throws {
+        while result.count < limit {
+            var next: (chunk: Int64, notificationID: String, after: Int64, through: Int64, attempts: Int)?
+            var notification: (bundleID: String, targeting: String?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: Shared)?
+            try db.each(
+                """
+                SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id,
+                    CASE WHEN n.device_ids IS NULL THEN n.targeting END, n.device_ids, n.push_type, n.cancelled_at, \(Self.sharedColumns)
+                FROM delivery_chunks c LEFT JOIN notifications n ON n.id = c.notification_id
+                WHERE c.lease_until <= ? ORDER BY c.lease_until, c.id LIMIT 1
+                """,
+                [.integer(now)]
+            ) { row in
+                next = (row.int(0) ?? 0, row.string(1) ?? "", row.int(2) ?? 0, row.int(3) ?? 0, Int(row.int(4) ?? 0))
+                if !row.isNull(5) {
+                    notification = (
+                        row.string(6) ?? "", row.string(7), row.string(8), row.string(9).flatMap(PushType.init(rawValue:)), !row.isNull(10),
+                        Self.shared(row, from: 11)
+                    )
+                }
+            }
+            guard let chunk = next else { return }
+            let room = limit - result.count
+            guard let notification,
+                let devices = try Self.chunkDevices(
+                    db, bundleID: notification.bundleID, appID: notification.shared.appID, pushType: notification.pushType,
+                    targeting: notification.targeting, deviceIDs: notification.deviceIDs, after: chunk.after, through: chunk.through,
+                    limit: notification.cancelled ? Int(Int32.max) : room, without: chunk.notificationID
+                )
+            else {
+                try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
+                continue
+            }
+            let attempts = chunk.attempts + 1
+            if notification.cancelled || devices.isEmpty {
+                if !devices.isEmpty {
+                    let first = try Self.reserveDeliveryIDs(db, devices.count)
+                    var rows = JSONRows()
+                    for (offset, device) in devices.enumerated() {
+                        rows.add(
+                            id: first + Int64(offset), notificationID: chunk.notificationID, deviceID: device.id, token: device.token,
+                            environment: device.environment, pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts,
+                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil
+                        )
+                    }
+                    _ = try Self.insertDeliveries(db, rows.text, fenced: false, now: now)
+                }
+                try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
+                continue
+            }
+            // More than there is room for: the rest becomes a chunk of its own, due now.
+            let through = devices.count < room ? chunk.through : devices[devices.count - 1].id
+            if through < chunk.through {
+                try db.query(
+                    "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES (?, ?, ?, 0, ?, ?)",
+                    [.text(chunk.notificationID), .integer(through), .integer(chunk.through), .integer(Int64(chunk.attempts)), .integer(now)]
+                )
+            }
+            try db.query(
+                "UPDATE delivery_chunks SET through_id = ?, size = ?, attempts = ?, lease_until = ? WHERE id = ?",
+                [.integer(through), .integer(Int64(devices.count)), .integer(Int64(attempts)), .integer(leaseEnd), .integer(chunk.chunk)]
+            )
+            try Self.claimChunk(db, devices, chunk: chunk.chunk, attempts: attempts, notificationID: chunk.notificationID, shared: notification.shared, into: &result)
+        }
+    }
+
+    /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
+    /// until `limit` are claimed. A chunk is leased as one row; its deliveries are written once,
+    /// with their outcome. Each chunk is its own savepoint: a notification that cannot be
+    /// expanded is stopped (cancelled) instead of failing every claim after it.
     private static func expand(
         _ db: borrowing SQLiteDatabase.Connection, into result: inout [ClaimedDelivery], limit: Int, now: Int64, leaseEnd: Int64
     ) throws {
+        try Self.reclaimChunks(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while result.count < limit, expanded < limit {
             var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
@@ -302,71 +483,58 @@ extension SQLiteStore {
                 localTime = row.string(8).flatMap(LocalTime.init)
             }
             guard let notification = next else { break }
-            // A resolved list is walked through its ids (devices unregistered or made inactive
-            // since are skipped); "all" and tags by id range with their filter.
-            // For the ids, `+` keeps SQLite on rowid lookups of the list (in id order, so the
-            // ORDER BY costs nothing) instead of a walk over the app's id range.
-            let filter: (sql: String, bindings: [SQLValue], id: String)
-            var app = "d.app_id"
-            if let ids = notification.deviceIDs {
-                filter = (" AND d.id IN (SELECT value FROM json_each(?10))", [.text(ids)], "+d.id")
-                app = "+d.app_id"
-            } else if let targeting = notification.targeting.flatMap(Targeting.init(jsonString:)) {
-                filter = Self.audienceFilter(targeting, first: 10)
-            } else {
-                // Not something Herald wrote: stop expanding it rather than loop on it.
-                try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
-                continue
-            }
             let chunk = limit - result.count
-            // A local-time notification's deliveries are created pending at each device's own
-            // time; the others leased, to be sent now.
-            let deferred = localTime != nil
-            let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: "?1")
-            var last = notification.after
-            var count = 0
             let claimedBefore = result.count
             try db.execute("SAVEPOINT expand")
             do {
-                try db.each(
-                    """
-                    INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
-                    SELECT ?2, d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', ?8, ?3, ?9
-                    FROM devices d WHERE \(app) = ?4 AND d.active = 1 AND \(filter.id) > ?5 AND \(filter.id) <= ?6\(filter.sql)
-                    ORDER BY d.id LIMIT ?7
-                    RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts
-                    """,
-                    [
-                        .text(notification.bundleID), .text(notification.id), .integer(deferred ? notification.scheduledAt : leaseEnd),
-                        .text(notification.shared.appID), .integer(notification.after), .integer(notification.until), .integer(Int64(chunk)),
-                        .integer(deferred ? 0 : 1), .integer(now),
-                    ] + filter.bindings
-                ) { row in
-                    count += 1
-                    last = max(last, row.int(2) ?? last)
-                    if !deferred { result.append(Self.claimed(row, notification.shared, notificationID: notification.id)) }
-                }
-                expanded += count
-                if let localTime, count > 0 {
-                    try Self.scheduleLocalTime(
-                        db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
-                        after: notification.after, through: last
+                guard
+                    let devices = try Self.chunkDevices(
+                        db, bundleID: notification.bundleID, appID: notification.shared.appID, pushType: pushType, targeting: notification.targeting,
+                        deviceIDs: notification.deviceIDs, after: notification.after, through: notification.until, limit: chunk, without: nil
                     )
+                else {
+                    // Not something Herald wrote: stop expanding it rather than loop on it.
+                    try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
+                    try db.execute("RELEASE expand")
+                    continue
+                }
+                let last = devices.last?.id ?? notification.after
+                expanded += devices.count
+                if !devices.isEmpty {
+                    if let localTime {
+                        // A local-time notification's deliveries are created pending, each due at its
+                        // device's own time.
+                        let first = try Self.reserveDeliveryIDs(db, devices.count)
+                        var rows = JSONRows()
+                        for (offset, device) in devices.enumerated() {
+                            rows.add(
+                                id: first + Int64(offset), notificationID: notification.id, deviceID: device.id, token: device.token,
+                                environment: device.environment, pushType: device.pushType, topic: device.topic, state: .pending, attempts: 0,
+                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil
+                            )
+                        }
+                        _ = try Self.insertDeliveries(db, rows.text, fenced: false, now: now)
+                        try Self.scheduleLocalTime(
+                            db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
+                            after: notification.after, through: last
+                        )
+                    } else {
+                        let chunkID =
+                            try db.query(
+                                "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES (?, ?, ?, ?, 1, ?) RETURNING id",
+                                [.text(notification.id), .integer(notification.after), .integer(last), .integer(Int64(devices.count)), .integer(leaseEnd)]
+                            ).first?[0].int ?? 0
+                        try Self.claimChunk(db, devices, chunk: chunkID, attempts: 1, notificationID: notification.id, shared: notification.shared, into: &result)
+                    }
                 }
                 // Fewer than asked for: the audience is exhausted.
                 try db.query(
                     "UPDATE notifications SET expand_after = ? WHERE id = ?",
-                    [count < chunk ? .null : .integer(last), .text(notification.id)]
+                    [devices.count < chunk ? .null : .integer(last), .text(notification.id)]
                 )
-                if count < chunk, notification.shared.placeholder != nil {
+                if devices.count < chunk, notification.shared.placeholder != nil {
                     // Expanded and nothing left in flight: an encrypted notification's plaintext goes.
-                    try db.query(
-                        """
-                        UPDATE notifications SET payload = X'' WHERE id = ?1
-                            AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = ?1 AND x.state = 'pending')
-                        """,
-                        [.text(notification.id)]
-                    )
+                    try Self.forgetPlaintext(db, notificationIDs: [notification.id])
                 }
                 try db.execute("RELEASE expand")
             } catch {
@@ -407,24 +575,34 @@ extension SQLiteStore {
     @discardableResult
     public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
         guard !results.isEmpty else { return RecordedOutcomes() }
-        // Accepted ones, the bulk of every batch, in one statement over a JSON array of
-        // [id, apns-id, latency], written straight as text; the rest one by one.
+        // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, in one
+        // statement over a JSON array, fenced by their chunk's attempt. Of the others, those
+        // accepted in one statement over a JSON array of [id, apns-id, latency, attempt]; the
+        // rest one by one. Both arrays are written straight as text, outside the writer.
+        var created = JSONRows()
+        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
         var sentText: [UInt8] = [UInt8(ascii: "[")]
-        sentText.reserveCapacity(results.count * 64)
         var anySent = false
         for result in results {
+            if let new = result.created {
+                let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
+                created.add(
+                    id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
+                    environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
+                    attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
+                    latency: result.latencyMilliseconds, chunk: new.chunk
+                )
+                chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
+                continue
+            }
             guard case .sent(let apnsID) = result.outcome else { continue }
             if anySent { sentText.append(UInt8(ascii: ",")) }
             anySent = true
             sentText.append(UInt8(ascii: "["))
             sentText += String(result.deliveryID).utf8
             sentText.append(UInt8(ascii: ","))
-            if let apnsID {
-                // An apns-id is a UUID the client checked; quoted through the serializer anyway.
-                sentText += JSONValue.string(apnsID).serialized()
-            } else {
-                sentText += "null".utf8
-            }
+            // An apns-id is a UUID the client checked; quoted through the serializer anyway.
+            (apnsID.map(JSONValue.string) ?? .null).serialize(into: &sentText)
             sentText.append(UInt8(ascii: ","))
             sentText += String(result.latencyMilliseconds).utf8
             sentText.append(UInt8(ascii: ","))
@@ -433,8 +611,21 @@ extension SQLiteStore {
         }
         sentText.append(UInt8(ascii: "]"))
         let sentList = anySent ? String(decoding: sentText, as: UTF8.self) : nil
+        let createdList = created.isEmpty ? nil : created.text
+        let chunkCounts = chunks
         return try await self.database.write { db in
             var outcomes = RecordedOutcomes()
+            if let createdList {
+                outcomes.applied = try Self.insertDeliveries(db, createdList, fenced: true, now: now)
+                // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
+                // is done; a chunk claimed again since is left to its newer claim.
+                for (chunk, recorded) in chunkCounts {
+                    try db.query(
+                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= ?",
+                        [.integer(chunk), .integer(Int64(recorded.attempt)), .integer(Int64(recorded.count))]
+                    )
+                }
+            }
             if let sentList {
                 try db.each(
                     """
@@ -457,6 +648,7 @@ extension SQLiteStore {
                 case .sent:
                     continue
                 case .retry(let status, let reason, let retryAt):
+                    guard result.created == nil else { continue }
                     try db.query(
                         """
                         UPDATE deliveries SET status = ?1, reason = ?2, latency_ms = ?3, next_attempt_at = ?4, updated_at = ?5
@@ -466,33 +658,33 @@ extension SQLiteStore {
                     )
                     if db.changes > 0 { outcomes.applied.insert(result.deliveryID) }
                 case .failed(let status, let reason, let invalidate, let timestamp):
-                    try db.query(
-                        "UPDATE deliveries SET state = 'failed', status = ?1, reason = ?2, latency_ms = ?3, updated_at = ?4 WHERE id = ?5 AND (?6 IS NULL OR attempts = ?6)",
-                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id, attempt]
-                    )
-                    // Fenced out: a newer claim answers for this delivery, and its device.
-                    guard db.changes > 0 else { continue }
-                    outcomes.applied.insert(result.deliveryID)
-                    if invalidate {
-                        // Only if the token was not registered again after APNs learned it was dead.
+                    if result.created == nil {
                         try db.query(
-                            """
-                            UPDATE devices SET active = 0, invalidated_at = ?1, invalidation_reason = ?2
-                            WHERE id = (SELECT device_id FROM deliveries WHERE id = ?3) AND active = 1
-                                AND (?4 IS NULL OR last_registered_at < ?4)
-                            """,
-                            [.integer(now), .text(reason), id, timestamp.map(SQLValue.integer) ?? .null]
+                            "UPDATE deliveries SET state = 'failed', status = ?1, reason = ?2, latency_ms = ?3, updated_at = ?4 WHERE id = ?5 AND (?6 IS NULL OR attempts = ?6)",
+                            [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id, attempt]
                         )
-                        let applied = db.changes > 0
-                        if applied { outcomes.invalidated.insert(result.deliveryID) }
-                        try db.query(
-                            """
-                            INSERT INTO invalidations (app_id, device_id, reason, apns_timestamp, at, applied)
-                            SELECT n.app_id, x.device_id, ?, ?, ?, ? FROM deliveries x JOIN notifications n ON n.id = x.notification_id WHERE x.id = ?
-                            """,
-                            [.text(reason), timestamp.map(SQLValue.integer) ?? .null, .integer(now), .integer(applied ? 1 : 0), id]
-                        )
+                        if db.changes > 0 { outcomes.applied.insert(result.deliveryID) }
                     }
+                    // Fenced out: a newer claim answers for this delivery, and its device.
+                    guard invalidate, outcomes.applied.contains(result.deliveryID) else { continue }
+                    // Only if the token was not registered again after APNs learned it was dead.
+                    try db.query(
+                        """
+                        UPDATE devices SET active = 0, invalidated_at = ?1, invalidation_reason = ?2
+                        WHERE id = (SELECT device_id FROM deliveries WHERE id = ?3) AND active = 1
+                            AND (?4 IS NULL OR last_registered_at < ?4)
+                        """,
+                        [.integer(now), .text(reason), id, timestamp.map(SQLValue.integer) ?? .null]
+                    )
+                    let applied = db.changes > 0
+                    if applied { outcomes.invalidated.insert(result.deliveryID) }
+                    try db.query(
+                        """
+                        INSERT INTO invalidations (app_id, device_id, reason, apns_timestamp, at, applied)
+                        SELECT n.app_id, x.device_id, ?, ?, ?, ? FROM deliveries x JOIN notifications n ON n.id = x.notification_id WHERE x.id = ?
+                        """,
+                        [.text(reason), timestamp.map(SQLValue.integer) ?? .null, .integer(now), .integer(applied ? 1 : 0), id]
+                    )
                 }
             }
             return outcomes
@@ -501,16 +693,20 @@ extension SQLiteStore {
 
     public func forgetPlaintext(notificationIDs: [String]) async throws {
         guard !notificationIDs.isEmpty else { return }
-        let list = JSONValue.array(notificationIDs.map(JSONValue.string)).jsonString
-        try await self.database.write { db in
-            try db.query(
-                """
-                UPDATE notifications SET payload = X'' WHERE id IN (SELECT value FROM json_each(?1)) AND placeholder IS NOT NULL
-                    AND expand_after IS NULL AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
-                """,
-                [.text(list)]
-            )
-        }
+        try await self.database.write { db in try Self.forgetPlaintext(db, notificationIDs: notificationIDs) }
+    }
+
+    /// Empties the plaintext of those encrypted notifications with nothing left to send: fully
+    /// expanded, no delivery pending, no chunk in flight.
+    private static func forgetPlaintext(_ db: borrowing SQLiteDatabase.Connection, notificationIDs: [String]) throws {
+        try db.query(
+            """
+            UPDATE notifications SET payload = X'' WHERE id IN (SELECT value FROM json_each(?1)) AND placeholder IS NOT NULL
+                AND expand_after IS NULL AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
+                AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
+            """,
+            [.text(JSONValue.array(notificationIDs.map(JSONValue.string)).jsonString)]
+        )
     }
 
     public func prune(before: Int64, limit: Int) async throws -> Int {
@@ -527,6 +723,7 @@ extension SQLiteStore {
                 """
                 DELETE FROM notifications WHERE created_at < ?1 AND expand_after IS NULL
                     AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id)
+                    AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
                 """,
                 [.integer(before)]
             )
@@ -537,7 +734,15 @@ extension SQLiteStore {
     public func pendingDeliveries() async throws -> Int {
         try await self.database.read { db in
             // `next_attempt_at >= 0` makes the partial due index (pending only) answer it.
-            Int(try db.query("SELECT count(*) FROM deliveries WHERE state = 'pending' AND next_attempt_at >= 0").first?[0].int ?? 0)
+            // Chunks in flight count their deliveries too.
+            Int(
+                try db.query(
+                    """
+                    SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending' AND next_attempt_at >= 0)
+                        + (SELECT coalesce(sum(size), 0) FROM delivery_chunks)
+                    """
+                ).first?[0].int ?? 0
+            )
         }
     }
 
@@ -549,5 +754,58 @@ extension SQLiteStore {
             }
             return counts
         }
+    }
+}
+
+/// Delivery rows as one JSON array of `[id, notification_id, device_id, token, environment,
+/// push_type, topic, state, attempts, next_attempt_at, apns_id, status, reason, latency_ms,
+/// chunk]`, written straight as text (every string through the serializer).
+struct JSONRows {
+    private var bytes: [UInt8] = [UInt8(ascii: "[")]
+    private(set) var isEmpty = true
+
+    var text: String { String(decoding: self.bytes + [UInt8(ascii: "]")], as: UTF8.self) }
+
+    mutating func add(
+        id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
+    ) {
+        if self.isEmpty {
+            self.bytes.reserveCapacity(256 * 1024)
+            self.isEmpty = false
+        } else {
+            self.bytes.append(UInt8(ascii: ","))
+        }
+        self.bytes.append(UInt8(ascii: "["))
+        self.number(id)
+        self.string(notificationID)
+        self.number(deviceID)
+        self.string(token)
+        self.string(environment)
+        self.string(pushType)
+        self.string(topic)
+        self.string(state.rawValue)
+        self.number(Int64(attempts))
+        self.number(nextAttemptAt)
+        self.optional(apnsID)
+        self.number(status.map(Int64.init))
+        self.optional(reason)
+        self.number(latency)
+        self.number(chunk, last: true)
+        self.bytes.append(UInt8(ascii: "]"))
+    }
+
+    private mutating func number(_ value: Int64?, last: Bool = false) {
+        if let value { self.bytes += String(value).utf8 } else { self.bytes += "null".utf8 }
+        if !last { self.bytes.append(UInt8(ascii: ",")) }
+    }
+
+    private mutating func string(_ value: String) {
+        JSONValue.string(value).serialize(into: &self.bytes)
+        self.bytes.append(UInt8(ascii: ","))
+    }
+
+    private mutating func optional(_ value: String?) {
+        if let value { self.string(value) } else { self.bytes += "null,".utf8 }
     }
 }

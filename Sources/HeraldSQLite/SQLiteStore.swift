@@ -101,6 +101,19 @@ public final class SQLiteStore: HeraldStore {
         CREATE INDEX webhook_messages_due ON webhook_messages (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
         CREATE INDEX webhook_messages_webhook ON webhook_messages (webhook_id, id);
         """,
+        // 4: an audience chunk is claimed as one leased row, and its deliveries are written once,
+        // with their outcome, so a delivery's (notification, device) is unique; delivery ids come
+        // from a counter, since a chunk's are handed out before their rows exist.
+        """
+        CREATE TABLE delivery_chunks (
+            id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, after_id INTEGER NOT NULL, through_id INTEGER NOT NULL,
+            size INTEGER NOT NULL, attempts INTEGER NOT NULL, lease_until INTEGER NOT NULL);
+        CREATE INDEX delivery_chunks_notification ON delivery_chunks (notification_id);
+        CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+        INSERT INTO sequences (name, value) SELECT 'deliveries', coalesce(max(id), 0) FROM deliveries;
+        DROP INDEX deliveries_notification;
+        CREATE UNIQUE INDEX deliveries_notification ON deliveries (notification_id, device_id);
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {

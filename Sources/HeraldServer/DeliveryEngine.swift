@@ -153,6 +153,9 @@ public final class DeliveryEngine: Service, Sendable {
             leaseMilliseconds: self.configuration.lease.wholeMilliseconds
         )
         guard !batch.isEmpty else { return false }
+        // A full batch: there may be more. A worker that found nothing while this claim held a
+        // notification's audience (PostgreSQL skips a locked one) tries again now, not after its poll.
+        if batch.count >= self.configuration.batchSize { self.ring() }
         // Usually one app and environment per batch: a short list beats hashing every delivery.
         var groups: [(appID: String, environment: APNSEnvironment, deliveries: [ClaimedDelivery])] = []
         for delivery in batch {
@@ -172,9 +175,14 @@ public final class DeliveryEngine: Service, Sendable {
         }
         // Each result names the claim it answers, so a record that comes after the lease ran out
         // (and another worker claimed the delivery) changes nothing.
-        let claims = Dictionary(batch.map { ($0.id, $0.attempts) }, uniquingKeysWith: { first, _ in first })
+        // A chunk's deliveries carry what their rows are created from.
+        let claims = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         var results = outcomes.flatMap(\.results)
-        for index in results.indices { results[index].attempt = claims[results[index].deliveryID] }
+        for index in results.indices {
+            guard let claimed = claims[results[index].deliveryID] else { continue }
+            results[index].attempt = claimed.attempts
+            results[index].created = NewDelivery(claimed)
+        }
         let recorded = try await self.recordPatiently(results, claimedAt: now)
         await self.events?.recorded(batch, results, recorded)
         // End-to-end encrypted notifications keep their plaintext only while something is left to send.

@@ -139,7 +139,9 @@ import Testing
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
             let port = fixture.emulator.controlPort!
-            async let stream = ProcessRunner.run("curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"], timeout: 100)
+            // A background process, not a ProcessRunner slot: on a machine loaded with every suite
+            // the stream could wait for a slot longer than this test waits for it.
+            let stream = try BackgroundProcess("/usr/bin/curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"])
             // Push once the stream is attached (bounded wait: 30 s, for a loaded machine; the stream
             // itself ends when the device is removed, long before its 90 s cap).
             for _ in 0..<600 where fixture.emulator.state.listenerCount(token: token) == 0 {
@@ -149,7 +151,8 @@ import Testing
             #expect(try await self.push(fixture, token, body: #"{"aps":{"alert":"live!"}}"#).status == 200)
             // Removing the device ends its stream.
             #expect(try await fixture.control("DELETE", "/v1/devices/\(token)").status == 200)
-            let output = try await stream.standardOutput
+            #expect(try await stream.waitFor("event: removed", timeout: 30))
+            let output = stream.printed
             #expect(output.contains("event: notification"))
             #expect(output.contains(#""alert":"live!""#))
             #expect(output.contains("event: removed"))

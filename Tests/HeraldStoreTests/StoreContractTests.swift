@@ -49,8 +49,8 @@ extension StoreDriver {
             return all
         }
         #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
-        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3")
-        #expect(PostgresStore.schemaVersion == 3)
+        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3,4")
+        #expect(PostgresStore.schemaVersion == 4)
         }
     }
 
@@ -129,10 +129,10 @@ extension StoreDriver {
             #expect(try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000).isEmpty)
             status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 100))
             #expect(!status.summary.expanding)
-            #expect(status.counts[.pending] == 25 && status.deliveries.count == 25)
+            #expect(status.counts[.pending] == 25 && status.deliveries.isEmpty, "in flight: a chunk's deliveries get their rows when recorded")
             let again = try await store.claimDeliveries(limit: 100, now: 1020, leaseMilliseconds: 1000)
             #expect(again.count == 25 && again.allSatisfy { $0.attempts == 2 }, "leases ran out: due again")
-            try await store.record(again.map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1021)
+            try await store.record(again.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1021)
 
             let tagged = NotificationSpec(audience: .tags(["even"], matchAll: false), payload: Array("{}".utf8))
             #expect(try await store.createNotification(appID: "demo", id: "m", bundleID: "com.example.app", tagged, now: 1030).deliveries == 12)
@@ -171,8 +171,8 @@ extension StoreDriver {
             let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
             // Four sent long ago, one still pending (a retry).
             try await store.record(
-                claimed.dropFirst().map { DeliveryResult(deliveryID: $0.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
-                    + [DeliveryResult(deliveryID: claimed[0].id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)],
+                claimed.dropFirst().map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+                    + [DeliveryResult(claimed[0], outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)],
                 now: 20
             )
             _ = try await store.createNotification(appID: "demo", id: "new", bundleID: "com.example.app", spec, now: 5000)
@@ -208,7 +208,7 @@ extension StoreDriver {
             _ = try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
             let claimed = try await store.claimDeliveries(limit: 10, now: 400, leaseMilliseconds: 1000)
             let recorded = try await store.record(
-                claimed.map { DeliveryResult(deliveryID: $0.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
+                claimed.map { DeliveryResult($0, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
                 now: 401
             )
             #expect(recorded.applied == Set(claimed.map(\.id)))
@@ -339,8 +339,8 @@ extension StoreDriver {
             #expect(claimed.count == 2 && claimed.allSatisfy { $0.publicKey == DevicePublicKey(type: "x25519", key: key) && $0.payload == secret })
             try await store.record(
                 [
-                    DeliveryResult(deliveryID: claimed[0].id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1),
-                    DeliveryResult(deliveryID: claimed[1].id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 3000), latencyMilliseconds: 1),
+                    DeliveryResult(claimed[0], outcome: .sent(apnsID: nil), latencyMilliseconds: 1),
+                    DeliveryResult(claimed[1], outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 3000), latencyMilliseconds: 1),
                 ],
                 now: 30
             )
@@ -361,20 +361,20 @@ extension StoreDriver {
             #expect(first.attempts == 1 && second.attempts == 2)
             // The first claim's late answers: neither moves the second claim's lease nor ends the delivery.
             let lateRetry = try await store.record(
-                [DeliveryResult(deliveryID: first.id, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 1100), latencyMilliseconds: 1, attempt: 1)],
+                [DeliveryResult(first, outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 1100), latencyMilliseconds: 1)],
                 now: 1020)
             #expect(lateRetry.applied.isEmpty)
             #expect(try await store.claimDeliveries(limit: 10, now: 1100, leaseMilliseconds: 1000).isEmpty, "still leased to the second claim")
-            let lateSent = try await store.record([DeliveryResult(deliveryID: first.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 1)], now: 1030)
+            let lateSent = try await store.record([DeliveryResult(first, outcome: .sent(apnsID: nil), latencyMilliseconds: 1)], now: 1030)
             #expect(lateSent.applied.isEmpty)
             // A late 410 neither ends the delivery nor touches the device: the newer claim answers for both.
             let lateGone = try await store.record(
-                [DeliveryResult(deliveryID: first.id, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1, attempt: 1)],
+                [DeliveryResult(first, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1)],
                 now: 1035)
             #expect(lateGone == RecordedOutcomes())
             #expect(try await store.device(appID: "demo", token: try self.token(1).hex)?.active == true)
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.pending] == 1)
-            let current = try await store.record([DeliveryResult(deliveryID: second.id, outcome: .sent(apnsID: nil), latencyMilliseconds: 1, attempt: 2)], now: 1040)
+            let current = try await store.record([DeliveryResult(second, outcome: .sent(apnsID: nil), latencyMilliseconds: 1)], now: 1040)
             #expect(current.applied == [second.id] && current.invalidated.isEmpty)
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts[.sent] == 1)
         }
