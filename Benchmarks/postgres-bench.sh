@@ -13,6 +13,7 @@
 # Not a test: nothing fails on a number.
 #
 #   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000 CONFIGS="sqlite postgres-1 postgres-2" POLL=0.2
+#   PERF=1 profiles the first herald process during the broadcast; PGSTAT=1 prints PostgreSQL's time per statement.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -23,7 +24,7 @@ SINK_PORT=${SINK_PORT:-18470}
 API_PORT=${API_PORT:-18471}
 # The server runs as the postgres user: its folder is in /tmp, which that user can reach.
 export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
-export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=256MB -c max_wal_size=4GB"
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=256MB -c max_wal_size=4GB${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 source "$ROOT/Benchmarks/common.sh"
 bench_setup postgresql
@@ -136,6 +137,8 @@ def cpu_seconds():
 # PERF=1: a perf profile of the (first) herald process during the broadcast.
 profiler = subprocess.Popen(["perf", "record", "-F", "499", "-g", "--call-graph", "dwarf,16384", "-p", str(pids[0]), "-o", f"{work}/{name}/perf.data"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
+if postgres and os.environ.get("PGSTAT"):
+    sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
 cpu_before = cpu_seconds()
 start = time.time()
 call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
@@ -147,6 +150,10 @@ if profiler:
     profiler.send_signal(2); profiler.wait()
 cpu = ", ".join(f"{comm} {cpu_after.get(comm, 0) - cpu_before.get(comm, 0):.1f} s" for comm in ("herald", "postgres", "apns-sink"))
 print(f"{name}: CPU during the broadcast ({fan:.1f} s on 2 cores): {cpu}", file=sys.stderr)
+if postgres and os.environ.get("PGSTAT"):
+    # PGSTAT=1: where PostgreSQL's time went during the broadcast, by statement.
+    for calls, total, query in sql("SELECT calls, round(total_exec_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8"):
+        print(f"  {total:>7} ms {calls:>6} calls  {query}", file=sys.stderr)
 failed = sql("select count(*) from deliveries where state='failed'")[0][0]
 print(f"| {name} | {send_rate:,.0f}/s = {send_rate / raw:.2f}× | {p50} / {p99} ms | {fan:.1f} s ({accepted:.1f} s to 202) = {fanout / fan / raw:.2f}× | {peak_rss()} MiB | {failed} |")
 PY

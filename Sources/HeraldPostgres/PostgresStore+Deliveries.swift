@@ -265,8 +265,9 @@ extension PostgresStore {
         }
     }
 
-    /// A device of a chunk: what its delivery is made of.
+    /// A device of a chunk: what its delivery is made of, and the delivery's id.
     private struct ChunkDevice {
+        var deliveryID: Int64
         var id: Int64
         var token: String
         var environment: String
@@ -304,32 +305,31 @@ extension PostgresStore {
     ) async throws -> [ChunkDevice]? {
         var query = Query()
         let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: query.bind(.text(bundleID)))
-        query.sql = "SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)"
+        // Each device's delivery id from the table's sequence (a chunk's are handed out before
+        // their rows exist), drawn outside the LIMIT so that only the chosen devices draw one.
+        query.sql = "SELECT nextval('deliveries_id_seq'), c.* FROM (SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)"
         guard Self.audienceSource(&query, notificationID: notificationID, appID: appID, targeting: targeting, byList: byList, after: after, through: through)
         else { return nil }
         if excludingRecorded {
             query.sql += " AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = \(query.bind(.text(notificationID))) AND x.device_id = d.id)"
         }
-        query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))"
+        query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))) c"
         return try await db.query(query).map { row in
-            ChunkDevice(id: row.int(0) ?? 0, token: row.string(1) ?? "", environment: row.string(2) ?? "", pushType: row.string(3) ?? "", topic: row.string(4) ?? "")
+            ChunkDevice(
+                deliveryID: row.int(0) ?? 0, id: row.int(1) ?? 0, token: row.string(2) ?? "", environment: row.string(3) ?? "",
+                pushType: row.string(4) ?? "", topic: row.string(5) ?? ""
+            )
         }
-    }
-
-    /// `count` delivery ids from the table's sequence (a chunk's are handed out before their rows exist).
-    private static func reserveDeliveryIDs(_ db: Connection, _ count: Int) async throws -> [Int64] {
-        try await db.query("SELECT nextval('deliveries_id_seq') FROM generate_series(1, $1)", [.int(Int64(count))]).map { $0.int(0) ?? 0 }
     }
 
     /// Claims `devices` as chunk `chunk` (its attempt `attempts`).
     private static func claimChunk(
-        _ db: Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared, into result: inout [ClaimedDelivery]
-    ) async throws {
-        let ids = try await Self.reserveDeliveryIDs(db, devices.count)
-        for (device, id) in zip(devices, ids) {
+        _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared, into result: inout [ClaimedDelivery]
+    ) {
+        for device in devices {
             result.append(
                 ClaimedDelivery(
-                    id: id, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
+                    id: device.deliveryID, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
                     environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
                     topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
                     attempts: attempts, placeholder: shared.placeholder, chunk: chunk
@@ -375,11 +375,10 @@ extension PostgresStore {
             }
             if cancelled || devices.isEmpty {
                 if !devices.isEmpty {
-                    let ids = try await Self.reserveDeliveryIDs(db, devices.count)
                     var rows = NewRows()
-                    for (device, id) in zip(devices, ids) {
+                    for device in devices {
                         rows.add(
-                            id: id, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
+                            id: device.deliveryID, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
                             pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts, nextAttemptAt: now, apnsID: nil,
                             status: nil, reason: "Cancelled", latency: nil, chunk: chunk
                         )
@@ -401,37 +400,43 @@ extension PostgresStore {
                 "UPDATE delivery_chunks SET through_id = $1, size = $2, attempts = $3, lease_until = $4 WHERE id = $5",
                 [.int(end), .int(Int64(devices.count)), .int(Int64(attempts)), .int(leaseEnd), .int(chunk)]
             )
-            try await Self.claimChunk(db, devices, chunk: chunk, attempts: attempts, notificationID: notificationID, shared: shared, into: &result)
+            Self.claimChunk(devices, chunk: chunk, attempts: attempts, notificationID: notificationID, shared: shared, into: &result)
         }
     }
 
     /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
-    /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids created.
+    /// attempt. The chunks are locked first (a chunk being claimed again waits, or is skipped by
+    /// the claim), so no two attempts of a chunk record a device. Returns the ids created.
     private static func insertDeliveries(_ db: Connection, _ rows: NewRows, fenced: Bool, now: Int64) async throws -> Set<Int64> {
-        var created: Set<Int64> = []
-        for row in try await db.query(
+        var rows = rows
+        if fenced {
+            var leased: Set<[Int64]> = []
+            for row in try await db.query(
+                "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE", [.ints(Array(Set(rows.chunks)))]
+            ) {
+                leased.insert([row.int(0) ?? 0, row.int(1) ?? 0])
+            }
+            rows = rows.filter { leased.contains([$0.chunk, $0.attempts]) }
+        }
+        guard !rows.ids.isEmpty else { return [] }
+        try await db.query(
             """
             INSERT INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
                 apns_id, status, reason, latency_ms, updated_at)
             SELECT v.id, v.notification_id, v.device_id, v.token, v.environment, v.push_type, v.topic, v.state, v.attempts, v.next_attempt_at,
                 nullif(v.apns_id, ''), nullif(v.status, -1), nullif(v.reason, ''), nullif(v.latency, -1), $1
             FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-                $11::bigint[], $12::text[], $13::bigint[], $14::text[], $15::bigint[], $16::bigint[])
+                $11::bigint[], $12::text[], $13::bigint[], $14::text[], $15::bigint[])
                 AS v(id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id, status,
-                    reason, latency, chunk)
-            WHERE NOT $17::boolean OR EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.id = v.chunk AND c.attempts = v.attempts)
-            ON CONFLICT DO NOTHING
-            RETURNING id
+                    reason, latency)
             """,
             [
                 .int(now), .ints(rows.ids), .texts(rows.notificationIDs), .ints(rows.deviceIDs), .texts(rows.tokens), .texts(rows.environments),
                 .texts(rows.pushTypes), .texts(rows.topics), .texts(rows.states), .ints(rows.attempts), .ints(rows.nextAttempts), .texts(rows.apnsIDs),
-                .ints(rows.statuses), .texts(rows.reasons), .ints(rows.latencies), .ints(rows.chunks), .bool(fenced),
+                .ints(rows.statuses), .texts(rows.reasons), .ints(rows.latencies),
             ]
-        ) {
-            if let id = row.int(0) { created.insert(id) }
-        }
-        return created
+        )
+        return Set(rows.ids)
     }
 
     /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
@@ -499,7 +504,7 @@ extension PostgresStore {
                             "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, $4, 1, $5) RETURNING id",
                             [.text(id), .int(after), .int(last), .int(Int64(count)), .int(leaseEnd)]
                         ).first?.int(0) ?? 0
-                    try await Self.claimChunk(db, devices, chunk: chunkID, attempts: 1, notificationID: id, shared: shared, into: &result)
+                    Self.claimChunk(devices, chunk: chunkID, attempts: 1, notificationID: id, shared: shared, into: &result)
                 }
                 expanded += count
                 // Fewer than asked for: the audience is exhausted.
@@ -738,6 +743,29 @@ struct NewRows {
     var reasons: [String] = []
     var latencies: [Int64] = []
     var chunks: [Int64] = []
+
+    /// The rows `isIncluded` keeps, given each row's chunk and attempt.
+    func filter(_ isIncluded: ((chunk: Int64, attempts: Int64)) -> Bool) -> NewRows {
+        var kept = NewRows()
+        for index in self.ids.indices where isIncluded((self.chunks[index], self.attempts[index])) {
+            kept.ids.append(self.ids[index])
+            kept.notificationIDs.append(self.notificationIDs[index])
+            kept.deviceIDs.append(self.deviceIDs[index])
+            kept.tokens.append(self.tokens[index])
+            kept.environments.append(self.environments[index])
+            kept.pushTypes.append(self.pushTypes[index])
+            kept.topics.append(self.topics[index])
+            kept.states.append(self.states[index])
+            kept.attempts.append(self.attempts[index])
+            kept.nextAttempts.append(self.nextAttempts[index])
+            kept.apnsIDs.append(self.apnsIDs[index])
+            kept.statuses.append(self.statuses[index])
+            kept.reasons.append(self.reasons[index])
+            kept.latencies.append(self.latencies[index])
+            kept.chunks.append(self.chunks[index])
+        }
+        return kept
+    }
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,

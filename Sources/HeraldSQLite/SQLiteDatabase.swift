@@ -176,6 +176,17 @@ public final class SQLiteDatabase: Sendable {
                 sqlite3_reset(statement)
                 sqlite3_clear_bindings(statement)
             }
+            try self.bind(bindings, to: statement)
+            let row = Row(statement: statement)
+            while true {
+                let status = sqlite3_step(statement)
+                if status == SQLITE_DONE { return }
+                guard status == SQLITE_ROW else { throw self.error(status) }
+                try body(row)
+            }
+        }
+
+        private func bind(_ bindings: [SQLValue], to statement: OpaquePointer) throws {
             for (index, value) in bindings.enumerated() {
                 let position = Int32(index + 1)
                 let status: Int32
@@ -188,13 +199,6 @@ public final class SQLiteDatabase: Sendable {
                 case .null: status = sqlite3_bind_null(statement, position)
                 }
                 guard status == SQLITE_OK else { throw self.error(status) }
-            }
-            let row = Row(statement: statement)
-            while true {
-                let status = sqlite3_step(statement)
-                if status == SQLITE_DONE { return }
-                guard status == SQLITE_ROW else { throw self.error(status) }
-                try body(row)
             }
         }
 

@@ -360,28 +360,54 @@ extension SQLiteStore {
         }
     }
 
-    /// Creates rows from a JSON array of `[id, notification_id, device_id, token, environment,
-    /// push_type, topic, state, attempts, next_attempt_at, apns_id, status, reason, latency_ms,
-    /// chunk]`; with `fenced`, only rows whose chunk is still leased at that attempt. A row whose
-    /// (notification, device) exists already is skipped. Returns the ids created.
-    private static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: String, fenced: Bool, now: Int64) throws -> Set<Int64> {
+    /// Creates rows (``NewRows``), one prepared statement run per row; with `fenced`, only rows
+    /// whose chunk is still leased at that attempt. A row whose (notification, device) exists
+    /// already is skipped. Returns the ids created.
+    private static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: [[SQLValue]], fenced: Bool) throws -> Set<Int64> {
+        var admitted = rows
+        if fenced {
+            // Each chunk's attempt, read once per chunk rather than once per row.
+            let chunks = Set(rows.compactMap { $0[14].int })
+            var leased: Set<[Int64]> = []
+            try db.each(
+                "SELECT id, attempts FROM delivery_chunks WHERE id IN (SELECT value FROM json_each(?))",
+                [.text(JSONValue.array(chunks.map { .int($0) }).jsonString)]
+            ) { row in leased.insert([row.int(0) ?? 0, row.int(1) ?? 0]) }
+            admitted = rows.filter { row in leased.contains([row[14].int ?? 0, row[8].int ?? 0]) }
+        }
+        // Many rows per statement (its overhead, and RETURNING's temporary table, shared by
+        // them), each row's values bound, none parsed from text.
         var created: Set<Int64> = []
-        try db.each(
-            """
-            INSERT INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
-                apns_id, status, reason, latency_ms, updated_at)
-            SELECT v.value ->> 0, v.value ->> 1, v.value ->> 2, v.value ->> 3, v.value ->> 4, v.value ->> 5, v.value ->> 6, v.value ->> 7,
-                v.value ->> 8, v.value ->> 9, v.value ->> 10, v.value ->> 11, v.value ->> 12, v.value ->> 13, ?2
-            FROM json_each(?1) AS v
-            WHERE ?3 = 0 OR EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.id = v.value ->> 14 AND c.attempts = v.value ->> 8)
-            ON CONFLICT DO NOTHING
-            RETURNING id
-            """,
-            [.text(rows), .integer(now), .integer(fenced ? 1 : 0)]
-        ) { row in
-            if let id = row.int(0) { created.insert(id) }
+        var start = 0
+        while start < admitted.count {
+            let part = admitted[start..<min(start + Self.rowsPerInsert, admitted.count)]
+            start += part.count
+            var bindings: [SQLValue] = []
+            bindings.reserveCapacity(part.count * 15)
+            for row in part {
+                bindings += row[0..<14]
+                bindings.append(row[15])
+            }
+            try db.each(part.count == Self.rowsPerInsert ? Self.fullInsert : Self.insertSQL(rows: part.count), bindings) { row in
+                if let id = row.int(0) { created.insert(id) }
+            }
         }
         return created
+    }
+
+    /// Rows per INSERT: 64 × 15 values, well under SQLite's 32,766.
+    static let rowsPerInsert = 64
+    private static let fullInsert = insertSQL(rows: rowsPerInsert)
+
+    /// An INSERT of `rows` rows of 15 values each, returning the ids it created.
+    private static func insertSQL(rows: Int) -> String {
+        let values = (0..<rows).map { row in "(" + (1...15).map { "?\(row * 15 + $0)" }.joined(separator: ", ") + ")" }
+        return """
+            INSERT OR IGNORE INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts,
+                next_attempt_at, apns_id, status, reason, latency_ms, updated_at)
+            VALUES \(values.joined(separator: ", "))
+            RETURNING id
+            """
     }
 
     /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the
@@ -426,15 +452,15 @@ extension SQLiteStore {
             if notification.cancelled || devices.isEmpty {
                 if !devices.isEmpty {
                     let first = try Self.reserveDeliveryIDs(db, devices.count)
-                    var rows = JSONRows()
+                    var rows = NewRows()
                     for (offset, device) in devices.enumerated() {
                         rows.add(
                             id: first + Int64(offset), notificationID: chunk.notificationID, deviceID: device.id, token: device.token,
                             environment: device.environment, pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts,
-                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil
+                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil, updatedAt: now
                         )
                     }
-                    _ = try Self.insertDeliveries(db, rows.text, fenced: false, now: now)
+                    _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
                 }
                 try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
                 continue
@@ -505,15 +531,15 @@ extension SQLiteStore {
                         // A local-time notification's deliveries are created pending, each due at its
                         // device's own time.
                         let first = try Self.reserveDeliveryIDs(db, devices.count)
-                        var rows = JSONRows()
+                        var rows = NewRows()
                         for (offset, device) in devices.enumerated() {
                             rows.add(
                                 id: first + Int64(offset), notificationID: notification.id, deviceID: device.id, token: device.token,
                                 environment: device.environment, pushType: device.pushType, topic: device.topic, state: .pending, attempts: 0,
-                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil
+                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil, updatedAt: now
                             )
                         }
-                        _ = try Self.insertDeliveries(db, rows.text, fenced: false, now: now)
+                        _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
                         try Self.scheduleLocalTime(
                             db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
                             after: notification.after, through: last
@@ -579,7 +605,7 @@ extension SQLiteStore {
         // statement over a JSON array, fenced by their chunk's attempt. Of the others, those
         // accepted in one statement over a JSON array of [id, apns-id, latency, attempt]; the
         // rest one by one. Both arrays are written straight as text, outside the writer.
-        var created = JSONRows()
+        var created = NewRows()
         var chunks: [Int64: (attempt: Int, count: Int)] = [:]
         var sentText: [UInt8] = [UInt8(ascii: "[")]
         var anySent = false
@@ -590,7 +616,7 @@ extension SQLiteStore {
                     id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
                     environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
                     attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
-                    latency: result.latencyMilliseconds, chunk: new.chunk
+                    latency: result.latencyMilliseconds, chunk: new.chunk, updatedAt: now
                 )
                 chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
                 continue
@@ -611,12 +637,12 @@ extension SQLiteStore {
         }
         sentText.append(UInt8(ascii: "]"))
         let sentList = anySent ? String(decoding: sentText, as: UTF8.self) : nil
-        let createdList = created.isEmpty ? nil : created.text
+        let createdRows = created.rows
         let chunkCounts = chunks
         return try await self.database.write { db in
             var outcomes = RecordedOutcomes()
-            if let createdList {
-                outcomes.applied = try Self.insertDeliveries(db, createdList, fenced: true, now: now)
+            if !createdRows.isEmpty {
+                outcomes.applied = try Self.insertDeliveries(db, createdRows, fenced: true)
                 // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
                 // is done; a chunk claimed again since is left to its newer claim.
                 for (chunk, recorded) in chunkCounts {
@@ -757,55 +783,24 @@ extension SQLiteStore {
     }
 }
 
-/// Delivery rows as one JSON array of `[id, notification_id, device_id, token, environment,
-/// push_type, topic, state, attempts, next_attempt_at, apns_id, status, reason, latency_ms,
-/// chunk]`, written straight as text (every string through the serializer).
-struct JSONRows {
-    private var bytes: [UInt8] = [UInt8(ascii: "[")]
-    private(set) var isEmpty = true
+/// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
+/// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,
+/// status, reason, latency_ms, chunk, updated_at.
+struct NewRows {
+    private(set) var rows: [[SQLValue]] = []
 
-    var text: String { String(decoding: self.bytes + [UInt8(ascii: "]")], as: UTF8.self) }
+    var isEmpty: Bool { self.rows.isEmpty }
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
-        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?,
+        updatedAt: Int64
     ) {
-        if self.isEmpty {
-            self.bytes.reserveCapacity(256 * 1024)
-            self.isEmpty = false
-        } else {
-            self.bytes.append(UInt8(ascii: ","))
-        }
-        self.bytes.append(UInt8(ascii: "["))
-        self.number(id)
-        self.string(notificationID)
-        self.number(deviceID)
-        self.string(token)
-        self.string(environment)
-        self.string(pushType)
-        self.string(topic)
-        self.string(state.rawValue)
-        self.number(Int64(attempts))
-        self.number(nextAttemptAt)
-        self.optional(apnsID)
-        self.number(status.map(Int64.init))
-        self.optional(reason)
-        self.number(latency)
-        self.number(chunk, last: true)
-        self.bytes.append(UInt8(ascii: "]"))
-    }
-
-    private mutating func number(_ value: Int64?, last: Bool = false) {
-        if let value { self.bytes += String(value).utf8 } else { self.bytes += "null".utf8 }
-        if !last { self.bytes.append(UInt8(ascii: ",")) }
-    }
-
-    private mutating func string(_ value: String) {
-        JSONValue.string(value).serialize(into: &self.bytes)
-        self.bytes.append(UInt8(ascii: ","))
-    }
-
-    private mutating func optional(_ value: String?) {
-        if let value { self.string(value) } else { self.bytes += "null,".utf8 }
+        self.rows.append([
+            .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
+            .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
+            status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
+            chunk.map(SQLValue.integer) ?? .null, .integer(updatedAt),
+        ])
     }
 }

@@ -350,6 +350,38 @@ extension StoreDriver {
         }
     }
 
+    @Test("a chunk whose lease ran out is claimed again for the devices without a delivery, split when there is less room", arguments: Driver.enabled)
+    func chunkReclaim(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            for n in 1...6 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            _ = try await store.createNotification(
+                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+            let first = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            #expect(first.count == 6 && Set(first.compactMap(\.chunk)).count == 1 && Set(first.map(\.id)).count == 6)
+            // Two recorded, then the process "dies": the other four wait for the lease.
+            let recorded = try await store.record(first.prefix(2).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 20)
+            #expect(recorded.applied == Set(first.prefix(2).map(\.id)))
+            #expect(try await store.claimDeliveries(limit: 10, now: 500, leaseMilliseconds: 1000).isEmpty, "still leased")
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 2, .pending: 4])
+            // Room for three: the chunk is split; the rest is due at once.
+            let again = try await store.claimDeliveries(limit: 3, now: 1010, leaseMilliseconds: 1000)
+            #expect(again.count == 3 && again.allSatisfy { $0.attempts == 2 })
+            let rest = try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000)
+            #expect(rest.count == 1)
+            let resent = again + rest
+            #expect(Set(resent.map(\.deviceID)) == Set(first.suffix(4).map(\.deviceID)), "only the devices without a delivery")
+            #expect(Set(resent.map(\.id)).isDisjoint(with: first.map(\.id)), "new ids for the new attempt")
+            // The first attempt's late answers are fenced out; the new ones count.
+            #expect(try await store.record(first.suffix(4).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1020).applied.isEmpty)
+            let current = try await store.record(resent.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1030)
+            #expect(current.applied == Set(resent.map(\.id)))
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts == [.sent: 6] && status.deliveries.count == 6)
+            #expect(try await store.claimDeliveries(limit: 10, now: 5000, leaseMilliseconds: 1000).isEmpty, "every chunk is done")
+            #expect(try await store.pendingDeliveries() == 0)
+        }
+    }
+
     @Test("a record from a claim whose lease ran out changes nothing once the delivery was claimed again", arguments: Driver.enabled)
     func fencedRecord(driver: Driver) async throws {
         try await driver.withStore { store async throws in
