@@ -36,7 +36,8 @@ cleanup() {
 trap cleanup EXIT
 rm -rf "$HERALD_PG_DIR"
 PG_URL=$("$ROOT/scripts/postgres-test-server" start)
-psql "$PG_URL" -qc "CREATE DATABASE herald1" && psql "$PG_URL" -qc "CREATE DATABASE herald2"
+# The collation Herald recommends (docs/server.md): byte order, no locale rules on its keys.
+for db in herald1 herald2; do psql "$PG_URL" -qc "CREATE DATABASE $db TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"; done
 start_sink
 measure_raw_client
 

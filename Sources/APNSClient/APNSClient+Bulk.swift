@@ -52,6 +52,37 @@ extension APNSClient {
     }
 }
 
+extension APNSClient {
+    /// ``send(_:maxInFlight:timeout:onResult:)`` for requests already in hand: read without
+    /// suspending (an `AsyncStream` would take a lock and a continuation per request).
+    public func send(
+        _ requests: [APNSRequest],
+        maxInFlight: Int? = nil,
+        timeout: Duration? = nil,
+        onResult: (APNSOutcome) async throws -> Void
+    ) async throws {
+        try await self.send(RequestList(requests: requests), maxInFlight: maxInFlight, timeout: timeout, onResult: onResult)
+    }
+}
+
+/// An array of requests as an async sequence that never suspends.
+struct RequestList: AsyncSequence, Sendable {
+    let requests: [APNSRequest]
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let requests: [APNSRequest]
+        var index = 0
+
+        mutating func next() async -> APNSRequest? {
+            guard self.index < self.requests.count else { return nil }
+            defer { self.index += 1 }
+            return self.requests[self.index]
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(requests: self.requests) }
+}
+
 /// Outcomes handed from the event loop to the consumer in batches (one wake-up per batch, not
 /// per result), and the window of requests between input and consumer.
 final class OutcomeCollector: Sendable {

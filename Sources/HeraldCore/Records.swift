@@ -380,3 +380,31 @@ extension DeliveryResult.Outcome {
         }
     }
 }
+
+/// Rows of deliveries to create, as a driver binds them.
+public protocol NewDeliveryRows {
+    mutating func add(
+        id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
+    )
+}
+
+extension NewDeliveryRows {
+    /// Adds the row each chunk delivery among `results` creates; returns, per chunk, the attempt
+    /// answered and how many of its deliveries `results` holds.
+    public mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> [Int64: (attempt: Int, count: Int)] {
+        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
+        for result in results {
+            guard let new = result.created else { continue }
+            let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
+            self.add(
+                id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
+                environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
+                attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
+                latency: result.latencyMilliseconds, chunk: new.chunk
+            )
+            chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
+        }
+        return chunks
+    }
+}

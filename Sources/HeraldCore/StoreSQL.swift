@@ -60,3 +60,67 @@ extension DeliveryRecord {
         )
     }
 }
+
+/// What every delivery of one notification shares, read once per claim.
+public struct NotificationShared: Sendable {
+    public var appID: String
+    public var priority: Priority?
+    public var expiration: Int64?
+    public var collapseID: String?
+    public var payload: [UInt8]
+    public var placeholder: [UInt8]?
+
+    /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
+    public static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder"
+
+    /// Reads ``columns`` from `row`, starting at column `first`.
+    public init(row: some StoredRow, from first: Int) {
+        self.appID = row.string(first) ?? ""
+        self.priority = row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }
+        self.expiration = row.int(first + 2)
+        self.collapseID = row.string(first + 3)
+        self.payload = row.bytes(first + 4) ?? []
+        self.placeholder = row.bytes(first + 5)
+    }
+}
+
+/// A device of an audience chunk: what its delivery is made of. Read from `d.id, d.token,
+/// d.environment, <push type>, <topic>`.
+public struct ChunkDevice: Sendable {
+    public var id: Int64
+    public var token: String
+    public var environment: String
+    public var pushType: String
+    public var topic: String
+
+    public init(row: some StoredRow, from first: Int = 0) {
+        self.id = row.int(first) ?? 0
+        self.token = row.string(first + 1) ?? ""
+        self.environment = row.string(first + 2) ?? ""
+        self.pushType = row.string(first + 3) ?? ""
+        self.topic = row.string(first + 4) ?? ""
+    }
+}
+
+extension ClaimedDelivery {
+    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
+    public init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
+        self.init(
+            id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
+            token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
+            priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
+            attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
+        )
+    }
+
+    /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
+    public init(id: Int64, device: ChunkDevice, notificationID: String, shared: NotificationShared, attempts: Int, chunk: Int64) {
+        self.init(
+            id: id, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
+            environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
+            topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
+            attempts: attempts, placeholder: shared.placeholder, chunk: chunk
+        )
+    }
+}

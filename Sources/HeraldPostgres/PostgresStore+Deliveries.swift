@@ -179,37 +179,7 @@ extension PostgresStore {
         }
     }
 
-    /// What every delivery of one notification shares, read once per claim.
-    private struct Shared {
-        var appID: String
-        var priority: Priority?
-        var expiration: Int64?
-        var collapseID: String?
-        var payload: [UInt8]
-        var placeholder: [UInt8]?
-    }
-
-    private static let sharedColumns = "app_id, priority, expiration, collapse_id, payload, placeholder"
-
-    private static func shared(_ row: Row, from first: Int) -> Shared {
-        Shared(
-            appID: row.string(first) ?? "", priority: row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }, expiration: row.int(first + 2),
-            collapseID: row.string(first + 3), payload: row.bytes(first + 4) ?? [], placeholder: row.bytes(first + 5)
-        )
-    }
-
     private static let claimedColumns = "id, notification_id, device_id, token, environment, push_type, topic, attempts"
-
-    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
-    private static func claimed(_ row: Row, _ shared: Shared, notificationID: String) -> ClaimedDelivery {
-        ClaimedDelivery(
-            id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
-            token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
-            priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
-            attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
-        )
-    }
 
     public func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
         try await self.write { db in
@@ -239,14 +209,14 @@ extension PostgresStore {
                 )
                 guard !rows.isEmpty else { continue }
                 let notificationIDs = Array(Set(rows.compactMap { $0.string(1) }))
-                var shared: [String: Shared] = [:]
-                for row in try await db.query("SELECT id, \(Self.sharedColumns) FROM notifications WHERE id = ANY($1)", [.texts(notificationIDs)]) {
-                    shared[row.string(0) ?? ""] = Self.shared(row, from: 1)
+                var shared: [String: NotificationShared] = [:]
+                for row in try await db.query("SELECT id, \(NotificationShared.columns) FROM notifications WHERE id = ANY($1)", [.texts(notificationIDs)]) {
+                    shared[row.string(0) ?? ""] = NotificationShared(row: row, from: 1)
                 }
                 for row in rows {
                     let notificationID = row.string(1) ?? ""
                     guard let common = shared[notificationID] else { continue }
-                    result.append(Self.claimed(row, common, notificationID: notificationID))
+                    result.append(ClaimedDelivery(row: row, shared: common, notificationID: notificationID))
                 }
             }
             // Encrypted notifications: each device's public key, read as it is now.
@@ -263,16 +233,6 @@ extension PostgresStore {
             }
             return result
         }
-    }
-
-    /// A device of a chunk: what its delivery is made of, and the delivery's id.
-    private struct ChunkDevice {
-        var deliveryID: Int64
-        var id: Int64
-        var token: String
-        var environment: String
-        var pushType: String
-        var topic: String
     }
 
     /// The `FROM … WHERE …` over `devices d` of a notification's audience with ids in
@@ -302,7 +262,7 @@ extension PostgresStore {
     private static func chunkDevices(
         _ db: Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: Targeting?, byList: Bool,
         after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
-    ) async throws -> [ChunkDevice]? {
+    ) async throws -> [(deliveryID: Int64, device: ChunkDevice)]? {
         var query = Query()
         let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: query.bind(.text(bundleID)))
         // Each device's delivery id from the table's sequence (a chunk's are handed out before
@@ -315,26 +275,17 @@ extension PostgresStore {
         }
         query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))) c"
         return try await db.query(query).map { row in
-            ChunkDevice(
-                deliveryID: row.int(0) ?? 0, id: row.int(1) ?? 0, token: row.string(2) ?? "", environment: row.string(3) ?? "",
-                pushType: row.string(4) ?? "", topic: row.string(5) ?? ""
-            )
+            (row.int(0) ?? 0, ChunkDevice(row: row, from: 1))
         }
     }
 
     /// Claims `devices` as chunk `chunk` (its attempt `attempts`).
     private static func claimChunk(
-        _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared, into result: inout [ClaimedDelivery]
+        _ devices: [(deliveryID: Int64, device: ChunkDevice)], chunk: Int64, attempts: Int, notificationID: String, shared: NotificationShared,
+        into result: inout [ClaimedDelivery]
     ) {
-        for device in devices {
-            result.append(
-                ClaimedDelivery(
-                    id: device.deliveryID, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
-                    environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
-                    topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
-                    attempts: attempts, placeholder: shared.placeholder, chunk: chunk
-                )
-            )
+        for (deliveryID, device) in devices {
+            result.append(ClaimedDelivery(id: deliveryID, device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk))
         }
     }
 
@@ -348,7 +299,7 @@ extension PostgresStore {
                 let row = try await db.query(
                     """
                     SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id, n.targeting, n.device_ids IS NOT NULL,
-                        n.push_type, n.cancelled_at, \(Self.sharedColumns)
+                        n.push_type, n.cancelled_at, \(NotificationShared.columns)
                     FROM delivery_chunks c LEFT JOIN notifications n ON n.id = c.notification_id
                     WHERE c.lease_until <= $1 ORDER BY c.lease_until, c.id LIMIT 1 FOR UPDATE OF c SKIP LOCKED
                     """,
@@ -361,7 +312,7 @@ extension PostgresStore {
             let through = row.int(3) ?? 0
             let attempts = Int(row.int(4) ?? 0) + 1
             let cancelled = row.int(10) != nil
-            let shared = Self.shared(row, from: 11)
+            let shared = NotificationShared(row: row, from: 11)
             let room = limit - result.count
             guard row.string(5) != nil,
                 let devices = try await Self.chunkDevices(
@@ -376,9 +327,9 @@ extension PostgresStore {
             if cancelled || devices.isEmpty {
                 if !devices.isEmpty {
                     var rows = NewRows()
-                    for device in devices {
+                    for (deliveryID, device) in devices {
                         rows.add(
-                            id: device.deliveryID, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
+                            id: deliveryID, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
                             pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts, nextAttemptAt: now, apnsID: nil,
                             status: nil, reason: "Cancelled", latency: nil, chunk: chunk
                         )
@@ -389,7 +340,7 @@ extension PostgresStore {
                 continue
             }
             // More than there is room for: the rest becomes a chunk of its own, due now.
-            let end = devices.count < room ? through : devices[devices.count - 1].id
+            let end = devices.count < room ? through : devices[devices.count - 1].device.id
             if end < through {
                 try await db.query(
                     "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, 0, $4, $5)",
@@ -448,7 +399,7 @@ extension PostgresStore {
         try await Self.reclaimChunks(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while result.count < limit, expanded < limit {
-            var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)")
+            var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)")
             pick.sql += " FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= \(pick.bind(.int(now)))"
             pick.sql += " ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
             guard let row = try await db.query(pick).first else { break }
@@ -460,7 +411,7 @@ extension PostgresStore {
             let scheduledAt = row.int(6) ?? 0
             let pushType = row.string(7).flatMap(PushType.init(rawValue:))
             let localTime = row.string(8).flatMap(LocalTime.init)
-            let shared = Self.shared(row, from: 9)
+            let shared = NotificationShared(row: row, from: 9)
             let targeting = row.string(2).flatMap(Targeting.init(jsonString:))
             if !byList, targeting == nil {
                 // Not something Herald wrote: stop expanding it rather than loop on it.
@@ -498,7 +449,7 @@ extension PostgresStore {
                     after: after, through: until, limit: chunk, excludingRecorded: false
                 ), !devices.isEmpty {
                     count = devices.count
-                    last = devices[devices.count - 1].id
+                    last = devices[devices.count - 1].device.id
                     let chunkID =
                         try await db.query(
                             "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, $4, 1, $5) RETURNING id",
@@ -557,23 +508,13 @@ extension PostgresStore {
         // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, in one
         // statement over arrays, fenced by their chunk's attempt.
         var created = NewRows()
-        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
+        let chunks = created.addCreated(results, now: now)
         var sentIDs: [Int64] = []
         var apnsIDs: [String] = []
         var latencies: [Int64] = []
         var attempts: [Int64] = []
         for result in results {
-            if let new = result.created {
-                let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
-                created.add(
-                    id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
-                    environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
-                    attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
-                    latency: result.latencyMilliseconds, chunk: new.chunk
-                )
-                chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
-                continue
-            }
+            guard result.created == nil else { continue }
             guard case .sent(let apnsID) = result.outcome else { continue }
             sentIDs.append(result.deliveryID)
             apnsIDs.append(apnsID ?? "")
@@ -727,7 +668,7 @@ extension PostgresStore {
 
 /// Delivery rows as parallel arrays, one per column, bound to `unnest`; absent values as
 /// sentinels (`''`, -1) that the statement turns back into NULL.
-struct NewRows {
+struct NewRows: NewDeliveryRows {
     var ids: [Int64] = []
     var notificationIDs: [String] = []
     var deviceIDs: [Int64] = []
@@ -769,7 +710,7 @@ struct NewRows {
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
-        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
     ) {
         self.ids.append(id)
         self.notificationIDs.append(notificationID)
@@ -785,6 +726,6 @@ struct NewRows {
         self.statuses.append(status.map(Int64.init) ?? -1)
         self.reasons.append(reason ?? "")
         self.latencies.append(latency ?? -1)
-        self.chunks.append(chunk)
+        self.chunks.append(chunk ?? 0)
     }
 }

@@ -202,42 +202,12 @@ extension SQLiteStore {
         }
     }
 
-    /// What every delivery of one notification shares, read once per claim.
-    private struct Shared {
-        var appID: String
-        var priority: Priority?
-        var expiration: Int64?
-        var collapseID: String?
-        var payload: [UInt8]
-        var placeholder: [UInt8]?
-    }
-
-    private static let sharedColumns = "app_id, priority, expiration, collapse_id, payload, placeholder"
-
-    private static func shared(_ row: SQLiteDatabase.Connection.Row, from first: Int) -> Shared {
-        Shared(
-            appID: row.string(first) ?? "", priority: row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }, expiration: row.int(first + 2),
-            collapseID: row.string(first + 3), payload: row.bytes(first + 4) ?? [], placeholder: row.bytes(first + 5)
-        )
-    }
-
-    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
-    private static func claimed(_ row: SQLiteDatabase.Connection.Row, _ shared: Shared, notificationID: String) -> ClaimedDelivery {
-        ClaimedDelivery(
-            id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
-            token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
-            pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
-            priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
-            attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
-        )
-    }
-
     public func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
         try await self.database.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
             result.reserveCapacity(limit)
-            var shared: [String: Shared] = [:]
+            var shared: [String: NotificationShared] = [:]
             // 1. Deliveries that exist and are due. A lease moves the next attempt to the lease's
             // end: if the process dies, the delivery is simply due again then. Half the batch at
             // most here, so a backlog of retries cannot starve new notifications; the rest after.
@@ -259,12 +229,12 @@ extension SQLiteStore {
                 ) { row in
                     let notificationID = row.string(1) ?? ""
                     if shared[notificationID] == nil {
-                        try db.each("SELECT \(Self.sharedColumns) FROM notifications WHERE id = ?", [.text(notificationID)]) {
-                            shared[notificationID] = Self.shared($0, from: 0)
+                        try db.each("SELECT \(NotificationShared.columns) FROM notifications WHERE id = ?", [.text(notificationID)]) {
+                            shared[notificationID] = NotificationShared(row: $0, from: 0)
                         }
                     }
                     guard let common = shared[notificationID] else { return }
-                    result.append(Self.claimed(row, common, notificationID: notificationID))
+                    result.append(ClaimedDelivery(row: row, shared: common, notificationID: notificationID))
                 }
             }
             // Encrypted notifications: each device's public key, read as it is now.
@@ -282,15 +252,6 @@ extension SQLiteStore {
             }
             return result
         }
-    }
-
-    /// A device of a chunk: what its delivery is made of.
-    private struct ChunkDevice {
-        var id: Int64
-        var token: String
-        var environment: String
-        var pushType: String
-        var topic: String
     }
 
     /// A notification's audience as SQL over `devices d`: the conditions after `<app> = ?2`, with
@@ -330,7 +291,7 @@ extension SQLiteStore {
                 + filter.bindings
         ) { row in
             devices.append(
-                ChunkDevice(id: row.int(0) ?? 0, token: row.string(1) ?? "", environment: row.string(2) ?? "", pushType: row.string(3) ?? "", topic: row.string(4) ?? "")
+                ChunkDevice(row: row)
             )
         }
         return devices
@@ -344,24 +305,19 @@ extension SQLiteStore {
 
     /// Claims `devices` as chunk `chunk` (its attempt `attempts`), with ids from the counter.
     private static func claimChunk(
-        _ db: borrowing SQLiteDatabase.Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: Shared,
+        _ db: borrowing SQLiteDatabase.Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: NotificationShared,
         into result: inout [ClaimedDelivery]
     ) throws {
         let first = try Self.reserveDeliveryIDs(db, devices.count)
         for (offset, device) in devices.enumerated() {
             result.append(
-                ClaimedDelivery(
-                    id: first + Int64(offset), notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
-                    environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
-                    topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
-                    attempts: attempts, placeholder: shared.placeholder, chunk: chunk
-                )
+                ClaimedDelivery(id: first + Int64(offset), device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk)
             )
         }
     }
 
-    /// Creates rows (``NewRows``), one prepared statement run per row; with `fenced`, only rows
-    /// whose chunk is still leased at that attempt. A row whose (notification, device) exists
+    /// Creates rows (``NewRows``); with `fenced`, only rows whose chunk is still leased at that
+    /// attempt. A row whose (notification, device) exists
     /// already is skipped. Returns the ids created.
     private static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: [[SQLValue]], fenced: Bool) throws -> Set<Int64> {
         var admitted = rows
@@ -418,11 +374,11 @@ extension SQLiteStore {
     ) throws {
         while result.count < limit {
             var next: (chunk: Int64, notificationID: String, after: Int64, through: Int64, attempts: Int)?
-            var notification: (bundleID: String, targeting: String?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: Shared)?
+            var notification: (bundleID: String, targeting: String?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: NotificationShared)?
             try db.each(
                 """
                 SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id,
-                    CASE WHEN n.device_ids IS NULL THEN n.targeting END, n.device_ids, n.push_type, n.cancelled_at, \(Self.sharedColumns)
+                    CASE WHEN n.device_ids IS NULL THEN n.targeting END, n.device_ids, n.push_type, n.cancelled_at, \(NotificationShared.columns)
                 FROM delivery_chunks c LEFT JOIN notifications n ON n.id = c.notification_id
                 WHERE c.lease_until <= ? ORDER BY c.lease_until, c.id LIMIT 1
                 """,
@@ -432,7 +388,7 @@ extension SQLiteStore {
                 if !row.isNull(5) {
                     notification = (
                         row.string(6) ?? "", row.string(7), row.string(8), row.string(9).flatMap(PushType.init(rawValue:)), !row.isNull(10),
-                        Self.shared(row, from: 11)
+                        NotificationShared(row: row, from: 11)
                     )
                 }
             }
@@ -452,12 +408,12 @@ extension SQLiteStore {
             if notification.cancelled || devices.isEmpty {
                 if !devices.isEmpty {
                     let first = try Self.reserveDeliveryIDs(db, devices.count)
-                    var rows = NewRows()
+                    var rows = NewRows(updatedAt: now)
                     for (offset, device) in devices.enumerated() {
                         rows.add(
                             id: first + Int64(offset), notificationID: chunk.notificationID, deviceID: device.id, token: device.token,
                             environment: device.environment, pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts,
-                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil, updatedAt: now
+                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil
                         )
                     }
                     _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
@@ -491,19 +447,19 @@ extension SQLiteStore {
         try Self.reclaimChunks(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while result.count < limit, expanded < limit {
-            var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: Shared)?
+            var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: NotificationShared)?
             var pushType: PushType?
             var localTime: LocalTime?
             try db.each(
                 """
-                SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(Self.sharedColumns)
+                SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)
                 FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= ? ORDER BY scheduled_at, id LIMIT 1
                 """,
                 [.integer(now)]
             ) { row in
                 next = (
                     row.string(0) ?? "", row.string(1) ?? "", row.string(2), row.string(3),
-                    row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, Self.shared(row, from: 9)
+                    row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, NotificationShared(row: row, from: 9)
                 )
                 pushType = row.string(7).flatMap(PushType.init(rawValue:))
                 localTime = row.string(8).flatMap(LocalTime.init)
@@ -531,12 +487,12 @@ extension SQLiteStore {
                         // A local-time notification's deliveries are created pending, each due at its
                         // device's own time.
                         let first = try Self.reserveDeliveryIDs(db, devices.count)
-                        var rows = NewRows()
+                        var rows = NewRows(updatedAt: now)
                         for (offset, device) in devices.enumerated() {
                             rows.add(
                                 id: first + Int64(offset), notificationID: notification.id, deviceID: device.id, token: device.token,
                                 environment: device.environment, pushType: device.pushType, topic: device.topic, state: .pending, attempts: 0,
-                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil, updatedAt: now
+                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil
                             )
                         }
                         _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
@@ -601,26 +557,16 @@ extension SQLiteStore {
     @discardableResult
     public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
         guard !results.isEmpty else { return RecordedOutcomes() }
-        // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, in one
-        // statement over a JSON array, fenced by their chunk's attempt. Of the others, those
-        // accepted in one statement over a JSON array of [id, apns-id, latency, attempt]; the
-        // rest one by one. Both arrays are written straight as text, outside the writer.
-        var created = NewRows()
-        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
+        // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, their
+        // values bound, fenced by their chunk's attempt. Of the others, those accepted in one
+        // statement over a JSON array of [id, apns-id, latency, attempt], written straight as
+        // text outside the writer; the rest one by one.
+        var created = NewRows(updatedAt: now)
+        let chunks = created.addCreated(results, now: now)
         var sentText: [UInt8] = [UInt8(ascii: "[")]
         var anySent = false
         for result in results {
-            if let new = result.created {
-                let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
-                created.add(
-                    id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
-                    environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
-                    attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
-                    latency: result.latencyMilliseconds, chunk: new.chunk, updatedAt: now
-                )
-                chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
-                continue
-            }
+            guard result.created == nil else { continue }
             guard case .sent(let apnsID) = result.outcome else { continue }
             if anySent { sentText.append(UInt8(ascii: ",")) }
             anySent = true
@@ -638,14 +584,13 @@ extension SQLiteStore {
         sentText.append(UInt8(ascii: "]"))
         let sentList = anySent ? String(decoding: sentText, as: UTF8.self) : nil
         let createdRows = created.rows
-        let chunkCounts = chunks
-        return try await self.database.write { db in
+                return try await self.database.write { db in
             var outcomes = RecordedOutcomes()
             if !createdRows.isEmpty {
                 outcomes.applied = try Self.insertDeliveries(db, createdRows, fenced: true)
                 // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
                 // is done; a chunk claimed again since is left to its newer claim.
-                for (chunk, recorded) in chunkCounts {
+                for (chunk, recorded) in chunks {
                     try db.query(
                         "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= ?",
                         [.integer(chunk), .integer(Int64(recorded.attempt)), .integer(Int64(recorded.count))]
@@ -786,21 +731,24 @@ extension SQLiteStore {
 /// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
 /// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,
 /// status, reason, latency_ms, chunk, updated_at.
-struct NewRows {
+struct NewRows: NewDeliveryRows {
     private(set) var rows: [[SQLValue]] = []
+    /// When they are written.
+    let updatedAt: Int64
+
+    init(updatedAt: Int64) { self.updatedAt = updatedAt }
 
     var isEmpty: Bool { self.rows.isEmpty }
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
-        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?,
-        updatedAt: Int64
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
     ) {
         self.rows.append([
             .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
             .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
             status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
-            chunk.map(SQLValue.integer) ?? .null, .integer(updatedAt),
+            chunk.map(SQLValue.integer) ?? .null, .integer(self.updatedAt),
         ])
     }
 }

@@ -291,12 +291,8 @@ public final class DeliveryEngine: Service, Sendable {
             }
         }
         let started = self.clock.nowMilliseconds
-        let stream = AsyncStream<APNSRequest> { continuation in
-            for request in requests { continuation.yield(request) }
-            continuation.finish()
-        }
         do {
-            try await client.send(stream) { answer in
+            try await client.send(requests) { answer in
                 let delivery = deliveries[answer.request.tag]
                 let latency = self.clock.nowMilliseconds - started
                 switch answer.result {
