@@ -408,3 +408,14 @@ extension NewDeliveryRows {
         return chunks
     }
 }
+
+extension [DeliveryResult] {
+    /// The chunk deliveries among these told to retry: their rows are created pending, unless
+    /// their notification was cancelled meanwhile.
+    public var retriedChunkDeliveries: [Int64] {
+        self.compactMap { result in
+            guard result.created != nil, case .retry = result.outcome else { return nil }
+            return result.deliveryID
+        }
+    }
+}

@@ -322,6 +322,8 @@ extension PostgresStore {
                 )
             else {
                 try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
+                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
+                try await Self.forgetPlaintext(db, notificationIDs: [notificationID])
                 continue
             }
             if cancelled || devices.isEmpty {
@@ -337,6 +339,8 @@ extension PostgresStore {
                     _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
                 }
                 try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
+                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
+                try await Self.forgetPlaintext(db, notificationIDs: [notificationID])
                 continue
             }
             // More than there is room for: the rest becomes a chunk of its own, due now.
@@ -509,6 +513,7 @@ extension PostgresStore {
         // statement over arrays, fenced by their chunk's attempt.
         var created = NewRows()
         let chunks = created.addCreated(results, now: now)
+        let retriedChunkDeliveries = results.retriedChunkDeliveries
         var sentIDs: [Int64] = []
         var apnsIDs: [String] = []
         var latencies: [Int64] = []
@@ -525,6 +530,16 @@ extension PostgresStore {
             var outcomes = RecordedOutcomes()
             if !created.ids.isEmpty {
                 outcomes.applied = try await Self.insertDeliveries(db, created, fenced: true, now: now)
+                if !retriedChunkDeliveries.isEmpty {
+                    // A notification cancelled while its chunk was in flight is not retried.
+                    try await db.query(
+                        """
+                        UPDATE deliveries SET state = 'failed', reason = 'Cancelled' WHERE id = ANY($1) AND state = 'pending'
+                            AND notification_id IN (SELECT id FROM notifications WHERE cancelled_at IS NOT NULL)
+                        """,
+                        [.ints(retriedChunkDeliveries)]
+                    )
+                }
                 // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
                 // is done; a chunk claimed again since is left to its newer claim.
                 for (chunk, recorded) in chunks {
@@ -627,7 +642,9 @@ extension PostgresStore {
             let deleted = try await db.query(
                 """
                 DELETE FROM deliveries WHERE id IN (
-                    SELECT id FROM deliveries WHERE state != 'pending' AND updated_at < $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
+                    SELECT id FROM deliveries WHERE state != 'pending' AND updated_at < $1
+                        AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = deliveries.notification_id)
+                    ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
                 RETURNING id
                 """,
                 [.int(before), .int(Int64(limit))]

@@ -402,6 +402,8 @@ extension SQLiteStore {
                 )
             else {
                 try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
+                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
+                try Self.forgetPlaintext(db, notificationIDs: [chunk.notificationID])
                 continue
             }
             let attempts = chunk.attempts + 1
@@ -419,6 +421,8 @@ extension SQLiteStore {
                     _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
                 }
                 try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
+                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
+                try Self.forgetPlaintext(db, notificationIDs: [chunk.notificationID])
                 continue
             }
             // More than there is room for: the rest becomes a chunk of its own, due now.
@@ -563,6 +567,7 @@ extension SQLiteStore {
         // text outside the writer; the rest one by one.
         var created = NewRows(updatedAt: now)
         let chunks = created.addCreated(results, now: now)
+        let retriedChunkDeliveries = results.retriedChunkDeliveries
         var sentText: [UInt8] = [UInt8(ascii: "[")]
         var anySent = false
         for result in results {
@@ -588,6 +593,16 @@ extension SQLiteStore {
             var outcomes = RecordedOutcomes()
             if !createdRows.isEmpty {
                 outcomes.applied = try Self.insertDeliveries(db, createdRows, fenced: true)
+                if !retriedChunkDeliveries.isEmpty {
+                    // A notification cancelled while its chunk was in flight is not retried.
+                    try db.query(
+                        """
+                        UPDATE deliveries SET state = 'failed', reason = 'Cancelled' WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
+                            AND notification_id IN (SELECT id FROM notifications WHERE cancelled_at IS NOT NULL)
+                        """,
+                        [.text(JSONValue.array(retriedChunkDeliveries.map { .int($0) }).jsonString)]
+                    )
+                }
                 // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
                 // is done; a chunk claimed again since is left to its newer claim.
                 for (chunk, recorded) in chunks {
@@ -685,7 +700,9 @@ extension SQLiteStore {
             try db.query(
                 """
                 DELETE FROM deliveries WHERE id IN (
-                    SELECT id FROM deliveries WHERE state != 'pending' AND updated_at < ?1 ORDER BY id LIMIT ?2)
+                    SELECT id FROM deliveries WHERE state != 'pending' AND updated_at < ?1
+                        AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = deliveries.notification_id)
+                    ORDER BY id LIMIT ?2)
                 """,
                 [.integer(before), .integer(Int64(limit))]
             )

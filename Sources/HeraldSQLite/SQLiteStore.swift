@@ -103,10 +103,11 @@ public final class SQLiteStore: HeraldStore {
         """,
         // 4: an audience chunk is claimed as one leased row, and its deliveries are written once,
         // with their outcome, so a delivery's (notification, device) is unique; delivery ids come
-        // from a counter, since a chunk's are handed out before their rows exist.
+        // from a counter, since a chunk's are handed out before their rows exist. A chunk's id is
+        // never given again (AUTOINCREMENT): a late record names its chunk by id and attempt.
         """
         CREATE TABLE delivery_chunks (
-            id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, after_id INTEGER NOT NULL, through_id INTEGER NOT NULL,
+            id INTEGER PRIMARY KEY AUTOINCREMENT, notification_id TEXT NOT NULL, after_id INTEGER NOT NULL, through_id INTEGER NOT NULL,
             size INTEGER NOT NULL, attempts INTEGER NOT NULL, lease_until INTEGER NOT NULL);
         CREATE INDEX delivery_chunks_notification ON delivery_chunks (notification_id);
         CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);

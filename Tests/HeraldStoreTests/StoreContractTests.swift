@@ -382,6 +382,29 @@ extension StoreDriver {
         }
     }
 
+    @Test("a notification cancelled while its chunk is in flight: sent ones are recorded, none is retried", arguments: Driver.enabled)
+    func cancelInFlight(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            for n in 1...2 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+            _ = try await store.createNotification(
+                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+            let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            #expect(claimed.count == 2)
+            #expect(try await store.cancelNotification(appID: "demo", id: "n", now: 15), "a chunk in flight can still be cancelled")
+            try await store.record(
+                [
+                    DeliveryResult(claimed[0], outcome: .sent(apnsID: nil), latencyMilliseconds: 1),
+                    DeliveryResult(claimed[1], outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 100), latencyMilliseconds: 1),
+                ],
+                now: 20
+            )
+            #expect(try await store.claimDeliveries(limit: 10, now: 5000, leaseMilliseconds: 1000).isEmpty, "the retry is not sent after the cancel")
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts == [.sent: 1, .failed: 1])
+            #expect(status.deliveries.first { $0.state == .failed }?.reason == "Cancelled")
+        }
+    }
+
     @Test("a record from a claim whose lease ran out changes nothing once the delivery was claimed again", arguments: Driver.enabled)
     func fencedRecord(driver: Driver) async throws {
         try await driver.withStore { store async throws in
