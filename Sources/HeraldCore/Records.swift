@@ -390,6 +390,18 @@ public protocol NewDeliveryRows {
 }
 
 extension NewDeliveryRows {
+    /// Adds the row of `device`'s delivery `id`, with no answer from APNs behind it (created
+    /// pending for later, or failed without being sent).
+    public mutating func add(
+        id: Int64, device: ChunkDevice, notificationID: String, state: DeliveryState, attempts: Int, nextAttemptAt: Int64, reason: String?
+    ) {
+        self.add(
+            id: id, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
+            pushType: device.pushType, topic: device.topic, state: state, attempts: attempts, nextAttemptAt: nextAttemptAt, apnsID: nil,
+            status: nil, reason: reason, latency: nil, chunk: nil
+        )
+    }
+
     /// Adds the row each chunk delivery among `results` creates; returns, per chunk, the attempt
     /// answered and how many of its deliveries `results` holds.
     public mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> [Int64: (attempt: Int, count: Int)] {

@@ -289,6 +289,13 @@ extension PostgresStore {
         }
     }
 
+    /// Deletes a chunk with nothing of it left to send; an encrypted notification may lose its
+    /// plaintext now.
+    private static func endChunk(_ db: Connection, _ chunk: Int64, notificationID: String) async throws {
+        try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
+        try await Self.forgetPlaintext(db, notificationIDs: [notificationID])
+    }
+
     /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the
     /// process that held them died, or is too late), as a new attempt of the same chunk; another
     /// process's chunks being claimed are skipped. A cancelled notification's are recorded as
@@ -321,26 +328,18 @@ extension PostgresStore {
                     byList: row.bool(8) ?? false, after: after, through: through, limit: cancelled ? Int(Int32.max) : room, excludingRecorded: true
                 )
             else {
-                try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
-                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
-                try await Self.forgetPlaintext(db, notificationIDs: [notificationID])
+                try await Self.endChunk(db, chunk, notificationID: notificationID)
                 continue
             }
             if cancelled || devices.isEmpty {
                 if !devices.isEmpty {
                     var rows = NewRows()
                     for (deliveryID, device) in devices {
-                        rows.add(
-                            id: deliveryID, notificationID: notificationID, deviceID: device.id, token: device.token, environment: device.environment,
-                            pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts, nextAttemptAt: now, apnsID: nil,
-                            status: nil, reason: "Cancelled", latency: nil, chunk: chunk
-                        )
+                        rows.add(id: deliveryID, device: device, notificationID: notificationID, state: .failed, attempts: attempts, nextAttemptAt: now, reason: "Cancelled")
                     }
                     _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
                 }
-                try await db.query("DELETE FROM delivery_chunks WHERE id = $1", [.int(chunk)])
-                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
-                try await Self.forgetPlaintext(db, notificationIDs: [notificationID])
+                try await Self.endChunk(db, chunk, notificationID: notificationID)
                 continue
             }
             // More than there is room for: the rest becomes a chunk of its own, due now.

@@ -289,11 +289,7 @@ extension SQLiteStore {
             sql,
             [.text(bundleID), .text(appID), .integer(after), .integer(through), .integer(Int64(limit)), notificationID.map(SQLValue.text) ?? .null]
                 + filter.bindings
-        ) { row in
-            devices.append(
-                ChunkDevice(row: row)
-            )
-        }
+        ) { row in devices.append(ChunkDevice(row: row)) }
         return devices
     }
 
@@ -317,19 +313,19 @@ extension SQLiteStore {
     }
 
     /// Creates rows (``NewRows``); with `fenced`, only rows whose chunk is still leased at that
-    /// attempt. A row whose (notification, device) exists
-    /// already is skipped. Returns the ids created.
+    /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids
+    /// created.
     private static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: [[SQLValue]], fenced: Bool) throws -> Set<Int64> {
         var admitted = rows
         if fenced {
             // Each chunk's attempt, read once per chunk rather than once per row.
-            let chunks = Set(rows.compactMap { $0[14].int })
+            let chunks = Set(rows.compactMap { $0[15].int })
             var leased: Set<[Int64]> = []
             try db.each(
                 "SELECT id, attempts FROM delivery_chunks WHERE id IN (SELECT value FROM json_each(?))",
                 [.text(JSONValue.array(chunks.map { .int($0) }).jsonString)]
             ) { row in leased.insert([row.int(0) ?? 0, row.int(1) ?? 0]) }
-            admitted = rows.filter { row in leased.contains([row[14].int ?? 0, row[8].int ?? 0]) }
+            admitted = rows.filter { row in leased.contains([row[15].int ?? 0, row[8].int ?? 0]) }
         }
         // Many rows per statement (its overhead, and RETURNING's temporary table, shared by
         // them), each row's values bound, none parsed from text.
@@ -340,10 +336,7 @@ extension SQLiteStore {
             start += part.count
             var bindings: [SQLValue] = []
             bindings.reserveCapacity(part.count * 15)
-            for row in part {
-                bindings += row[0..<14]
-                bindings.append(row[15])
-            }
+            for row in part { bindings += row.prefix(15) }
             try db.each(part.count == Self.rowsPerInsert ? Self.fullInsert : Self.insertSQL(rows: part.count), bindings) { row in
                 if let id = row.int(0) { created.insert(id) }
             }
@@ -364,6 +357,13 @@ extension SQLiteStore {
             VALUES \(values.joined(separator: ", "))
             RETURNING id
             """
+    }
+
+    /// Deletes a chunk with nothing of it left to send; an encrypted notification may lose its
+    /// plaintext now.
+    private static func endChunk(_ db: borrowing SQLiteDatabase.Connection, _ chunk: Int64, notificationID: String) throws {
+        try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk)])
+        try Self.forgetPlaintext(db, notificationIDs: [notificationID])
     }
 
     /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the
@@ -401,9 +401,7 @@ extension SQLiteStore {
                     limit: notification.cancelled ? Int(Int32.max) : room, without: chunk.notificationID
                 )
             else {
-                try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
-                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
-                try Self.forgetPlaintext(db, notificationIDs: [chunk.notificationID])
+                try Self.endChunk(db, chunk.chunk, notificationID: chunk.notificationID)
                 continue
             }
             let attempts = chunk.attempts + 1
@@ -413,16 +411,13 @@ extension SQLiteStore {
                     var rows = NewRows(updatedAt: now)
                     for (offset, device) in devices.enumerated() {
                         rows.add(
-                            id: first + Int64(offset), notificationID: chunk.notificationID, deviceID: device.id, token: device.token,
-                            environment: device.environment, pushType: device.pushType, topic: device.topic, state: .failed, attempts: attempts,
-                            nextAttemptAt: now, apnsID: nil, status: nil, reason: "Cancelled", latency: nil, chunk: nil
+                            id: first + Int64(offset), device: device, notificationID: chunk.notificationID, state: .failed, attempts: attempts,
+                            nextAttemptAt: now, reason: "Cancelled"
                         )
                     }
                     _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
                 }
-                try db.query("DELETE FROM delivery_chunks WHERE id = ?", [.integer(chunk.chunk)])
-                // Nothing of it left to send: an encrypted notification may lose its plaintext now.
-                try Self.forgetPlaintext(db, notificationIDs: [chunk.notificationID])
+                try Self.endChunk(db, chunk.chunk, notificationID: chunk.notificationID)
                 continue
             }
             // More than there is room for: the rest becomes a chunk of its own, due now.
@@ -494,9 +489,8 @@ extension SQLiteStore {
                         var rows = NewRows(updatedAt: now)
                         for (offset, device) in devices.enumerated() {
                             rows.add(
-                                id: first + Int64(offset), notificationID: notification.id, deviceID: device.id, token: device.token,
-                                environment: device.environment, pushType: device.pushType, topic: device.topic, state: .pending, attempts: 0,
-                                nextAttemptAt: notification.scheduledAt, apnsID: nil, status: nil, reason: nil, latency: nil, chunk: nil
+                                id: first + Int64(offset), device: device, notificationID: notification.id, state: .pending, attempts: 0,
+                                nextAttemptAt: notification.scheduledAt, reason: nil
                             )
                         }
                         _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
@@ -747,15 +741,13 @@ extension SQLiteStore {
 
 /// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
 /// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,
-/// status, reason, latency_ms, chunk, updated_at.
+/// status, reason, latency_ms, updated_at (the 15 columns of the INSERT), then the chunk.
 struct NewRows: NewDeliveryRows {
     private(set) var rows: [[SQLValue]] = []
     /// When they are written.
     let updatedAt: Int64
 
     init(updatedAt: Int64) { self.updatedAt = updatedAt }
-
-    var isEmpty: Bool { self.rows.isEmpty }
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
@@ -765,7 +757,7 @@ struct NewRows: NewDeliveryRows {
             .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
             .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
             status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
-            chunk.map(SQLValue.integer) ?? .null, .integer(self.updatedAt),
+            .integer(self.updatedAt), chunk.map(SQLValue.integer) ?? .null,
         ])
     }
 }

@@ -6,15 +6,18 @@ import HeraldTesting
 
 extension EmulatorFixture {
     /// A client configuration for this emulator's development port, trusting its CA, signing
-    /// with the fixture's key.
+    /// with the fixture's key. Its deadline is 30 s, far from what a fault costs even on a
+    /// machine loaded with every suite; a test of deadlines sets its own.
     func clientConfiguration(port: Int? = nil) -> APNSClientConfiguration {
-        APNSClientConfiguration(
+        var configuration = APNSClientConfiguration(
             credential: .token(self.key),
             environment: .development,
             host: "127.0.0.1",
             port: port ?? self.emulator.ports[.development]!,
             trustRoots: .pemFile(self.caFile)
         )
+        configuration.requestTimeout = .seconds(30)
+        return configuration
     }
 
     /// Runs `body` with a client on this emulator, moving its clock with the emulator's.

@@ -16,12 +16,7 @@ import Testing
     {
         let token = try await fixture.createDevice()
         let requests = try (0..<count).map { _ in try alert(token) }
-        // A deadline far from the few seconds a fault costs, even on a machine loaded with every
-        // suite: what is tested is that nothing is lost or doubled, not how fast.
-        let outcomes = try await fixture.withClient(configure: { configuration in
-            configuration.requestTimeout = .seconds(30)
-            configure(&configuration)
-        }) { client async throws in
+        let outcomes = try await fixture.withClient(configure: configure) { client async throws in
             try await client.send(try alert(token))  // ramped and warm
             try await fixture.control("POST", "/v1/faults", json: fault)
             return try await client.sendAll(requests)

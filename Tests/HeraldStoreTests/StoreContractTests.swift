@@ -350,13 +350,19 @@ extension StoreDriver {
         }
     }
 
+    /// Registers `devices` devices, sends notification "n" to all of them at 10, and claims it
+    /// (one chunk, leased for 1 s).
+    func broadcastClaimed(_ store: any HeraldStore, devices: Int) async throws -> [ClaimedDelivery] {
+        for n in 1...devices { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+        _ = try await store.createNotification(
+            appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
+        return try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+    }
+
     @Test("a chunk whose lease ran out is claimed again for the devices without a delivery, split when there is less room", arguments: Driver.enabled)
     func chunkReclaim(driver: Driver) async throws {
         try await driver.withStore { store async throws in
-            for n in 1...6 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
-            _ = try await store.createNotification(
-                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
-            let first = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            let first = try await self.broadcastClaimed(store, devices: 6)
             #expect(first.count == 6 && Set(first.compactMap(\.chunk)).count == 1 && Set(first.map(\.id)).count == 6)
             // Two recorded, then the process "dies": the other four wait for the lease.
             let recorded = try await store.record(first.prefix(2).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 20)
@@ -385,10 +391,7 @@ extension StoreDriver {
     @Test("a notification cancelled while its chunk is in flight: sent ones are recorded, none is retried", arguments: Driver.enabled)
     func cancelInFlight(driver: Driver) async throws {
         try await driver.withStore { store async throws in
-            for n in 1...2 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
-            _ = try await store.createNotification(
-                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
-            let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            let claimed = try await self.broadcastClaimed(store, devices: 2)
             #expect(claimed.count == 2)
             #expect(try await store.cancelNotification(appID: "demo", id: "n", now: 15), "a chunk in flight can still be cancelled")
             try await store.record(
@@ -408,10 +411,7 @@ extension StoreDriver {
     @Test("a record from a claim whose lease ran out changes nothing once the delivery was claimed again", arguments: Driver.enabled)
     func fencedRecord(driver: Driver) async throws {
         try await driver.withStore { store async throws in
-            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 1)
-            _ = try await store.createNotification(
-                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 10)
-            let first = try #require(try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000).first)
+            let first = try #require(try await self.broadcastClaimed(store, devices: 1).first)
             let second = try #require(try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000).first, "the lease ran out")
             #expect(first.attempts == 1 && second.attempts == 2)
             // The first claim's late answers: neither moves the second claim's lease nor ends the delivery.
