@@ -9,11 +9,12 @@
 #   2. a broadcast to FANOUT devices (inserted straight into the database), time to finish;
 #   and each process's peak RSS.
 # PostgreSQL runs from Debian's packages (scripts/postgres-test-server) with fsync on and
-# synchronous_commit off, the counterpart of SQLite's WAL with synchronous=NORMAL.
+# synchronous_commit off, the counterpart of SQLite's WAL with synchronous=NORMAL, and 1 GB of
+# shared buffers (PG_SHARED_BUFFERS), room for a 1M broadcast's deliveries and their indexes.
 # Not a test: nothing fails on a number.
 #
 #   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000 CONFIGS="sqlite postgres-1 postgres-2" POLL=0.2
-#   PERF=1 profiles the first herald process during the broadcast; PGSTAT=1 prints PostgreSQL's time per statement.
+#   PERF=1 profiles the first herald process during the broadcast (PERF=postgres: PostgreSQL's processes); PGSTAT=1 prints PostgreSQL's time per statement.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -24,7 +25,7 @@ SINK_PORT=${SINK_PORT:-18470}
 API_PORT=${API_PORT:-18471}
 # The server runs as the postgres user: its folder is in /tmp, which that user can reach.
 export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
-export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=256MB -c max_wal_size=4GB${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements}"
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PG_EXTRA:+ $PG_EXTRA}${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 source "$ROOT/Benchmarks/common.sh"
 bench_setup postgresql
@@ -46,6 +47,8 @@ measure_raw_client
 run() {
   local name=$1 database=$2 processes=$3 ports=() spids=()
   log "$name"
+  # The previous configuration's dirty pages are written out first, not during this one.
+  sync
   mkdir -p "$WORK/$name"
   printf '%s' "$(openssl rand -hex 32)" > "$WORK/$name/master.key"
   for i in $(seq "$processes"); do
@@ -133,10 +136,19 @@ def cpu_seconds():
         except (OSError, IndexError):
             continue
         if comm in ("herald", "postgres", "apns-sink"):
-            used[comm] = used.get(comm, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            used[comm] = used.get(comm, 0) + seconds
+            if comm == "postgres":
+                # PostgreSQL's own processes by role (their titles), every connection as "backends".
+                title = open(f"/proc/{entry}/cmdline").read().replace("\0", " ")
+                role = next((r for r in ("autovacuum", "walwriter", "checkpointer", "background writer", "logical replication") if r in title), "backends")
+                used["postgres " + role] = used.get("postgres " + role, 0) + seconds
     return used
 # PERF=1: a perf profile of the (first) herald process during the broadcast.
-profiler = subprocess.Popen(["perf", "record", "-F", "499", "-g", "--call-graph", "dwarf,16384", "-p", str(pids[0]), "-o", f"{work}/{name}/perf.data"],
+# PERF=postgres: of every PostgreSQL process instead.
+profiled = subprocess.run(["pgrep", "-d,", "-x", "postgres"], capture_output=True, text=True).stdout.strip() if os.environ.get("PERF") == "postgres" else str(pids[0])
+graph = [] if os.environ.get("PERF") == "postgres" else ["-g", "--call-graph", "dwarf,16384"]
+profiler = subprocess.Popen(["perf", "record", "-F", "499", *graph, "-p", profiled, "-o", f"{work}/{name}/perf.data"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
 if postgres and os.environ.get("PGSTAT"):
     sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
@@ -151,6 +163,9 @@ if profiler:
     profiler.send_signal(2); profiler.wait()
 cpu = ", ".join(f"{comm} {cpu_after.get(comm, 0) - cpu_before.get(comm, 0):.1f} s" for comm in ("herald", "postgres", "apns-sink"))
 print(f"{name}: CPU during the broadcast ({fan:.1f} s on 2 cores): {cpu}", file=sys.stderr)
+if postgres:
+    roles = sorted(k for k in cpu_after if k.startswith("postgres "))
+    print("  postgres by role: " + ", ".join(f"{k[9:]} {cpu_after[k] - cpu_before.get(k, 0):.1f} s" for k in roles), file=sys.stderr)
 if postgres and os.environ.get("PGSTAT"):
     # PGSTAT=1: where PostgreSQL's time went during the broadcast, by statement.
     for calls, total, query in sql("SELECT calls, round(total_exec_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8"):

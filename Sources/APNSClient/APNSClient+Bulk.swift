@@ -26,11 +26,13 @@ extension APNSClient {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 var count = 0
+                // One notification's requests share one payload: parsed as JSON once.
+                var checkedPayload: [UInt8]? = nil
                 do {
                     for try await request in requests {
                         guard await collector.acquire() else { break }
                         count += 1
-                        await self.submit(request, timeout: timeout) { request, result in
+                        await self.submit(request, timeout: timeout, checkedPayload: &checkedPayload) { request, result in
                             collector.append(APNSOutcome(request: request, result: result))
                         }
                     }

@@ -131,9 +131,12 @@ public final class APNSClient: Service, Sendable {
     }
 
     /// Validates and queues one request of a bulk send; its result goes to `completion`.
-    func submit(_ request: APNSRequest, timeout: TimeAmount, completion: @escaping @Sendable (APNSRequest, APNSResult) -> Void) async {
+    /// `checkedPayload` is the last payload found to be JSON, not parsed again.
+    func submit(
+        _ request: APNSRequest, timeout: TimeAmount, checkedPayload: inout [UInt8]?, completion: @escaping @Sendable (APNSRequest, APNSResult) -> Void
+    ) async {
         do {
-            try request.validate(certificateAuthentication: self.usesCertificate)
+            try request.validate(certificateAuthentication: self.usesCertificate, checkedPayload: &checkedPayload)
         } catch {
             return completion(request, .failure(APNSClientError.invalid(error)))
         }

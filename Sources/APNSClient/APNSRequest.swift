@@ -27,12 +27,23 @@ public struct APNSRequest: Sendable {
     /// suffix, priority, collapse id, apns-id, expiration), payload size for the push type and
     /// JSON well-formedness, and whether the push type may travel over this kind of connection.
     public func validate(certificateAuthentication: Bool) throws(APNSValidationError) {
+        var checked: [UInt8]? = nil
+        try self.validate(certificateAuthentication: certificateAuthentication, checkedPayload: &checked)
+    }
+
+    /// ``validate(certificateAuthentication:)``, parsing the payload as JSON only when it is not
+    /// `checkedPayload`'s very storage (a bulk send of one notification shares one payload);
+    /// a payload found to be JSON becomes `checkedPayload`.
+    func validate(certificateAuthentication: Bool, checkedPayload: inout [UInt8]?) throws(APNSValidationError) {
         try self.headers.validate()
         try PayloadRules.checkSize(self.payload.count, pushType: self.headers.pushType)
-        do {
-            try JSONValue.validate(self.payload)
-        } catch {
-            throw APNSValidationError(.payloadNotJSON, "the payload is not JSON: \(error)")
+        if checkedPayload.map(self.payload.sharesStorage(with:)) != true {
+            do {
+                try JSONValue.validate(self.payload)
+            } catch {
+                throw APNSValidationError(.payloadNotJSON, "the payload is not JSON: \(error)")
+            }
+            checkedPayload = self.payload
         }
         let pushType = self.headers.pushType
         if certificateAuthentication ? !pushType.allowsCertificateAuthentication : !pushType.allowsTokenAuthentication {
@@ -136,4 +147,13 @@ public typealias APNSResult = Result<APNSDelivery, APNSClientError>
 public struct APNSOutcome: Sendable {
     public var request: APNSRequest
     public var result: APNSResult
+}
+
+extension [UInt8] {
+    /// Whether both are the same live storage, hence the same bytes: while `other` holds its
+    /// storage, no other array can be given that address, and neither can change it in place.
+    func sharesStorage(with other: [UInt8]) -> Bool {
+        guard !self.isEmpty, self.count == other.count else { return false }
+        return self.withUnsafeBufferPointer { mine in other.withUnsafeBufferPointer { $0.baseAddress == mine.baseAddress } }
+    }
 }

@@ -129,6 +129,14 @@ struct Connection {
         try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger)
     }
 
+    /// `COPY table (columns) FROM STDIN` of `text`, rows in COPY's text format. `table` and
+    /// `columns` are Herald's own names, never input.
+    func copy(into table: String, columns: [String], _ text: ByteBuffer) async throws {
+        try await self.connection.copyFrom(table: table, columns: columns, logger: self.logger) { writer in
+            try await writer.write(text)
+        }
+    }
+
     /// `begin` (a `BEGIN …` statement), `body`, then COMMIT; ROLLBACK and `body`'s own error if it throws.
     func transaction<Result>(_ begin: String, _ body: (Connection) async throws -> Result) async throws -> Result {
         try await self.execute(begin)

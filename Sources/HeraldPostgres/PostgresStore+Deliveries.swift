@@ -366,31 +366,15 @@ extension PostgresStore {
         if fenced {
             var leased: Set<[Int64]> = []
             for row in try await db.query(
-                "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE", [.ints(Array(Set(rows.chunks)))]
+                "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE", [.ints(Array(Set(rows.rows.map(\.chunk))))]
             ) {
                 leased.insert([row.int(0) ?? 0, row.int(1) ?? 0])
             }
-            rows = rows.filter { leased.contains([$0.chunk, $0.attempts]) }
+            rows.rows.removeAll { !leased.contains([$0.chunk, Int64($0.attempts)]) }
         }
-        guard !rows.ids.isEmpty else { return [] }
-        try await db.query(
-            """
-            INSERT INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
-                apns_id, status, reason, latency_ms, updated_at)
-            SELECT v.id, v.notification_id, v.device_id, v.token, v.environment, v.push_type, v.topic, v.state, v.attempts, v.next_attempt_at,
-                nullif(v.apns_id, ''), nullif(v.status, -1), nullif(v.reason, ''), nullif(v.latency, -1), $1
-            FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-                $11::bigint[], $12::text[], $13::bigint[], $14::text[], $15::bigint[])
-                AS v(id, notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id, status,
-                    reason, latency)
-            """,
-            [
-                .int(now), .ints(rows.ids), .texts(rows.notificationIDs), .ints(rows.deviceIDs), .texts(rows.tokens), .texts(rows.environments),
-                .texts(rows.pushTypes), .texts(rows.topics), .texts(rows.states), .ints(rows.attempts), .ints(rows.nextAttempts), .texts(rows.apnsIDs),
-                .ints(rows.statuses), .texts(rows.reasons), .ints(rows.latencies),
-            ]
-        )
-        return Set(rows.ids)
+        guard !rows.rows.isEmpty else { return [] }
+        try await db.copy(into: "deliveries", columns: NewRows.columns, rows.copyText(updatedAt: now))
+        return Set(rows.rows.map(\.id))
     }
 
     /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
@@ -527,7 +511,7 @@ extension PostgresStore {
         }
         return try await self.write { db in
             var outcomes = RecordedOutcomes()
-            if !created.ids.isEmpty {
+            if !created.rows.isEmpty {
                 outcomes.applied = try await Self.insertDeliveries(db, created, fenced: true, now: now)
                 if !retriedChunkDeliveries.isEmpty {
                     // A notification cancelled while its chunk was in flight is not retried.
@@ -682,66 +666,117 @@ extension PostgresStore {
     }
 }
 
-/// Delivery rows as parallel arrays, one per column, bound to `unnest`; absent values as
-/// sentinels (`''`, -1) that the statement turns back into NULL.
+/// Delivery rows to create, written to PostgreSQL as one `COPY … FROM STDIN` in its text
+/// format: about half the server's work of an `INSERT` over arrays.
 struct NewRows: NewDeliveryRows {
-    var ids: [Int64] = []
-    var notificationIDs: [String] = []
-    var deviceIDs: [Int64] = []
-    var tokens: [String] = []
-    var environments: [String] = []
-    var pushTypes: [String] = []
-    var topics: [String] = []
-    var states: [String] = []
-    var attempts: [Int64] = []
-    var nextAttempts: [Int64] = []
-    var apnsIDs: [String] = []
-    var statuses: [Int64] = []
-    var reasons: [String] = []
-    var latencies: [Int64] = []
-    var chunks: [Int64] = []
-
-    /// The rows `isIncluded` keeps, given each row's chunk and attempt.
-    func filter(_ isIncluded: ((chunk: Int64, attempts: Int64)) -> Bool) -> NewRows {
-        var kept = NewRows()
-        for index in self.ids.indices where isIncluded((self.chunks[index], self.attempts[index])) {
-            kept.ids.append(self.ids[index])
-            kept.notificationIDs.append(self.notificationIDs[index])
-            kept.deviceIDs.append(self.deviceIDs[index])
-            kept.tokens.append(self.tokens[index])
-            kept.environments.append(self.environments[index])
-            kept.pushTypes.append(self.pushTypes[index])
-            kept.topics.append(self.topics[index])
-            kept.states.append(self.states[index])
-            kept.attempts.append(self.attempts[index])
-            kept.nextAttempts.append(self.nextAttempts[index])
-            kept.apnsIDs.append(self.apnsIDs[index])
-            kept.statuses.append(self.statuses[index])
-            kept.reasons.append(self.reasons[index])
-            kept.latencies.append(self.latencies[index])
-            kept.chunks.append(self.chunks[index])
-        }
-        return kept
+    struct Row {
+        var id: Int64
+        var notificationID: String
+        var deviceID: Int64
+        var token: String
+        var environment: String
+        var pushType: String
+        var topic: String
+        var state: DeliveryState
+        var attempts: Int
+        var nextAttemptAt: Int64
+        var apnsID: String?
+        var status: Int?
+        var reason: String?
+        var latency: Int64?
+        var chunk: Int64
     }
+
+    var rows: [Row] = []
+
+    /// The columns `copyText` writes, in its order.
+    static let columns = [
+        "id", "notification_id", "device_id", "token", "environment", "push_type", "topic", "state", "attempts", "next_attempt_at",
+        "apns_id", "status", "reason", "latency_ms", "updated_at",
+    ]
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
         state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
     ) {
-        self.ids.append(id)
-        self.notificationIDs.append(notificationID)
-        self.deviceIDs.append(deviceID)
-        self.tokens.append(token)
-        self.environments.append(environment)
-        self.pushTypes.append(pushType)
-        self.topics.append(topic)
-        self.states.append(state.rawValue)
-        self.attempts.append(Int64(attempts))
-        self.nextAttempts.append(nextAttemptAt)
-        self.apnsIDs.append(apnsID ?? "")
-        self.statuses.append(status.map(Int64.init) ?? -1)
-        self.reasons.append(reason ?? "")
-        self.latencies.append(latency ?? -1)
-        self.chunks.append(chunk ?? 0)
+        self.rows.append(
+            Row(
+                id: id, notificationID: notificationID, deviceID: deviceID, token: token, environment: environment, pushType: pushType,
+                topic: topic, state: state, attempts: attempts, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
+                latency: latency, chunk: chunk ?? 0
+            )
+        )
+    }
+
+    /// The rows in `COPY`'s text format: a line per row, tab-separated `columns`, `\N` for NULL.
+    func copyText(updatedAt: Int64) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(self.rows.count * 256)
+        for index in self.rows.indices {
+            buffer.writeCopyField(self.rows[index].id)
+            buffer.writeCopyField(self.rows[index].notificationID)
+            buffer.writeCopyField(self.rows[index].deviceID)
+            buffer.writeCopyField(self.rows[index].token)
+            buffer.writeCopyField(self.rows[index].environment)
+            buffer.writeCopyField(self.rows[index].pushType)
+            buffer.writeCopyField(self.rows[index].topic)
+            buffer.writeCopyField(self.rows[index].state.rawValue)
+            buffer.writeCopyField(Int64(self.rows[index].attempts))
+            buffer.writeCopyField(self.rows[index].nextAttemptAt)
+            buffer.writeCopyField(self.rows[index].apnsID)
+            buffer.writeCopyField(self.rows[index].status.map(Int64.init))
+            buffer.writeCopyField(self.rows[index].reason)
+            buffer.writeCopyField(self.rows[index].latency)
+            buffer.writeCopyField(updatedAt, last: true)
+        }
+        return buffer
+    }
+}
+
+extension ByteBuffer {
+    /// Writes a field of `COPY`'s text format and its separator (a tab, or the line's end).
+    fileprivate mutating func writeCopyField(_ value: Int64?, last: Bool = false) {
+        if let value {
+            // Its decimal digits, written without making a String.
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+                var magnitude = value.magnitude
+                var start = digits.count
+                repeat {
+                    start -= 1
+                    digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                    magnitude /= 10
+                } while magnitude > 0
+                if value < 0 { self.writeInteger(UInt8(ascii: "-")) }
+                self.writeBytes(UnsafeMutableBufferPointer(rebasing: digits[start...]))
+            }
+        } else {
+            self.writeStaticString("\\N")
+        }
+        self.writeInteger(last ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
+    }
+
+    /// A text field with its backslashes, tabs and line breaks escaped; a NUL, which no
+    /// PostgreSQL text can hold, is dropped.
+    fileprivate mutating func writeCopyField(_ value: String?, last: Bool = false) {
+        guard var value else { return self.writeCopyField(Int64?.none, last: last) }
+        // NUL, tab, line feed and carriage return are all at most 13; then the backslash.
+        let plain = value.withUTF8 { bytes in
+            for byte in bytes where byte <= 13 || byte == UInt8(ascii: "\\") { return false }
+            self.writeBytes(bytes)
+            return true
+        }
+        if !plain {
+            for byte in value.utf8 {
+                switch byte {
+                case UInt8(ascii: "\\"): self.writeStaticString("\\\\")
+                case UInt8(ascii: "\t"): self.writeStaticString("\\t")
+                case UInt8(ascii: "\n"): self.writeStaticString("\\n")
+                case UInt8(ascii: "\r"): self.writeStaticString("\\r")
+                case 0: break
+                default: self.writeInteger(byte)
+                }
+            }
+        }
+        self.writeInteger(last ? UInt8(ascii: "\n") : UInt8(ascii: "\t"))
     }
 }

@@ -66,6 +66,30 @@ import Testing
         }
     }
 
+    @Test("a bulk send parses a payload once per storage: one not JSON, as long as the shared valid one, is refused, the rest delivered")
+    func bulkNotJSON() async throws {
+        try await withEmulatorFixture { fixture in
+            let token = try DeviceToken(hex: try await fixture.createDevice())
+            let headers = NotificationHeaders(pushType: .alert, topic: "com.example.app")
+            let valid = Array(#"{"aps":{"alert":"hello"}}"#.utf8)
+            let broken = Array(#"{"aps":{"alert":"hello"}x"#.utf8)
+            #expect(valid.count == broken.count)
+            var requests = (0..<4).map { APNSRequest(deviceToken: token, headers: headers, payload: valid, tag: $0) }
+            requests.insert(APNSRequest(deviceToken: token, headers: headers, payload: broken, tag: 9), at: 2)
+            let outcomes = try await fixture.withClient { try await $0.sendAll(requests) }
+            #expect(outcomes.count == 5)
+            for outcome in outcomes {
+                switch outcome.result {
+                case .failure(let error):
+                    #expect(outcome.request.tag == 9 && error.validation?.code.description == "payload_not_json")
+                case .success:
+                    #expect(outcome.request.tag != 9)
+                }
+            }
+            #expect(try await fixture.counter("accepted") == 4)
+        }
+    }
+
     @Test("a configuration that cannot work is refused when the client is made")
     func badConfiguration() throws {
         let key = SigningKey.generate(keyID: "KEY1234567", teamID: "TEAM123456")

@@ -388,6 +388,32 @@ extension StoreDriver {
         }
     }
 
+    @Test("a chunk's deliveries are written with their answers as APNs gave them: tabs, backslashes and line breaks kept", arguments: Driver.enabled)
+    func createdVerbatim(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let claimed = try await self.broadcastClaimed(store, devices: 3)
+            #expect(claimed.count == 3)
+            let odd = "a\tb\\c\nd\re \\N"
+            let recorded = try await store.record(
+                [
+                    DeliveryResult(claimed[0], outcome: .sent(apnsID: odd), latencyMilliseconds: 7),
+                    DeliveryResult(claimed[1], outcome: .failed(status: 400, reason: odd, invalidate: false, timestamp: nil), latencyMilliseconds: 8),
+                    DeliveryResult(claimed[2], outcome: .sent(apnsID: nil), latencyMilliseconds: 9),
+                ],
+                now: 20
+            )
+            #expect(recorded.applied == Set(claimed.map(\.id)))
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            let byID = Dictionary(uniqueKeysWithValues: status.deliveries.map { ($0.id, $0) })
+            let sent = try #require(byID[claimed[0].id])
+            #expect(sent.state == .sent && sent.apnsID == odd && sent.reason == nil && sent.status == 200 && sent.latencyMilliseconds == 7)
+            let failed = try #require(byID[claimed[1].id])
+            #expect(failed.state == .failed && failed.reason == odd && failed.apnsID == nil && failed.status == 400 && failed.latencyMilliseconds == 8)
+            let bare = try #require(byID[claimed[2].id])
+            #expect(bare.state == .sent && bare.apnsID == nil && bare.token == claimed[2].token && bare.attempts == 1 && bare.updatedAt == 20)
+        }
+    }
+
     @Test("a notification cancelled while its chunk is in flight: sent ones are recorded, none is retried", arguments: Driver.enabled)
     func cancelInFlight(driver: Driver) async throws {
         try await driver.withStore { store async throws in
