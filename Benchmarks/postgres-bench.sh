@@ -14,7 +14,8 @@
 # Not a test: nothing fails on a number.
 #
 #   Benchmarks/postgres-bench.sh        # BATCHES=100 FANOUT=1000000 CONFIGS="sqlite postgres-1 postgres-2" POLL=0.2
-#   PERF=1 profiles the first herald process during the broadcast (PERF=postgres: PostgreSQL's processes); PGSTAT=1 prints PostgreSQL's time per statement.
+#   PERF=1 profiles the first herald process during the broadcast (PERF=postgres: PostgreSQL's processes;
+#   PERF_PHASE=sends: during the sends instead); PGSTAT=1 prints PostgreSQL's time per statement.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -112,22 +113,8 @@ def wait_idle():
     while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' and next_attempt_at >= 0 limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)")[0][0]) > 0:
         time.sleep(float(os.environ.get("POLL", "0.2")))
 tokens = insert_devices(20000)
-# 1. sustained sends of 1000 tokens each, four posting connections spread over the processes
-def poster(port, batch_numbers):
-    w = http.client.HTTPConnection("127.0.0.1", port)
-    for b in batch_numbers:
-        chunk = [tokens[(b * 1000 + k) % len(tokens)] for k in range(1000)]
-        call(w, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})
-posters = [threading.Thread(target=poster, args=(ports[i % len(ports)], range(i, batches, 4))) for i in range(4)]
-start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
-wait_idle()
-send_rate = batches * 1000 / (time.time() - start)
-lat = sorted(int(r[0]) for r in sql("select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
-p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
-# 2. fan-out to FANOUT devices
-insert_devices(fanout - len(tokens))
 def cpu_seconds():
-    """CPU seconds used so far by every herald, postgres and apns-sink process, by command."""
+    """CPU seconds used so far by every herald, postgres, apns-sink and python3 (this driver) process, by command."""
     used = {}
     for entry in os.listdir("/proc"):
         try:
@@ -135,7 +122,7 @@ def cpu_seconds():
             comm = open(f"/proc/{entry}/comm").read().strip()
         except (OSError, IndexError):
             continue
-        if comm in ("herald", "postgres", "apns-sink"):
+        if comm in ("herald", "postgres", "apns-sink", "python3"):
             seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
             used[comm] = used.get(comm, 0) + seconds
             if comm == "postgres":
@@ -144,14 +131,45 @@ def cpu_seconds():
                 role = next((r for r in ("autovacuum", "walwriter", "checkpointer", "background writer", "logical replication") if r in title), "backends")
                 used["postgres " + role] = used.get("postgres " + role, 0) + seconds
     return used
-# PERF=1: a perf profile of the (first) herald process during the broadcast.
-# PERF=postgres: of every PostgreSQL process instead.
-profiled = subprocess.run(["pgrep", "-d,", "-x", "postgres"], capture_output=True, text=True).stdout.strip() if os.environ.get("PERF") == "postgres" else str(pids[0])
-graph = [] if os.environ.get("PERF") == "postgres" else ["-g", "--call-graph", "dwarf,16384"]
-profiler = subprocess.Popen(["perf", "record", "-F", "499", *graph, "-p", profiled, "-o", f"{work}/{name}/perf.data"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
+def report_cpu(phase, seconds, before, after):
+    used = ", ".join(f"{comm} {after.get(comm, 0) - before.get(comm, 0):.1f} s" for comm in ("herald", "postgres", "apns-sink", "python3"))
+    print(f"{name}: CPU during {phase} ({seconds:.1f} s on 2 cores): {used}", file=sys.stderr)
+    if postgres:
+        roles = sorted(k for k in after if k.startswith("postgres "))
+        print("  postgres by role: " + ", ".join(f"{k[9:]} {after[k] - before.get(k, 0):.1f} s" for k in roles), file=sys.stderr)
+# PERF=1: a perf profile of the (first) herald process during the broadcast (PERF_PHASE=sends:
+# during the sends through the API). PERF=postgres: of every PostgreSQL process instead.
+def start_profiler(phase):
+    if not os.environ.get("PERF") or os.environ.get("PERF_PHASE", "broadcast") != phase:
+        return None
+    profiled = subprocess.run(["pgrep", "-d,", "-x", "postgres"], capture_output=True, text=True).stdout.strip() if os.environ.get("PERF") == "postgres" else str(pids[0])
+    graph = [] if os.environ.get("PERF") == "postgres" else ["-g", "--call-graph", "dwarf,16384"]
+    return subprocess.Popen(["perf", "record", "-F", "499", *graph, "-p", profiled, "-o", f"{work}/{name}/perf.data"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def stop_profiler(profiler):
+    if profiler:
+        profiler.send_signal(2); profiler.wait()
+# 1. sustained sends of 1000 tokens each, four posting connections spread over the processes
+def poster(port, batch_numbers):
+    w = http.client.HTTPConnection("127.0.0.1", port)
+    for b in batch_numbers:
+        chunk = [tokens[(b * 1000 + k) % len(tokens)] for k in range(1000)]
+        call(w, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})
+posters = [threading.Thread(target=poster, args=(ports[i % len(ports)], range(i, batches, 4))) for i in range(4)]
+profiler = start_profiler("sends")
+cpu_before = cpu_seconds()
+start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
+wait_idle()
+stop_profiler(profiler)
+report_cpu("the sends", time.time() - start, cpu_before, cpu_seconds())
+send_rate = batches * 1000 / (time.time() - start)
+lat = sorted(int(r[0]) for r in sql("select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
+p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
+# 2. fan-out to FANOUT devices
+insert_devices(fanout - len(tokens))
 if postgres and os.environ.get("PGSTAT"):
     sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
+profiler = start_profiler("broadcast")
 cpu_before = cpu_seconds()
 start = time.time()
 call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
@@ -159,13 +177,8 @@ accepted = time.time() - start
 wait_idle()
 fan = time.time() - start
 cpu_after = cpu_seconds()
-if profiler:
-    profiler.send_signal(2); profiler.wait()
-cpu = ", ".join(f"{comm} {cpu_after.get(comm, 0) - cpu_before.get(comm, 0):.1f} s" for comm in ("herald", "postgres", "apns-sink"))
-print(f"{name}: CPU during the broadcast ({fan:.1f} s on 2 cores): {cpu}", file=sys.stderr)
-if postgres:
-    roles = sorted(k for k in cpu_after if k.startswith("postgres "))
-    print("  postgres by role: " + ", ".join(f"{k[9:]} {cpu_after[k] - cpu_before.get(k, 0):.1f} s" for k in roles), file=sys.stderr)
+stop_profiler(profiler)
+report_cpu("the broadcast", fan, cpu_before, cpu_after)
 if postgres and os.environ.get("PGSTAT"):
     # PGSTAT=1: where PostgreSQL's time went during the broadcast, by statement.
     for calls, total, query in sql("SELECT calls, round(total_exec_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8"):

@@ -39,7 +39,8 @@ extension SQLiteStore {
         }
         let kinds = targeting.eligibleKinds
         if !kinds.isEmpty {
-            sql += " AND d.kind IN (SELECT value FROM json_each(\(next(list(kinds.map(\.rawValue).sorted())))))"
+            // Herald's own names, spelled into the statement: no JSON to parse per statement.
+            sql += " AND d.kind IN (" + kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
         }
         if let environment = targeting.environment {
             sql += " AND d.environment = \(next(.text(environment.rawValue)))"
