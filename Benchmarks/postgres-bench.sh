@@ -26,7 +26,7 @@ SINK_PORT=${SINK_PORT:-18470}
 API_PORT=${API_PORT:-18471}
 # The server runs as the postgres user: its folder is in /tmp, which that user can reach.
 export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
-export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PG_EXTRA:+ $PG_EXTRA}${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements}"
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PG_EXTRA:+ $PG_EXTRA}${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 source "$ROOT/Benchmarks/common.sh"
 bench_setup postgresql
@@ -139,11 +139,23 @@ def report_cpu(phase, seconds, before, after):
         print("  postgres by role: " + ", ".join(f"{k[9:]} {after[k] - before.get(k, 0):.1f} s" for k in roles), file=sys.stderr)
 # PERF=1: a perf profile of the (first) herald process during the broadcast (PERF_PHASE=sends:
 # during the sends through the API). PERF=postgres: of every PostgreSQL process instead.
+def pgstat_reset():
+    if postgres and os.environ.get("PGSTAT"):
+        sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
+def pgstat_report(phase):
+    """PGSTAT=1: where PostgreSQL's time went during a phase, by statement."""
+    if not (postgres and os.environ.get("PGSTAT")):
+        return
+    print(f"{name}: PostgreSQL statements during {phase}", file=sys.stderr)
+    for calls, total, plan, query in sql("SELECT calls, round(total_exec_time), round(total_plan_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 100) FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 12"):
+        print(f"  {total:>7} ms + {plan:>5} ms planning {calls:>6} calls  {query}", file=sys.stderr)
 def start_profiler(phase):
     if not os.environ.get("PERF") or os.environ.get("PERF_PHASE", "broadcast") != phase:
         return None
     profiled = subprocess.run(["pgrep", "-d,", "-x", "postgres"], capture_output=True, text=True).stdout.strip() if os.environ.get("PERF") == "postgres" else str(pids[0])
     graph = [] if os.environ.get("PERF") == "postgres" else ["-g", "--call-graph", "dwarf,16384"]
+    if os.environ.get("PERF") == "postgres" and os.environ.get("PERF_GRAPH"):
+        graph = ["-g", "--call-graph", "dwarf,8192"]
     return subprocess.Popen(["perf", "record", "-F", "499", *graph, "-p", profiled, "-o", f"{work}/{name}/perf.data"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 def stop_profiler(profiler):
@@ -157,18 +169,19 @@ def poster(port, batch_numbers):
         call(w, "POST", "/v1/apps/bench/notifications", {"audience": {"tokens": chunk}, "title": "bench", "body": "x"})
 posters = [threading.Thread(target=poster, args=(ports[i % len(ports)], range(i, batches, 4))) for i in range(4)]
 profiler = start_profiler("sends")
+pgstat_reset()
 cpu_before = cpu_seconds()
 start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
 wait_idle()
 stop_profiler(profiler)
 report_cpu("the sends", time.time() - start, cpu_before, cpu_seconds())
+pgstat_report("the sends")
 send_rate = batches * 1000 / (time.time() - start)
 lat = sorted(int(r[0]) for r in sql("select d.updated_at - n.created_at from deliveries d join notifications n on n.id = d.notification_id where d.state='sent'"))
 p50, p99 = lat[len(lat) // 2], lat[int(len(lat) * 0.99)]
 # 2. fan-out to FANOUT devices
 insert_devices(fanout - len(tokens))
-if postgres and os.environ.get("PGSTAT"):
-    sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
+pgstat_reset()
 profiler = start_profiler("broadcast")
 cpu_before = cpu_seconds()
 start = time.time()
@@ -179,10 +192,7 @@ fan = time.time() - start
 cpu_after = cpu_seconds()
 stop_profiler(profiler)
 report_cpu("the broadcast", fan, cpu_before, cpu_after)
-if postgres and os.environ.get("PGSTAT"):
-    # PGSTAT=1: where PostgreSQL's time went during the broadcast, by statement.
-    for calls, total, query in sql("SELECT calls, round(total_exec_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8"):
-        print(f"  {total:>7} ms {calls:>6} calls  {query}", file=sys.stderr)
+pgstat_report("the broadcast")
 failed = sql("select count(*) from deliveries where state='failed'")[0][0]
 print(f"| {name} | {send_rate:,.0f}/s = {send_rate / raw:.2f}× | {p50} / {p99} ms | {fan:.1f} s ({accepted:.1f} s to 202) = {fanout / fan / raw:.2f}× | {peak_rss()} MiB | {failed} |")
 PY

@@ -304,7 +304,7 @@ public final class PostgresStore: HeraldStore {
     public func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
         try await self.read { db in
             var result: [APNSEnvironment: [UInt8]] = [:]
-            for row in try await db.query("SELECT environment, sealed FROM credentials WHERE app_id = $1", [.text(appID)]) {
+            for row in try await db.query(Statements.Credentials.self, [.text(appID)]) {
                 if let environment = row.string(0).flatMap(APNSEnvironment.init(rawValue:)), let sealed = row.bytes(1) {
                     result[environment] = sealed
                 }
