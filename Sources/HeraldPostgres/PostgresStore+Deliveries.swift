@@ -369,6 +369,40 @@ extension PostgresStore {
         return Set(rows.rows.map(\.id))
     }
 
+    /// The first notification due by `now` with audience left to expand, locked; skipping those
+    /// another claim holds, or waiting for the first. Planned at every call, like the claim of due
+    /// deliveries: the notifications table grows.
+    private static func nextToExpand(now: Int64, skipLocked: Bool) -> Query {
+        var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)")
+        pick.sql += " FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= \(pick.bind(.int(now)))"
+        pick.sql += " ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE" + (skipLocked ? " SKIP LOCKED" : "")
+        return pick
+    }
+
+    /// A claim that found nothing while every due notification is held by another claim expanding
+    /// it (one broadcast, several workers or processes) waits up to 250 ms for the first one's
+    /// claim to commit, then takes the next chunk; before, it came back empty and slept for the
+    /// poll. Nil when nothing is left to expand or the wait runs out.
+    private static func waitToExpand(_ db: Connection, now: Int64) async throws -> Row? {
+        guard
+            try await db.query(
+                "SELECT EXISTS (SELECT 1 FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= $1)", [.int(now)]
+            ).first?.bool(0) == true
+        else { return nil }
+        try await db.execute("SAVEPOINT wait_to_expand")
+        do {
+            try await db.execute("SET LOCAL lock_timeout = '250ms'")
+            let row = try await db.query(Self.nextToExpand(now: now, skipLocked: false)).first
+            try await db.execute("SET LOCAL lock_timeout TO DEFAULT")
+            try await db.execute("RELEASE SAVEPOINT wait_to_expand")
+            return row
+        } catch where error.postgresState == "55P03" {
+            // lock_not_available: the other claim is slow; come back with the poll.
+            try await db.execute("ROLLBACK TO SAVEPOINT wait_to_expand")
+            return nil
+        }
+    }
+
     /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
     /// until `limit` are claimed. A chunk is leased as one row; its deliveries are written once,
     /// with their outcome. A notification being expanded is locked (`FOR UPDATE SKIP LOCKED`):
@@ -378,11 +412,11 @@ extension PostgresStore {
         try await Self.reclaimChunks(db, into: &result, limit: limit, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while result.count < limit, expanded < limit {
-            // Planned at every call, like the claim of due deliveries: notifications grow.
-            var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)")
-            pick.sql += " FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= \(pick.bind(.int(now)))"
-            pick.sql += " ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-            guard let row = try await db.query(pick).first else { break }
+            var next = try await db.query(Self.nextToExpand(now: now, skipLocked: true)).first
+            if next == nil, result.isEmpty {
+                next = try await Self.waitToExpand(db, now: now)
+            }
+            guard let row = next else { break }
             let id = row.string(0) ?? ""
             let bundleID = row.string(1) ?? ""
             let byList = row.bool(3) ?? false

@@ -414,6 +414,42 @@ extension StoreDriver {
         }
     }
 
+    @Test("a late record of a chunk claimed again and finished never ends a newer chunk (chunk ids are not reused)", arguments: Driver.enabled)
+    func chunkIDsNotReused(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let first = try await self.broadcastClaimed(store, devices: 2)
+            // The lease runs out; the chunk is claimed again and finished, so its row is gone.
+            let again = try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000)
+            #expect(again.count == 2 && again.allSatisfy { $0.attempts == 2 })
+            try await store.record(again.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1020)
+            // A second notification's chunk, at its first attempt like the first claim was.
+            _ = try await store.createNotification(
+                appID: "demo", id: "m", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 1030)
+            let second = try await store.claimDeliveries(limit: 10, now: 1030, leaseMilliseconds: 1000)
+            #expect(second.count == 2 && second.allSatisfy { $0.attempts == 1 && $0.notificationID == "m" })
+            // The first claim's late answers change nothing, the second chunk included.
+            #expect(try await store.record(first.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1040).applied.isEmpty)
+            #expect(try await store.notification(appID: "demo", id: "m", deliveryLimit: 10)?.counts == [.pending: 2])
+            let current = try await store.record(second.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1050)
+            #expect(current.applied == Set(second.map(\.id)))
+            #expect(try await store.notification(appID: "demo", id: "m", deliveryLimit: 10)?.counts == [.sent: 2])
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 2])
+        }
+    }
+
+    @Test("retention keeps a notification whose chunk is in flight, and its recorded deliveries", arguments: Driver.enabled)
+    func pruneKeepsChunks(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let first = try await self.broadcastClaimed(store, devices: 2)
+            try await store.record([DeliveryResult(first[0], outcome: .sent(apnsID: nil), latencyMilliseconds: 1)], now: 20)
+            // The process dies with the other delivery in flight; retention runs past the notification.
+            _ = try await store.prune(before: 100_000, limit: 100)
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 1, .pending: 1])
+            let again = try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000)
+            #expect(again.map(\.deviceID) == [first[1].deviceID], "only the device without a delivery is sent again")
+        }
+    }
+
     @Test("a notification cancelled while its chunk is in flight: sent ones are recorded, none is retried", arguments: Driver.enabled)
     func cancelInFlight(driver: Driver) async throws {
         try await driver.withStore { store async throws in
