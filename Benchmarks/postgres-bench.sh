@@ -55,7 +55,7 @@ run() {
   for i in $(seq "$processes"); do
     local port=$((API_PORT + i)) logfile="$WORK/$name/serve-$i.log"
     "$HERALD" serve --port "$port" --no-emulator --data-dir "$WORK/$name" ${database:+--database "$database"} \
-      --apns-host 127.0.0.1 --apns-port "$SINK_PORT" --apns-ca-file "$WORK/sink.crt" --log-level warning > "$logfile" 2>&1 &
+      --apns-host 127.0.0.1 --apns-port "$SINK_PORT" --apns-ca-file "$WORK/sink.crt" --log-level "${LOG_LEVEL:-warning}" > "$logfile" 2>&1 &
     spids+=($!)
     pids+=($!)
     for _ in $(seq 300); do grep -q "Herald listening" "$logfile" && break; sleep 0.1; done
@@ -65,7 +65,19 @@ run() {
   admin=$(grep -h -A1 "Admin API key" "$WORK/$name"/serve-*.log | tail -n 1 | tr -d ' ')
   python3 "$WORK/driver.py" "$name" "${database:-$WORK/$name/herald.sqlite}" "$admin" "$WORK" "$BATCHES" "$FANOUT" "$RAW" \
     "$(IFS=,; echo "${ports[*]}")" "$(IFS=,; echo "${spids[*]}")" >> "$WORK/table.md"
-  for pid in "${spids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  # SIGTERM, then up to 30 s to exit; one that does not is reported and killed.
+  for pid in "${spids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${spids[@]}"; do
+    for _ in $(seq 300); do
+      case $(ps -o stat= -p "$pid" 2>/dev/null) in ""|Z*) break ;; esac
+      sleep 0.1
+    done
+    case $(ps -o stat= -p "$pid" 2>/dev/null) in
+      ""|Z*) ;;
+      *) log "herald $pid did not exit within 30 s of SIGTERM: killed"; kill -9 "$pid" 2>/dev/null || true ;;
+    esac
+    wait "$pid" 2>/dev/null || true
+  done
 }
 
 cat > "$WORK/driver.py" <<'PY'
