@@ -838,11 +838,6 @@ enum Statements {
         static let sql = "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
     }
 
-    /// App $1's sealed credentials by environment.
-    enum Credentials: FixedStatement {
-        static let sql = "SELECT environment, sealed FROM credentials WHERE app_id = $1"
-    }
-
     /// Chunk $1 ends if still at attempt $2 and $3 of its deliveries are recorded.
     enum EndRecordedChunk: FixedStatement {
         static let sql = "DELETE FROM delivery_chunks WHERE id = $1 AND attempts = $2 AND size <= $3"

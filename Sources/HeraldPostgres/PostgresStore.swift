@@ -483,3 +483,10 @@ public final class PostgresStore: HeraldStore {
         )
     }
 }
+
+extension Statements {
+    /// App $1's sealed credentials by environment.
+    enum Credentials: FixedStatement {
+        static let sql = "SELECT environment, sealed FROM credentials WHERE app_id = $1"
+    }
+}
