@@ -108,10 +108,16 @@ import FoundationNetworking
         let script = try directory.write("flaky.py", Self.flakyServer)
         for (failures, attempts, succeeds) in [(2, 4, true), (5, 3, false)] {
             let server = try BackgroundProcess("/usr/bin/env", ["python3", script, "\(failures)"])
-            try #require(try await server.waitFor("listening"), "\(server.printed)")
-            let port = try #require(server.printed.split(separator: " ").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+            // The port is known once its whole line is there ("listening" can be read before it).
+            var port: Int?
+            for _ in 0..<600 where port == nil {
+                port = server.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                    .first { $0.hasPrefix("listening ") }.flatMap { Int($0.dropFirst("listening ".count)) }
+                if port == nil { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            let serverPort = try #require(port, "\(server.printed)")
             let client = HeraldClient(
-                serverURL: try #require(URL(string: "http://127.0.0.1:\(port)")), appID: "demo", registerKey: "hk_x",
+                serverURL: try #require(URL(string: "http://127.0.0.1:\(serverPort)")), appID: "demo", registerKey: "hk_x",
                 retry: RetryPolicy(maximumAttempts: attempts, initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100))
             )
             do {
