@@ -55,6 +55,12 @@ public struct PostgresLocation: Sendable, Hashable {
         }
         configuration.options.maximumConnections = 12
         configuration.options.connectTimeout = .seconds(5)
+        // No keep-alive queries. postgres-nio (1.33) sends a statement on a channel without a
+        // promise for the write: one that reaches a connection already closed is never answered.
+        // Its keep-alive (every 30 s) lands on a connection its idle timeout (60 s) is closing
+        // often enough that the pool's `run()` then never returns, and Herald never exits.
+        // Idle connections are closed after a minute anyway, and a closed one is noticed at once.
+        configuration.options.keepAliveBehavior = nil
         return configuration
     }
 }
@@ -128,8 +134,16 @@ struct Connection {
     let connection: PostgresConnection
     let logger: Logger
 
+    /// postgres-nio never answers a statement written to a connection already closed (the
+    /// write has no promise): one that the server closed is refused here instead, before writing.
+    /// (A close in the instant between this check and the write would still go unanswered.)
+    private func open() throws {
+        if self.connection.isClosed { throw PostgresStore.unavailable("the connection was closed") }
+    }
+
     @discardableResult
     func query(_ query: Query) async throws -> [Row] {
+        try self.open()
         var rows: [Row] = []
         for try await row in try await self.connection.query(query.postgres, logger: self.logger) { rows.append(Row(row)) }
         return rows
@@ -143,6 +157,7 @@ struct Connection {
     /// Runs a fixed statement, prepared on this connection the first time.
     @discardableResult
     func query<Statement: FixedStatement>(_ statement: Statement.Type, _ values: [Value] = []) async throws -> [Row] {
+        try self.open()
         var rows: [Row] = []
         for try await row in try await self.connection.execute(Prepared<Statement>(bindings: Query("", values).binds), logger: self.logger) {
             rows.append(Row(row))
@@ -151,12 +166,14 @@ struct Connection {
     }
 
     func execute(_ sql: String) async throws {
+        try self.open()
         try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger)
     }
 
     /// `COPY table (columns) FROM STDIN` of `text`, rows in COPY's text format. `table` and
     /// `columns` are Herald's own names, never input.
     func copy(into table: String, columns: [String], _ text: ByteBuffer) async throws {
+        try self.open()
         try await self.connection.copyFrom(table: table, columns: columns, logger: self.logger) { writer in
             try await writer.write(text)
         }

@@ -36,7 +36,10 @@ public final class PostgresStore: HeraldStore {
                 let store = PostgresStore(client: client, logger: logger)
                 try await store.migrate()
                 let result = try await body(store)
+                logger.debug("closing the PostgreSQL connection pool")
                 group.cancelAll()
+                try await group.waitForAll()
+                logger.debug("PostgreSQL connection pool closed")
                 return result
             } catch {
                 group.cancelAll()
