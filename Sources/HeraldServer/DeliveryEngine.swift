@@ -39,8 +39,8 @@ public final class DeliveryEngine: Service, Sendable {
     private let logger: Logger
     /// Told every recorded batch: SSE streams, webhooks and the dashboard's activity.
     let events: DeliveryEvents?
-    /// Rung when work is committed; every idle worker waiting on it wakes.
-    private let doorbell = Mutex<(rung: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    /// Rung when work is committed (and at shutdown); every idle worker waiting on it wakes.
+    private let doorbell = Doorbell()
 
     init(
         store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger,
@@ -55,28 +55,25 @@ public final class DeliveryEngine: Service, Sendable {
     }
 
     /// New work was committed: look now instead of at the next poll.
-    func ring() {
-        let waiters = self.doorbell.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.rung = true
-            let waiters = state.waiters
-            state.waiters = []
-            return waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    func ring() { self.doorbell.ring() }
 
     public func run() async throws {
         // Several workers, each claim → send → record: one's database work overlaps another's
-        // sending. Leases keep them apart.
-        await withDiscardingTaskGroup { group in
-            for _ in 0..<max(1, self.configuration.workers) {
-                group.addTask { await self.work() }
+        // sending. Leases keep them apart. Graceful shutdown rings, so that idle workers stop now.
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<max(1, self.configuration.workers) {
+                    group.addTask { await self.work() }
+                }
             }
+        } onGracefulShutdown: {
+            self.doorbell.ring()
         }
     }
 
     private func work() async {
         var failures = 0
+        var seen = self.doorbell.rings
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let worked: Bool
             do {
@@ -87,43 +84,16 @@ public final class DeliveryEngine: Service, Sendable {
                 // of polling it every 50 ms. What was claimed is due again when its lease ends.
                 failures += 1
                 self.logger.error("delivery batch failed", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .milliseconds(min(5000, 100 << min(failures, 6))))
+                let backoff = Duration.milliseconds(min(5000, 100 << min(failures, 6)))
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: backoff) }
                 continue
             }
             if !worked {
                 await self.updateQueueDepth(force: false)
-                await self.idle()
+                // The poll interval or the doorbell, whichever comes first.
+                seen = await self.doorbell.wait(after: seen, timeout: self.configuration.pollInterval)
             }
         }
-    }
-
-    /// Waits for the poll interval or the doorbell, whichever comes first; returns at shutdown.
-    private func idle() async {
-        if self.doorbell.withLock({ state in
-            let rung = state.rung
-            state.rung = false
-            return rung
-        }) { return }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                try? await Task.sleep(for: self.configuration.pollInterval)
-                self.ring()
-            }
-            group.addTask {
-                await withCheckedContinuation { continuation in
-                    let ready = self.doorbell.withLock { state -> Bool in
-                        if state.rung { return true }
-                        state.waiters.append(continuation)
-                        return false
-                    }
-                    if ready { continuation.resume() }
-                }
-            }
-            await group.next()
-            group.cancelAll()
-            await group.waitForAll()
-        }
-        self.doorbell.withLock { $0.rung = false }
     }
 
     /// Records a sent batch, retrying while the database is unreachable for up to half the

@@ -122,17 +122,11 @@ private func runHeraldServer<Result: Sendable>(
         if configuration.dashboard {
             Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)
         }
-        let bound = Mutex<CheckedContinuation<Int, Never>?>(nil)
+        let listening = ListeningPort()
         let application = Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
-            onServerRunning: { channel in
-                let port = channel.localAddress?.port ?? 0
-                bound.withLock { continuation in
-                    continuation?.resume(returning: port)
-                    continuation = nil
-                }
-            },
+            onServerRunning: { channel in listening.resume(.success(channel.localAddress?.port ?? 0)) },
             logger: logger
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -143,23 +137,39 @@ private func runHeraldServer<Result: Sendable>(
         }
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
-            let port = await withCheckedContinuation { continuation in
-                bound.withLock { $0 = continuation }
-                tasks.addTask { try await group.run() }
+            // A port in use (or any failure before listening) ends the wait with its error.
+            let port = try await withCheckedThrowingContinuation { continuation in
+                listening.wait(continuation)
+                let address = "\(configuration.host):\(configuration.port)"
+                tasks.addTask {
+                    do {
+                        try await group.run()
+                    } catch {
+                        listening.resume(.failure(HeraldError(status: 500, code: "listen_failed", "cannot listen on \(address): \(error)")))
+                        throw error
+                    }
+                    listening.resume(.failure(HeraldError(status: 500, code: "listen_failed", "the server stopped before listening on \(address)")))
+                }
             }
             logger.info("herald serving", metadata: ["herald.port": "\(port)"])
+            var outcome: Swift.Result<Result, any Error>
             do {
-                let result = try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store))
-                await group.triggerGracefulShutdown()
-                try await tasks.waitForAll()
-                await clients.shutdown()
-                return result
+                outcome = .success(try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store)))
             } catch {
-                await group.triggerGracefulShutdown()
-                try? await tasks.waitForAll()
-                await clients.shutdown()
-                throw error
+                outcome = .failure(error)
             }
+            // Each step of the shutdown is logged, so that one that does not end shows which it was.
+            logger.debug("stopping the API, the delivery engine and the background services")
+            await group.triggerGracefulShutdown()
+            do {
+                try await tasks.waitForAll()
+            } catch {
+                if case .success = outcome { outcome = .failure(error) }
+            }
+            logger.debug("services stopped; closing APNs connections")
+            await clients.shutdown()
+            logger.debug("APNs connections closed")
+            return try outcome.get()
         }
     }
 
@@ -233,5 +243,23 @@ struct StreamCloser: Service {
     func run() async throws {
         try? await gracefulShutdown()
         self.events.finishAll()
+    }
+}
+
+/// The API's port once it listens, or the error that stopped it first: one wait, resumed once.
+private final class ListeningPort: Sendable {
+    private let continuation = Mutex<CheckedContinuation<Int, any Error>?>(nil)
+
+    func wait(_ continuation: CheckedContinuation<Int, any Error>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    /// The first call resumes the wait; later ones do nothing.
+    func resume(_ result: Swift.Result<Int, any Error>) {
+        let waiting = self.continuation.withLock { continuation in
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(with: result)
     }
 }

@@ -135,6 +135,44 @@ import CoreMetrics
         }
     }
 
+    @Test(
+        "a send wakes an idle engine at once, and shutdown stops its idle workers at once, however long their poll",
+        .timeLimit(.minutes(10)), arguments: StoreDriver.enabled
+    )
+    func doorbell(driver: StoreDriver) async throws {
+        // Polling every hour: only the doorbell can make this delivery, or this shutdown, quick.
+        try await self.withServer(driver: driver, configure: { configuration in
+            configuration.engine.pollInterval = .seconds(3600)
+            configuration.engine.workers = 8
+        }) { context in
+            let keys = try await self.setUp(context)
+            let token = try await self.virtualDevice(context)
+            #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status == 200)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Now"}"#
+            )
+            let id = try #require(sent.body["id"] as? String)
+            let status = try await self.settled(context, key: keys.send, id: id)
+            #expect((status["counts"] as? [String: Int])?["sent"] == 1)
+        }
+    }
+
+    @Test("a port already in use is an error at start, not a wait for ever", .timeLimit(.minutes(10)))
+    func portInUse() async throws {
+        try await self.withServer { context in
+            let directory = try TemporaryDirectory(prefix: "herald-serve")
+            defer { directory.remove() }
+            var second = Self.configuration(directory)
+            second.port = context.server.port
+            second.builtInEmulator = false
+            let error = await #expect(throws: HeraldError.self) {
+                try await withHeraldServer(configuration: second) { _ in Issue.record("a second server listened on a port in use") }
+            }
+            #expect(error?.code == "listen_failed")
+            #expect(error?.message.contains("127.0.0.1:\(context.server.port)") == true)
+        }
+    }
+
     @Test("every token kind gets its push type and topic", arguments: StoreDriver.enabled)
     func kinds(driver: StoreDriver) async throws {
         try await self.withServer(driver: driver) { context in

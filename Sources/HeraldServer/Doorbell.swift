@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+import Synchronization
+
+/// Wakes idle workers when work is committed.
+///
+/// Each worker keeps the count of rings it has seen: a ring while it was busy sends it looking
+/// at once, and every waiter ends at its own timeout, whoever else waits or rings. (A shared
+/// "rung" flag, cleared by whichever worker looked first, once let one worker's timeout be
+/// consumed by another, so that it waited for a ring that never came: a hang at shutdown.)
+final class Doorbell: Sendable {
+    private struct State {
+        var rings: UInt64 = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        /// Waits whose timeout or cancellation came before they started waiting.
+        var ended: Set<Int> = []
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Rings seen so far: where a worker's first `wait(after:timeout:)` starts from.
+    var rings: UInt64 { self.state.withLock { $0.rings } }
+
+    /// Waits in progress (tests watch it to ring only once everyone waits).
+    var waiting: Int { self.state.withLock { $0.waiters.count } }
+
+    /// Wakes every waiter, and any wait that starts from an earlier count.
+    func ring() {
+        let waiters = self.state.withLock { state in
+            state.rings &+= 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Waits until a ring after `seen` (at once if there was one), `timeout`, or cancellation;
+    /// returns the rings seen by then, for the next wait.
+    func wait(after seen: UInt64, timeout: Duration) async -> UInt64 {
+        let id = self.state.withLock { state in
+            state.nextID &+= 1
+            return state.nextID
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // Cancelled when the ring comes first; ends the wait itself otherwise.
+                try? await Task.sleep(for: timeout)
+                self.end(id)
+            }
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let now = self.state.withLock { state in
+                        if state.rings != seen || state.ended.remove(id) != nil { return true }
+                        state.waiters[id] = continuation
+                        return false
+                    }
+                    if now { continuation.resume() }
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        // Both children are done: a late `end` left a mark that nothing will read.
+        return self.state.withLock { state in
+            state.ended.remove(id)
+            return state.rings
+        }
+    }
+
+    private func end(_ id: Int) {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiters.removeValue(forKey: id) { return waiter }
+            state.ended.insert(id)
+            return nil
+        }
+        waiter?.resume()
+    }
+}

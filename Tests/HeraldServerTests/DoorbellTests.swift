@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+@testable import HeraldServer
+import Testing
+
+/// The engine's doorbell: idle workers wake at a ring, at their own timeout, or when cancelled,
+/// whoever else waits or rings. A wait that never ends fails the suite's time limit.
+@Suite(.timeLimit(.minutes(10))) struct DoorbellTests {
+    static let never: Duration = .seconds(3600)
+
+    @Test("a ring before the wait ends it at once, and the next wait starts from it")
+    func ringBefore() async {
+        let bell = Doorbell()
+        let seen = bell.rings
+        bell.ring()
+        let after = await bell.wait(after: seen, timeout: Self.never)
+        #expect(after == seen + 1)
+        // Nothing new: this one ends at its timeout.
+        #expect(await bell.wait(after: after, timeout: .milliseconds(1)) == after)
+    }
+
+    @Test("one ring wakes every waiter")
+    func ringWakesAll() async {
+        let bell = Doorbell()
+        let seen = bell.rings
+        let woken = await withTaskGroup(of: UInt64.self) { group in
+            for _ in 0..<6 { group.addTask { await bell.wait(after: seen, timeout: Self.never) } }
+            // Bounded: six waiters register within moments.
+            for _ in 0..<10_000 where bell.waiting < 6 { await Task.yield() }
+            bell.ring()
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(woken == Array(repeating: seen + 1, count: 6))
+        #expect(bell.waiting == 0)
+    }
+
+    @Test("cancellation ends a wait")
+    func cancellation() async {
+        let bell = Doorbell()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await bell.wait(after: bell.rings, timeout: Self.never) }
+            for _ in 0..<10_000 where bell.waiting < 1 { await Task.yield() }
+            group.cancelAll()
+        }
+        #expect(bell.waiting == 0)
+    }
+
+    @Test("every waiter ends at its own timeout, however the others wait and ring", arguments: 0..<8)
+    func timeoutsAreNotShared(run: Int) async {
+        // Workers in a loop of waits that time out at once, while rings come and go: with a shared
+        // "rung" flag one worker's timeout could be taken by another's look, and a worker left
+        // alone waited for ever.
+        let bell = Doorbell()
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<16 {
+                group.addTask {
+                    var seen = bell.rings
+                    for round in 0..<(200 + worker * 20) {
+                        seen = await bell.wait(after: seen, timeout: .microseconds((worker + round) % 3 * 50))
+                        if round % 11 == worker { bell.ring() }
+                    }
+                }
+            }
+        }
+        #expect(bell.waiting == 0)
+    }
+}
