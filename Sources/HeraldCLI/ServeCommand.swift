@@ -18,7 +18,8 @@ struct ServeCommand: AsyncParsableCommand {
             Everything lives in --data-dir: the SQLite database (WAL), the master key that seals stored \
             credentials (unless HERALD_MASTER_KEY is set), and the built-in emulator's CA. With \
             --database postgres://… several processes share the work; give them all the same HERALD_MASTER_KEY. On first start an \
-            admin API key is printed once. SIGTERM or SIGINT stop claiming work, finish what is in flight, and exit.
+            admin API key is printed once. SIGTERM or SIGINT stop claiming work, finish what is in flight, and exit; \
+            a second one exits at once.
             """
     )
 
@@ -84,20 +85,38 @@ struct ServeCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         configuration.metrics = registry
-        let finalLogger = logger
-        try await withHeraldServer(configuration: configuration, logger: logger) { server in
-            if let key = server.initialAdminKey {
-                say("Admin API key (shown once; keep it secret):\n  \(key)")
+        // Trapped from here on. The first SIGTERM or SIGINT stops Herald gracefully; a second one
+        // during that shutdown exits at once (what was in flight is sent again after its lease).
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let (stop, stopping) = AsyncStream.makeStream(of: Void.self)
+        let signalLogger = logger
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var received = 0
+                for await signal in signals {
+                    received += 1
+                    if received == 1 {
+                        signalLogger.info("shutting down: finishing the work in flight (a second signal exits at once)", metadata: ["signal": "\(signal)"])
+                        stopping.finish()
+                    } else {
+                        signalLogger.warning("second signal: exiting now; deliveries in flight are sent again after their lease")
+                        Foundation.exit(1)
+                    }
+                }
             }
-            say("Herald listening on http://\(listenHost):\(server.port)")
-            if let emulator = server.emulator, let control = emulator.controlPort {
-                say("Built-in APNs emulator: control API http://127.0.0.1:\(control)")
+            try await withHeraldServer(configuration: configuration, logger: logger) { server in
+                if let key = server.initialAdminKey {
+                    say("Admin API key (shown once; keep it secret):\n  \(key)")
+                }
+                say("Herald listening on http://\(listenHost):\(server.port)")
+                if let emulator = server.emulator, let control = emulator.controlPort {
+                    say("Built-in APNs emulator: control API http://127.0.0.1:\(control)")
+                }
+                for await _ in stop {}
             }
-            // Until SIGTERM/SIGINT.
-            let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
-            for await _ in signals { break }
-            finalLogger.info("shutting down")
+            group.cancelAll()
         }
+        logger.info("stopped")
     }
 }
 

@@ -31,6 +31,11 @@ public final class BackgroundProcess: Sendable {
         return false
     }
 
+    /// Sends `signal` without waiting.
+    public func signal(_ signal: Int32) {
+        self.child.signal(signal)
+    }
+
     /// Sends `signal` and waits (bounded) for the exit status; kills it if it outlives `timeout`.
     public func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 15) async throws -> Int32? {
         self.child.signal(signal)

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import HeraldTesting
+import Testing
+
+/// `herald serve` as a process, told to stop while a delivery is in flight.
+@Suite struct ServeSignalTests {
+    /// The port at the end of the printed line that contains `marker`.
+    func port(after marker: String, in printed: String) throws -> Int {
+        let line = try #require(printed.split(separator: "\n").first { $0.contains(marker) }, "no \"\(marker)\" in \(printed)")
+        return try #require(Int(line.split(separator: ":").last ?? ""))
+    }
+
+    func call(_ method: String, _ url: String, key: String? = nil, json: String? = nil) async throws -> [String: Any] {
+        var arguments = ["-s", "-S", "--max-time", "20", "-X", method, url]
+        if let key { arguments += ["-H", "authorization: Bearer \(key)"] }
+        if let json { arguments += ["--data-binary", json, "-H", "content-type: application/json"] }
+        let text = try await ProcessRunner.run("curl", arguments).standardOutput
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+    }
+
+    @Test("SIGTERM waits for the delivery in flight; a second SIGTERM exits at once, with status 1")
+    func secondSignal() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-signal")
+        defer { directory.remove() }
+        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
+            "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
+            "--emulator-control-port", "0",
+        ])
+        try #require(try await server.waitFor("Built-in APNs emulator: control API"), "\(server.printed)")
+        let api = "http://127.0.0.1:\(try self.port(after: "Herald listening on", in: server.printed))"
+        let control = "http://127.0.0.1:\(try self.port(after: "Built-in APNs emulator: control API", in: server.printed))"
+        let lines = server.printed.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let admin = try #require(lines.first { $0.hasPrefix("hk_") })
+
+        _ = try await self.call("POST", api + "/v1/apps", key: admin, json: #"{"id":"demo","bundleId":"com.example.app"}"#)
+        let device = try await self.call("POST", control + "/v1/devices", json: #"{"bundleId":"com.example.app","environment":"development","kind":"device"}"#)
+        let token = try #require(device["token"] as? String)
+        _ = try await self.call("PUT", api + "/v1/apps/demo/devices/\(token)", key: admin, json: #"{"environment":"sandbox"}"#)
+        // The emulator answers a minute late: the delivery stays in flight (until its 10 s deadline).
+        _ = try await self.call("POST", control + "/v1/faults", json: #"{"type":"latency","milliseconds":60000,"count":1}"#)
+        let sent = try await self.call("POST", api + "/v1/apps/demo/notifications", key: admin, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Late"}"#)
+        #expect(sent["deliveries"] as? Int == 1)
+        var inFlight = false
+        for _ in 0..<200 where !inFlight {
+            inFlight = (try await self.call("GET", control + "/v1/counters")["faultsInjected"] as? Int ?? 0) >= 1
+            if !inFlight { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        try #require(inFlight, "the emulator never received the delivery")
+
+        server.signal(SIGTERM)
+        try #require(try await server.waitFor("shutting down"), "\(server.printed)")
+        // Still finishing the delivery in flight (it would exit 0 by its 10 s deadline); the second
+        // signal ends the process now, with status 1.
+        let status = try await server.stop(signal: SIGTERM, timeout: 30)
+        #expect(status == 1, "\(server.printed)")
+        #expect(server.printed.contains("second signal"))
+    }
+}
