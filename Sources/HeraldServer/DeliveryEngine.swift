@@ -73,8 +73,9 @@ public final class DeliveryEngine: Service, Sendable {
 
     private func work() async {
         var failures = 0
-        var seen = self.doorbell.rings
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            // Rings before this look began are answered by it; one during it may have come too late.
+            let looked = self.doorbell.rings
             let worked: Bool
             do {
                 worked = try await self.runBatch()
@@ -91,7 +92,7 @@ public final class DeliveryEngine: Service, Sendable {
             if !worked {
                 await self.updateQueueDepth(force: false)
                 // The poll interval or the doorbell, whichever comes first.
-                seen = await self.doorbell.wait(after: seen, timeout: self.configuration.pollInterval)
+                await self.doorbell.wait(after: looked, timeout: self.configuration.pollInterval)
             }
         }
     }

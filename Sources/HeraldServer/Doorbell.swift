@@ -3,8 +3,9 @@ import Synchronization
 
 /// Wakes idle workers when work is committed.
 ///
-/// Each worker keeps the count of rings it has seen: a ring while it was busy sends it looking
-/// at once, and every waiter ends at its own timeout, whoever else waits or rings. (A shared
+/// Each worker notes the count of rings when it starts to look for work: a ring during that
+/// look sends it looking again at once, and every waiter ends at its own timeout, whoever else
+/// waits or rings. (A shared
 /// "rung" flag, cleared by whichever worker looked first, once let one worker's timeout be
 /// consumed by another, so that it waited for a ring that never came: a hang at shutdown.)
 final class Doorbell: Sendable {
@@ -35,7 +36,8 @@ final class Doorbell: Sendable {
     }
 
     /// Waits until a ring after `seen` (at once if there was one), `timeout`, or cancellation;
-    /// returns the rings seen by then, for the next wait.
+    /// returns the rings seen by then.
+    @discardableResult
     func wait(after seen: UInt64, timeout: Duration) async -> UInt64 {
         let id = self.state.withLock { state in
             state.nextID &+= 1
