@@ -5,9 +5,8 @@ import Synchronization
 ///
 /// Each worker notes the count of rings when it starts to look for work: a ring during that
 /// look sends it looking again at once, and every waiter ends at its own timeout, whoever else
-/// waits or rings. (A shared
-/// "rung" flag, cleared by whichever worker looked first, once let one worker's timeout be
-/// consumed by another, so that it waited for a ring that never came: a hang at shutdown.)
+/// waits or rings. (A shared "rung" flag, cleared by whichever worker looked first, once let one
+/// worker's timeout be consumed by another, so that it waited for a ring that never came.)
 final class Doorbell: Sendable {
     private struct State {
         var rings: UInt64 = 0
@@ -19,7 +18,7 @@ final class Doorbell: Sendable {
 
     private let state = Mutex(State())
 
-    /// Rings seen so far: where a worker's first `wait(after:timeout:)` starts from.
+    /// Rings so far: a worker reads it as it starts to look, and waits `after` it.
     var rings: UInt64 { self.state.withLock { $0.rings } }
 
     /// Waits in progress (tests watch it to ring only once everyone waits).
@@ -35,10 +34,8 @@ final class Doorbell: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// Waits until a ring after `seen` (at once if there was one), `timeout`, or cancellation;
-    /// returns the rings seen by then.
-    @discardableResult
-    func wait(after seen: UInt64, timeout: Duration) async -> UInt64 {
+    /// Waits until a ring after `seen` (at once if there was one), `timeout`, or cancellation.
+    func wait(after seen: UInt64, timeout: Duration) async {
         let id = self.state.withLock { state in
             state.nextID &+= 1
             return state.nextID
@@ -63,10 +60,7 @@ final class Doorbell: Sendable {
             group.cancelAll()
         }
         // Both children are done: a late `end` left a mark that nothing will read.
-        return self.state.withLock { state in
-            state.ended.remove(id)
-            return state.rings
-        }
+        _ = self.state.withLock { $0.ended.remove(id) }
     }
 
     private func end(_ id: Int) {
