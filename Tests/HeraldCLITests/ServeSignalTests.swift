@@ -5,12 +5,6 @@ import Testing
 
 /// `herald serve` as a process, told to stop while a delivery is in flight.
 @Suite struct ServeSignalTests {
-    /// The port at the end of the printed line that contains `marker`.
-    func port(after marker: String, in printed: String) throws -> Int {
-        let line = try #require(printed.split(separator: "\n").first { $0.contains(marker) }, "no \"\(marker)\" in \(printed)")
-        return try #require(Int(line.split(separator: ":").last ?? ""))
-    }
-
     func call(_ method: String, _ url: String, key: String? = nil, json: String? = nil) async throws -> [String: Any] {
         var arguments = ["-s", "-S", "--max-time", "20", "-X", method, url]
         if let key { arguments += ["-H", "authorization: Bearer \(key)"] }
@@ -28,8 +22,10 @@ import Testing
             "--emulator-control-port", "0",
         ])
         try #require(try await server.waitFor("Built-in APNs emulator: control API"), "\(server.printed)")
-        let api = "http://127.0.0.1:\(try self.port(after: "Herald listening on", in: server.printed))"
-        let control = "http://127.0.0.1:\(try self.port(after: "Built-in APNs emulator: control API", in: server.printed))"
+        // The crash test already reads a port from what a process printed.
+        let crashTests = HeavyProcessTests.ServeCrashTests()
+        let api = "http://127.0.0.1:\(try crashTests.port(of: server, "Herald listening on"))"
+        let control = "http://127.0.0.1:\(try crashTests.port(of: server, "Built-in APNs emulator: control API"))"
         let lines = server.printed.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         let admin = try #require(lines.first { $0.hasPrefix("hk_") })
 
