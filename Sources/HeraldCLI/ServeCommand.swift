@@ -36,6 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
     @Option(help: "CA (PEM) to trust for --apns-host [HERALD_APNS_CA_FILE, apnsCaFile].") var apnsCaFile: String?
     @Option(help: "Seconds a claimed delivery stays leased [HERALD_LEASE_SECONDS, leaseSeconds; 60].") var leaseSeconds: Int?
+    @Option(help: "Seconds to wait for APNs to answer a request, at most half the lease [HERALD_APNS_TIMEOUT_SECONDS, apnsTimeoutSeconds; 10, or half the lease if shorter].") var apnsTimeoutSeconds: Int?
     @Option(help: "Delivery workers, each with a batch of up to 1000 in flight [HERALD_WORKERS, workers; 4].") var workers: Int?
     @Option(help: "Days finished delivery records are kept, 0 for ever [HERALD_RETENTION_DAYS, retentionDays; 30].") var retentionDays: Int?
     @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].") var webhookExpiryHours: Int?
@@ -67,6 +68,12 @@ struct ServeCommand: AsyncParsableCommand {
         let lease = try settings.int(self.leaseSeconds, "leaseSeconds") ?? 60
         guard (1...3600).contains(lease) else { throw ValidationError("the lease must be 1 to 3600 seconds") }
         configuration.engine.lease = .seconds(lease)
+        if let timeout = try settings.int(self.apnsTimeoutSeconds, "apnsTimeoutSeconds") {
+            guard timeout >= 1, timeout * 2 <= lease else {
+                throw ValidationError("the APNs timeout must be at least 1 second and at most half the lease (\(lease) s)")
+            }
+            configuration.engine.apnsTimeout = .seconds(timeout)
+        }
         let workers = try settings.int(self.workers, "workers") ?? 4
         guard (1...64).contains(workers) else { throw ValidationError("workers must be 1 to 64") }
         configuration.engine.workers = workers

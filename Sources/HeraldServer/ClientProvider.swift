@@ -40,17 +40,17 @@ final class ClientProvider: Sendable {
     private let secrets: SecretBox
     private let emulator: EmulatorTarget?
     private let override: EmulatorTarget.Override?
-    /// Shorter than the delivery lease: a batch is answered or failed before its lease can
-    /// run out, so no other worker claims (and sends again) what is still in flight.
+    /// At most half the delivery lease: a batch is answered or failed before its lease can run
+    /// out, so no other worker claims (and sends again) what is still in flight.
     private let requestTimeout: Duration
     private let logger: Logger
     fileprivate let clients = Mutex<[String: Entry]>([:])
 
     init(
-        store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?, lease: Duration,
-        logger: Logger
+        store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?,
+        requestTimeout: Duration, logger: Logger
     ) {
-        self.requestTimeout = min(.seconds(10), lease / 2)
+        self.requestTimeout = requestTimeout
         self.store = store
         self.secrets = secrets
         self.emulator = emulator

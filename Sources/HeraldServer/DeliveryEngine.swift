@@ -23,6 +23,10 @@ public final class DeliveryEngine: Service, Sendable {
         /// Batches in progress at once.
         public var workers = 4
         public var lease: Duration = .seconds(60)
+        /// How long an APNs request may wait for its answer; nil for 10 s or half the lease,
+        /// whichever is shorter. It must stay under half the lease, so that a batch is answered or
+        /// failed before another worker can claim (and send again) what is still in flight.
+        public var apnsTimeout: Duration?
         /// How often an idle engine looks for due deliveries.
         public var pollInterval: Duration = .milliseconds(50)
         public var maximumAttempts = 8
@@ -30,6 +34,9 @@ public final class DeliveryEngine: Service, Sendable {
         public var retryMaximum: Duration = .seconds(300)
 
         public init() {}
+
+        /// The APNs request deadline in use.
+        var effectiveAPNSTimeout: Duration { self.apnsTimeout ?? min(.seconds(10), self.lease / 2) }
     }
 
     private let store: any HeraldStore

@@ -203,14 +203,29 @@ extension HeavyProcessTests {
         func databaseRestart() async throws {
             // A server of its own: restarting the shared one would break tests running beside this one.
             let dataDirectory = "/tmp/herald-pg-restart-\(UUID().uuidString.prefix(8))"
-            let port = 55_000 + Int.random(in: 0..<5000)
-            let control = ["HERALD_PG_DIR=\(dataDirectory)", "HERALD_PG_PORT=\(port)", PostgresTestDatabase.controlScript]
-            func server(_ command: String) async throws -> String {
+            // Above Linux's ephemeral range (32768–60999), where the connections of the tests
+            // running beside this one take their local ports; and a first start that still finds
+            // its port taken tries another.
+            var port = 0
+            func control(_ command: String) async throws -> (output: String, failure: String?) {
+                let control = ["HERALD_PG_DIR=\(dataDirectory)", "HERALD_PG_PORT=\(port)", PostgresTestDatabase.controlScript]
                 let result = try await ProcessRunner.run("env", control + [command], timeout: 120)
-                try #require(result.exitCode == 0, "\(command): \(result.standardError)")
-                return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+                guard result.exitCode != 0 else { return (result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines), nil) }
+                let log = (try? String(contentsOfFile: dataDirectory + "/server.log", encoding: .utf8)) ?? ""
+                return ("", "\(command) on port \(port): \(result.standardError)\n\(log.suffix(2000))")
             }
-            let url = try await server("start")
+            func server(_ command: String) async throws -> String {
+                let result = try await control(command)
+                try #require(result.failure == nil, "\(result.failure ?? "")")
+                return result.output
+            }
+            var url = "", failures: [String] = []
+            while url.isEmpty, failures.count < 3 {
+                port = 61_000 + Int.random(in: 0..<4000)
+                let started = try await control("start")
+                if let failure = started.failure { failures.append(failure) } else { url = started.output }
+            }
+            try #require(!url.isEmpty, "\(failures)")
             let fixture = try await Fixture()
             do {
                 let count = 3000

@@ -13,13 +13,13 @@ import Testing
         return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
     }
 
-    @Test("SIGTERM waits for the delivery in flight; a second SIGTERM exits at once, with status 1")
+    @Test("SIGTERM waits for the delivery in flight, past 10 s with a longer APNs timeout; a second SIGTERM exits at once, with status 1")
     func secondSignal() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-signal")
         defer { directory.remove() }
         let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
             "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-            "--emulator-control-port", "0",
+            "--emulator-control-port", "0", "--lease-seconds", "600", "--apns-timeout-seconds", "300",
         ])
         try #require(try await server.waitFor("Built-in APNs emulator: control API"), "\(server.printed)")
         // The crash test already reads a port from what a process printed.
@@ -33,8 +33,9 @@ import Testing
         let device = try await self.call("POST", control + "/v1/devices", json: #"{"bundleId":"com.example.app","environment":"development","kind":"device"}"#)
         let token = try #require(device["token"] as? String)
         _ = try await self.call("PUT", api + "/v1/apps/demo/devices/\(token)", key: admin, json: #"{"environment":"sandbox"}"#)
-        // The emulator answers a minute late: the delivery stays in flight (until its 10 s deadline).
-        _ = try await self.call("POST", control + "/v1/faults", json: #"{"type":"latency","milliseconds":60000,"count":1}"#)
+        // The emulator answers ten minutes late: the delivery stays in flight until its 300 s APNs
+        // timeout, however slowly this test gets to the signals on a loaded machine.
+        _ = try await self.call("POST", control + "/v1/faults", json: #"{"type":"latency","milliseconds":600000,"count":1}"#)
         let sent = try await self.call("POST", api + "/v1/apps/demo/notifications", key: admin, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Late"}"#)
         #expect(sent["deliveries"] as? Int == 1)
         var inFlight = false
@@ -43,13 +44,29 @@ import Testing
             if !inFlight { try await Task.sleep(for: .milliseconds(50)) }
         }
         try #require(inFlight, "the emulator never received the delivery")
+        // Past the 10 s default: only the configured timeout still holds the delivery in flight.
+        try await Task.sleep(for: .seconds(11))
 
         server.signal(SIGTERM)
         try #require(try await server.waitFor("shutting down"), "\(server.printed)")
-        // Still finishing the delivery in flight (it would exit 0 by its 10 s deadline); the second
+        // Still finishing the delivery in flight (it would exit 0 at its APNs timeout); the second
         // signal ends the process now, with status 1.
         let status = try await server.stop(signal: SIGTERM, timeout: 30)
         #expect(status == 1, "\(server.printed)")
         #expect(server.printed.contains("second signal"))
+    }
+
+    @Test("an APNs timeout over half the lease, or under a second, is refused before anything starts")
+    func apnsTimeoutBounds() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-options")
+        defer { directory.remove() }
+        for (lease, timeout) in [("20", "11"), ("60", "0")] {
+            let result = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
+                "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--lease-seconds", lease, "--apns-timeout-seconds", timeout,
+            ])
+            #expect(result.exitCode == 64, "\(result.standardError)")
+            #expect(result.standardError.contains("the APNs timeout must be at least 1 second and at most half the lease (\(lease) s)"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path + "/herald.sqlite"), "nothing is created for a refused start")
     }
 }
