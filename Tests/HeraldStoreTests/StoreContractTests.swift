@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import HeraldCore
-import HeraldPostgres
+@testable import HeraldPostgres
 import HeraldSQLite
 import HeraldTesting
 import Logging
@@ -347,6 +347,44 @@ extension StoreDriver {
             try await store.forgetPlaintext(notificationIDs: ["e2e"])
             let retried = try await store.claimDeliveries(limit: 10, now: 3000, leaseMilliseconds: 1000)
             #expect(retried.map(\.id) == [claimed[1].id] && retried.first?.payload == secret, "one still pending: the plaintext stays")
+        }
+    }
+
+    @Test("an encrypted broadcast's plaintext is forgotten when its chunk, claimed again after its lease, finds its devices gone", arguments: Driver.enabled)
+    func encryptedChunkEmptied(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let key = Array(repeating: UInt8(7), count: 32)
+            for n in 1...3 {
+                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), publicKey: key, publicKeyType: "x25519"), now: 1)
+            }
+            let secret = Array(#"{"secret":2}"#.utf8)
+            var spec = NotificationSpec(audience: .all, payload: secret)
+            spec.placeholder = Array(#"{"aps":{}}"#.utf8)
+            _ = try await store.createNotification(appID: "demo", id: "e2e", bundleID: "com.example.app", spec, now: 10)
+            // The whole audience in one chunk, claimed; then the process "dies" and every device is
+            // removed before the lease ends.
+            let claimed = try await store.claimDeliveries(limit: 10, now: 10, leaseMilliseconds: 1000)
+            #expect(claimed.count == 3 && claimed.allSatisfy { $0.payload == secret })
+            for n in 1...3 { #expect(try await store.unregister(appID: "demo", token: try self.token(n).hex)) }
+            #expect(try await self.payloadLength(store, notificationID: "e2e") == Int64(secret.count), "kept while the chunk is in flight")
+            // Claimed again: no device left, so the chunk ends with nothing sent, and with it the
+            // last thing that needed the plaintext.
+            #expect(try await store.claimDeliveries(limit: 10, now: 1010, leaseMilliseconds: 1000).isEmpty)
+            #expect(try await self.payloadLength(store, notificationID: "e2e") == 0, "plaintext forgotten")
+            #expect(try await store.claimDeliveries(limit: 10, now: 5000, leaseMilliseconds: 1000).isEmpty, "no chunk left")
+        }
+    }
+
+    /// The stored payload's length in bytes, read from the database itself.
+    func payloadLength(_ store: any HeraldStore, notificationID: String) async throws -> Int64? {
+        if let store = store as? SQLiteStore {
+            return try await store.database.read { db in
+                try db.query("SELECT length(payload) FROM notifications WHERE id = ?", [.text(notificationID)]).first?.first?.int
+            }
+        }
+        let store = try #require(store as? PostgresStore)
+        return try await store.read { db in
+            try await db.query("SELECT octet_length(payload)::bigint FROM notifications WHERE id = $1", [.text(notificationID)]).first?.int(0)
         }
     }
 
