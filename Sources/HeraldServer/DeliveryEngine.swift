@@ -24,8 +24,9 @@ public final class DeliveryEngine: Service, Sendable {
         public var workers = 4
         public var lease: Duration = .seconds(60)
         /// How long an APNs request may wait for its answer; nil for 10 s or half the lease,
-        /// whichever is shorter. It must stay under half the lease, so that a batch is answered or
-        /// failed before another worker can claim (and send again) what is still in flight.
+        /// whichever is shorter. At most half the lease (`herald serve` refuses more), so that a
+        /// batch is answered or failed before another worker can claim (and send again) what is
+        /// still in flight.
         public var apnsTimeout: Duration?
         /// How often an idle engine looks for due deliveries.
         public var pollInterval: Duration = .milliseconds(50)

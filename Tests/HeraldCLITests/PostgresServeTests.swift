@@ -207,8 +207,8 @@ extension HeavyProcessTests {
             // its port taken tries another.
             var port = 0
             func control(_ command: String) async throws -> (output: String, failure: String?) {
-                let control = ["HERALD_PG_DIR=\(dataDirectory)", "HERALD_PG_PORT=\(port)", PostgresTestDatabase.controlScript]
-                let result = try await ProcessRunner.run("env", control + [command], timeout: 120)
+                let script = ["HERALD_PG_DIR=\(dataDirectory)", "HERALD_PG_PORT=\(port)", PostgresTestDatabase.controlScript]
+                let result = try await ProcessRunner.run("env", script + [command], timeout: 120)
                 guard result.exitCode != 0 else { return (result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines), nil) }
                 let log = (try? String(contentsOfFile: dataDirectory + "/server.log", encoding: .utf8)) ?? ""
                 return ("", "\(command) on port \(port): \(result.standardError)\n\(log.suffix(2000))")
