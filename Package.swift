@@ -40,13 +40,20 @@ let package = Package(
     ],
     targets: [
         .target(
-            name: "HeraldKit",
+            // The API's request and response types and the end-to-end envelope: the contract the
+            // server, HeraldKit and the tests share. Foundation and swift-crypto only.
+            name: "HeraldAPI",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldKit",
+            dependencies: ["HeraldAPI", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "HeraldKitTests",
-            dependencies: ["HeraldKit", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator"],
+            dependencies: ["HeraldKit", "HeraldAPI", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -133,7 +140,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres", "HeraldKit",
+                "APNSClient", "APNSEmulator", "APNSModels", "HeraldAPI", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -197,8 +204,9 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
+                "HeraldServer", "HeraldAPI", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),

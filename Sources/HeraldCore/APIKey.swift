@@ -76,7 +76,7 @@ public struct SecretBox: Sendable {
     /// - Parameter masterKey: 32 bytes, e.g. from `HERALD_MASTER_KEY` (64 hex digits or base64).
     public init(masterKey: [UInt8]) throws(HeraldError) {
         guard masterKey.count == 32 else {
-            throw HeraldError(status: 500, code: "bad_master_key", "the master key must be 32 bytes")
+            throw HeraldError(code: "bad_master_key", "the master key must be 32 bytes")
         }
         self.key = SymmetricKey(data: masterKey)
     }

@@ -75,29 +75,23 @@ public final class HeraldClient: Sendable {
     /// or the server fails, thrown at once when Herald refuses it (a 4xx with its code).
     @discardableResult
     public func register(_ token: PushToken, _ details: DeviceDetails) async throws(HeraldKitError) -> RegisteredDevice {
-        var body: [String: Any] = ["kind": token.kind, "environment": details.environment.rawValue, "tags": details.tags]
+        var body = DeviceRegistrationRequest(
+            kind: token.kind, environment: details.environment.rawValue, userId: details.userID, tags: details.tags, locale: details.locale,
+            timeZone: details.timeZone, appVersion: details.appVersion, platform: details.platform,
+            publicKey: details.encryptionKey?.data.base64EncodedString(), publicKeyType: details.encryptionKey?.type
+        )
         switch token {
-        case .liveActivity(_, let activityID): body["activityId"] = activityID
-        case .pushToStart(_, let attributesType): body["attributesType"] = attributesType
+        case .liveActivity(_, let activityID): body.activityId = activityID
+        case .pushToStart(_, let attributesType): body.attributesType = attributesType
         default: break
         }
-        body["userId"] = details.userID
-        body["locale"] = details.locale
-        body["timeZone"] = details.timeZone
-        body["appVersion"] = details.appVersion
-        body["platform"] = details.platform
-        if let key = details.encryptionKey {
-            body["publicKey"] = key.data.base64EncodedString()
-            body["publicKeyType"] = key.type
-        }
         let answer = try await self.call("PUT", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: body)
-        guard let object = answer as? [String: Any], let hex = object["token"] as? String, let kind = object["kind"] as? String else {
+        guard let answer, let device = try? JSONDecoder().decode(DeviceResponse.self, from: answer) else {
             throw HeraldKitError(code: "bad_response", status: nil, message: "the registration answer is not a device")
         }
         self.registered.withLock { $0[token] = details }
         return RegisteredDevice(
-            token: hex, kind: kind, userID: object["userId"] as? String, active: object["active"] as? Bool ?? false,
-            lastRegisteredAt: (object["lastRegisteredAt"] as? NSNumber)?.int64Value ?? 0
+            token: device.token, kind: device.kind, userID: device.userId, active: device.active, lastRegisteredAt: device.lastRegisteredAt
         )
     }
 
@@ -105,7 +99,7 @@ public final class HeraldClient: Sendable {
     /// for good). A token Herald does not know is not an error.
     public func unregister(_ token: PushToken) async throws(HeraldKitError) {
         do {
-            _ = try await self.call("DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil)
+            _ = try await self.call("DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil as DeviceRegistrationRequest?)
         } catch where error.status == 404 {
             // Already gone.
         }
@@ -121,14 +115,14 @@ public final class HeraldClient: Sendable {
         }
     }
 
-    /// One call, retried per the policy; the answer's JSON (nil for 204).
-    private func call(_ method: String, _ path: String, body: [String: Any]?) async throws(HeraldKitError) -> Any? {
+    /// One call, retried per the policy; the answer's bytes (nil for an empty answer).
+    private func call(_ method: String, _ path: String, body: (some Encodable)?) async throws(HeraldKitError) -> Data? {
         var request = URLRequest(url: self.serverURL.appendingPathComponent(path))
         request.httpMethod = method
         request.setValue("Bearer \(self.key)", forHTTPHeaderField: "authorization")
         if let body {
             request.setValue("application/json", forHTTPHeaderField: "content-type")
-            request.httpBody = try? JSONSerialization.data(withJSONObject: body)
+            request.httpBody = try? JSONEncoder().encode(body)
         }
         var attempt = 1
         while true {
@@ -146,7 +140,7 @@ public final class HeraldClient: Sendable {
         }
     }
 
-    private func once(_ request: URLRequest) async throws(HeraldKitError) -> Any? {
+    private func once(_ request: URLRequest) async throws(HeraldKitError) -> Data? {
         let data: Data
         let response: URLResponse
         do {
@@ -155,14 +149,13 @@ public final class HeraldClient: Sendable {
             throw HeraldKitError(code: "network", status: nil, message: error.localizedDescription)
         }
         guard let http = response as? HTTPURLResponse else { throw HeraldKitError(code: "bad_response", status: nil, message: "not HTTP") }
-        let object = data.isEmpty ? nil : try? JSONSerialization.jsonObject(with: data)
         guard (200..<300).contains(http.statusCode) else {
-            let error = (object as? [String: Any])?["error"] as? [String: Any]
+            let error = try? JSONDecoder().decode(APIErrorBody.self, from: data).error
             throw HeraldKitError(
-                code: error?["code"] as? String ?? "http_\(http.statusCode)", status: http.statusCode,
-                message: error?["message"] as? String ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode)
+                code: error?.code ?? "http_\(http.statusCode)", status: http.statusCode,
+                message: error?.message ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode)
             )
         }
-        return object
+        return data.isEmpty ? nil : data
     }
 }

@@ -112,4 +112,12 @@ public struct RegisteredDevice: Sendable, Hashable {
     public var userID: String?
     public var active: Bool
     public var lastRegisteredAt: Int64
+
+    public init(token: String, kind: String, userID: String?, active: Bool, lastRegisteredAt: Int64) {
+        self.token = token
+        self.kind = kind
+        self.userID = userID
+        self.active = active
+        self.lastRegisteredAt = lastRegisteredAt
+    }
 }

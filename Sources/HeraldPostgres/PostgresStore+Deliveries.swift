@@ -98,7 +98,7 @@ extension PostgresStore {
             }
             if let outcome { return outcome }
         }
-        throw HeraldError(status: 503, code: "database_unavailable", "the notification could not be stored; try again")
+        throw HeraldError(code: "database_unavailable", "the notification could not be stored; try again")
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {

@@ -96,7 +96,7 @@ public final class PostgresStore: HeraldStore {
     }
 
     static func unavailable(_ why: String) -> HeraldError {
-        HeraldError(status: 503, code: "database_unavailable", "the database cannot be reached (\(why))")
+        HeraldError(code: "database_unavailable", "the database cannot be reached (\(why))")
     }
 
     func read<Result: Sendable>(_ body: (Connection) async throws -> Result) async throws -> Result {
@@ -409,7 +409,7 @@ public final class PostgresStore: HeraldStore {
                     .bytes(registration.publicKey), .text(registration.publicKeyType),
                 ]
             )
-            guard let row = rows.first, let id = row.int(0) else { throw HeraldError(status: 500, code: "internal", "the upsert returned nothing") }
+            guard let row = rows.first, let id = row.int(0) else { throw HeraldError(code: "internal", "the upsert returned nothing") }
             try await db.query("DELETE FROM device_tags WHERE device_id = $1", [.int(id)])
             let tags = Set(registration.tags).sorted()
             if !tags.isEmpty {

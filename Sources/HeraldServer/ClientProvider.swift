@@ -65,7 +65,7 @@ final class ClientProvider: Sendable {
         do {
             sealed = try await self.store.credentials(appID: appID)[environment]
         } catch {
-            throw HeraldError(status: 503, code: "store_unavailable", "cannot read credentials: \(error)")
+            throw HeraldError(code: "store_unavailable", "cannot read credentials: \(error)")
         }
         if let entry = self.clients.withLock({ $0[key] }), entry.sealed == sealed { return entry.client }
         let configuration = try self.configuration(sealed: sealed, environment: environment, appID: appID)
@@ -75,7 +75,7 @@ final class ClientProvider: Sendable {
             logger[metadataKey: "herald.app"] = "\(appID)"
             client = try APNSClient(configuration: configuration, logger: logger)
         } catch {
-            throw HeraldError(status: 422, code: "bad_credentials", error.message)
+            throw HeraldError(code: "credentials_unusable", error.message)
         }
         let replaced = self.clients.withLock { clients -> APNSClient? in
             let old = clients[key]?.client
@@ -89,7 +89,7 @@ final class ClientProvider: Sendable {
     private func configuration(sealed: [UInt8]?, environment: APNSEnvironment, appID: String) throws(HeraldError) -> APNSClientConfiguration {
         guard let sealed else {
             guard let emulator = self.emulator, let port = emulator.ports[environment] else {
-                throw HeraldError(status: 422, code: "no_credentials", "app '\(appID)' has no \(environment) credentials")
+                throw HeraldError(code: "no_credentials", "app '\(appID)' has no \(environment) credentials")
             }
             var configuration = APNSClientConfiguration(
                 credential: .token(emulator.key), environment: environment, host: emulator.host, port: port,
@@ -102,7 +102,7 @@ final class ClientProvider: Sendable {
         do {
             material = try CredentialCoding.decode(try self.secrets.open(sealed))
         } catch {
-            throw HeraldError(status: 500, code: "credentials_unreadable", "stored credentials cannot be opened with this master key")
+            throw HeraldError(code: "credentials_unreadable", "stored credentials cannot be opened with this master key")
         }
         let credential: APNSClientConfiguration.Credential
         switch material {
@@ -110,7 +110,7 @@ final class ClientProvider: Sendable {
             do {
                 credential = .token(try SigningKey(pem: pem, keyID: keyID, teamID: teamID), restrictedTo: restriction)
             } catch {
-                throw HeraldError(status: 422, code: "bad_credentials", error.description)
+                throw HeraldError(code: "credentials_unusable", error.description)
             }
         case .certificate(let certificatePEM, let keyPEM):
             do {
@@ -119,7 +119,7 @@ final class ClientProvider: Sendable {
                     privateKey: try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
                 )
             } catch {
-                throw HeraldError(status: 422, code: "bad_credentials", "the certificate or key cannot be read")
+                throw HeraldError(code: "credentials_unusable", "the certificate or key cannot be read")
             }
         }
         var configuration = APNSClientConfiguration(credential: credential, environment: environment)

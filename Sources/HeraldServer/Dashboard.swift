@@ -2,6 +2,7 @@
 import APNSEmulator
 import APNSModels
 import Foundation
+import HeraldAPI
 import HeraldCore
 import Hummingbird
 import HTTPTypes
@@ -31,7 +32,7 @@ struct Dashboard: Sendable {
         var csrf: String
     }
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: Router<APIRequestContext>) {
         let group = router.group("dashboard")
         group.get("static/:file") { _, context in
             let name = context.parameters.get("file") ?? ""
@@ -81,7 +82,7 @@ struct Dashboard: Sendable {
             let app = try await self.app(context)
             let types = Set(DeliveryEventType.allCases.filter { form["event." + $0.rawValue] != nil })
             do {
-                let (webhook, secret) = try self.api.newWebhook(appID: app.id, url: form["url"], types: types.isEmpty ? [.failed, .invalidated] : types)
+                let (webhook, secret) = try self.api.webhooks.newWebhook(appID: app.id, url: form["url"], types: types.isEmpty ? EventTypes.defaultWebhookTypes : types)
                 try await self.store.createWebhook(webhook)
                 self.api.events.webhooksChanged()
                 return Self.html(try await self.appPage(session, app: app, secret: (webhook.id, secret)), title: app.id, session: session)
@@ -162,7 +163,7 @@ struct Dashboard: Sendable {
                     ("environment", .string(environment == .development ? "sandbox" : "production")),
                     ("userId", user.isEmpty ? .null : .string(user)), ("tags", .array(tags.map(JSONValue.string))), ("platform", "iOS"),
                 ])
-                let registration = try API.registration(body, token: try API.token(device.token))
+                let registration = try DevicesController.registration(try APIRequestDecoder.decode(DeviceRegistrationRequest.self, json: body), token: try Validate.token(device.token))
                 _ = try await self.store.register(appID: app.id, registration, now: now)
             } catch let error as HeraldError {
                 emulator.state.removeDevice(token: device.token)
@@ -220,12 +221,12 @@ struct Dashboard: Sendable {
         guard let session = try await self.session(request) else { return Self.redirect("/dashboard/login") }
         do {
             return Self.html(try await body(session), title: nil, session: session)
-        } catch let error as HeraldError where error.status == 404 {
+        } catch let error as HeraldError where error.code == "not_found" {
             return Self.html("<h1>Not found</h1><p>\(Self.escape(error.message))</p>", title: "Not found", session: session, status: .notFound)
         }
     }
 
-    func app(_ context: BasicRequestContext) async throws -> App {
+    func app(_ context: APIRequestContext) async throws -> App {
         let id = context.parameters.get("app") ?? ""
         guard let app = try await self.store.app(id) else { throw HeraldError.notFound("app '\(id)'") }
         return app
@@ -440,7 +441,7 @@ struct Dashboard: Sendable {
     }
 
     func devicePage(_ session: Session, app: App, token text: String) async throws -> String {
-        let token = try API.token(text)
+        let token = try Validate.token(text)
         guard let device = try await self.store.device(appID: app.id, token: token.hex) else { throw HeraldError.notFound("device") }
         let r = device.registration
         let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: 50)
@@ -668,7 +669,7 @@ struct Dashboard: Sendable {
     func phoneStream(token: String) throws -> Response {
         guard let emulator = self.emulator, emulator.state.device(token: token) != nil else { throw HeraldError.notFound("virtual device") }
         let events = self.api.events
-        return API.eventStreamResponse { writer in
+        return EventStream.response { writer in
             // Registered here, where the body is written: a client gone before this holds nothing.
             let (stream, feed) = AsyncStream<StreamItem>.makeStream(bufferingPolicy: .bufferingNewest(1000))
             let listener = emulator.state.addListener(
@@ -689,7 +690,7 @@ struct Dashboard: Sendable {
                     for await _ in subscription.items {}
                     feed.finish()
                 }
-                try await API.writeEvents(&writer, preamble: "", items: stream, feed: feed) { event in
+                try await EventStream.write(&writer, preamble: "", items: stream, feed: feed) { event in
                     "event: push\ndata: \(String(decoding: event.json.serialized(), as: UTF8.self))\n\n"
                 }
                 group.cancelAll()

@@ -3,7 +3,8 @@ import APNSClient
 import APNSModels
 import CoreMetrics
 import HeraldCore
-import HeraldKit
+import HTTPTypes
+import HeraldAPI
 import Foundation
 import Logging
 public import ServiceLifecycle
@@ -232,7 +233,7 @@ public final class DeliveryEngine: Service, Sendable {
         } catch {
             self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
             for delivery in deliveries {
-                outcome.add(self.retryOrFail(delivery, status: nil, reason: error.code, retryable: error.status >= 500), pushType: delivery.pushType)
+                outcome.add(self.retryOrFail(delivery, status: nil, reason: error.code, retryable: HeraldError.status(forCode: error.code).code >= 500), pushType: delivery.pushType)
             }
             return outcome
         }

@@ -44,6 +44,9 @@ public struct ServerConfiguration: Sendable {
     public var dashboard = true
     /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
     public var metrics: PrometheusCollectorRegistry?
+    /// For tests: an API answer whose status its operation does not declare (as `openapi.yaml`
+    /// must) becomes a 500 `undeclared_status`.
+    public var refuseUndeclaredStatuses = false
 
     public init() {}
 }
@@ -55,6 +58,8 @@ public struct RunningServer: Sendable {
     public let initialAdminKey: String?
     public let emulator: APNSEmulator?
     public let store: any HeraldStore
+    /// Every route the server answers, as `METHOD /path/{parameter}`.
+    public let routes: [String]
 }
 
 /// Opens the store `database` names — a `postgres://` URL, else a SQLite file (default
@@ -113,7 +118,8 @@ private func runHeraldServer<Result: Sendable>(
             webhookDoorbell: { dispatcher.ring() }
         )
         let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events)
-        let router = Router()
+        let router = Router(context: APIRequestContext.self)
+        if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
         let api = API(
             store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics, events: events,
             webhookAllowInternal: configuration.webhookAllowInternal
@@ -122,6 +128,7 @@ private func runHeraldServer<Result: Sendable>(
         if configuration.dashboard {
             Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)
         }
+        let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         let listening = ListeningPort()
         let application = Application(
             router: router,
@@ -145,16 +152,16 @@ private func runHeraldServer<Result: Sendable>(
                     do {
                         try await group.run()
                     } catch {
-                        listening.resume(.failure(HeraldError(status: 500, code: "listen_failed", "cannot listen on \(address): \(error)")))
+                        listening.resume(.failure(HeraldError(code: "listen_failed", "cannot listen on \(address): \(error)")))
                         throw error
                     }
-                    listening.resume(.failure(HeraldError(status: 500, code: "listen_failed", "the server stopped before listening on \(address)")))
+                    listening.resume(.failure(HeraldError(code: "listen_failed", "the server stopped before listening on \(address)")))
                 }
             }
             logger.info("herald serving", metadata: ["herald.port": "\(port)"])
             var outcome: Swift.Result<Result, any Error>
             do {
-                outcome = .success(try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store)))
+                outcome = .success(try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes)))
             } catch {
                 outcome = .failure(error)
             }
@@ -201,27 +208,27 @@ private func runHeraldServer<Result: Sendable>(
 func loadMasterKey(directory: String, generate: Bool = true) throws -> [UInt8] {
     if let text = ProcessInfo.processInfo.environment["HERALD_MASTER_KEY"] {
         guard let key = SecretBox.parseMasterKey(text) else {
-            throw HeraldError(status: 500, code: "bad_master_key", "HERALD_MASTER_KEY must be 32 bytes as 64 hex digits or base64")
+            throw HeraldError(code: "bad_master_key", "HERALD_MASTER_KEY must be 32 bytes as 64 hex digits or base64")
         }
         return key
     }
     let path = directory + "/master.key"
     if let text = try? String(contentsOfFile: path, encoding: .utf8) {
         guard let key = SecretBox.parseMasterKey(text) else {
-            throw HeraldError(status: 500, code: "bad_master_key", "\(path) does not hold a 32-byte key")
+            throw HeraldError(code: "bad_master_key", "\(path) does not hold a 32-byte key")
         }
         return key
     }
     guard generate else {
         throw HeraldError(
-            status: 500, code: "master_key_required",
+            code: "master_key_required",
             "with a shared PostgreSQL database every process needs the same master key: set HERALD_MASTER_KEY (or put it in \(path))"
         )
     }
     let key = SecretBox.generateMasterKey()
     let hex = key.map { String(format: "%02x", $0) }.joined()
     guard FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
-        throw HeraldError(status: 500, code: "bad_master_key", "cannot write \(path)")
+        throw HeraldError(code: "bad_master_key", "cannot write \(path)")
     }
     return key
 }

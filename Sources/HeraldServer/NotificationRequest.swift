@@ -1,59 +1,33 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import HeraldAPI
 import HeraldCore
-import HeraldKit
 
-/// The body of `POST /v1/apps/{app}/notifications`, checked field by field.
+/// The body of `POST /v1/apps/{app}/notifications`, checked: what can never be sent is refused
+/// here with a stable code, before anything is written.
 enum NotificationRequest {
+    /// A body the dashboard built as JSON: decoded as the API decodes it, then checked.
     static func parse(_ body: JSONValue, now: Int64) throws -> NotificationSpec {
+        try self.spec(try APIRequestDecoder.decode(SendRequest.self, json: body), now: now)
+    }
+
+    static func spec(_ body: SendRequest, now: Int64) throws -> NotificationSpec {
         func bad(_ message: String, _ code: String) -> HeraldError { HeraldError.invalid(message, code: code) }
-        func strings(_ value: JSONValue?, _ key: String) throws -> [String] {
-            guard let array = value?.arrayValue, !array.isEmpty, array.count <= 10_000 else {
-                throw bad("audience.\(key) must be an array of 1 to 10000 strings", "bad_audience")
-            }
-            return try array.map { item in
-                guard let text = item.stringValue, !text.isEmpty else { throw bad("audience.\(key) must hold strings", "bad_audience") }
-                return text
-            }
-        }
-        // Audience
-        let audience: Audience
-        guard let audienceValue = body["audience"] else { throw bad("audience is required: \"all\", or {\"tokens\"|\"users\"|\"tags\": [...]}", "missing_audience") }
-        if audienceValue.stringValue == "all" {
-            audience = .all
-        } else if audienceValue["tokens"] != nil {
-            audience = .tokens(try strings(audienceValue["tokens"], "tokens").map { $0.lowercased() })
-        } else if audienceValue["users"] != nil {
-            audience = .users(try strings(audienceValue["users"], "users"))
-        } else if let activity = audienceValue["activityId"] {
-            guard let id = activity.stringValue, !id.isEmpty, id.utf8.count <= 256 else { throw bad("audience.activityId must be a string", "bad_audience") }
-            audience = .activity(id)
-        } else if audienceValue["tags"] != nil {
-            let match = audienceValue["match"]?.stringValue ?? "any"
-            guard match == "any" || match == "all" else { throw bad("audience.match must be any or all", "bad_audience") }
-            audience = .tags(try strings(audienceValue["tags"], "tags"), matchAll: match == "all")
-        } else {
-            throw bad("audience must be \"all\", or have tokens, users, tags or activityId", "bad_audience")
-        }
+        let audience = try self.audience(body.audience)
         // Filters
         var kinds: Set<DeviceKind> = []
-        if let value = body["kinds"] {
-            guard let array = value.arrayValue else { throw bad("kinds must be an array", "bad_kinds") }
-            for item in array {
-                guard let kind = item.stringValue.flatMap(DeviceKind.init(rawValue:)) else { throw bad("unknown kind in kinds", "bad_kinds") }
-                kinds.insert(kind)
-            }
+        for name in body.kinds ?? [] {
+            guard let kind = DeviceKind(rawValue: name) else { throw bad("unknown kind '\(name)' in kinds", "bad_kinds") }
+            kinds.insert(kind)
         }
         var environment: APNSEnvironment?
-        if let name = body["environment"] {
-            guard let parsed = name.stringValue.flatMap(APNSEnvironment.init(name:)) else {
-                throw bad("environment must be sandbox (development) or production", "bad_environment")
-            }
+        if let name = body.environment {
+            guard let parsed = APNSEnvironment(name: name) else { throw bad("environment must be sandbox (development) or production", "bad_environment") }
             environment = parsed
         }
         var pushType: PushType?
-        if let name = body["pushType"] {
-            guard let parsed = name.stringValue.flatMap(PushType.init(rawValue:)) else { throw bad("unknown pushType", "bad_push_type") }
+        if let name = body.pushType {
+            guard let parsed = PushType(rawValue: name) else { throw bad("unknown pushType '\(name)'", "bad_push_type") }
             pushType = parsed
         }
         // Users, tags and everyone mean the app's ordinary (device) tokens unless the caller names
@@ -67,8 +41,8 @@ enum NotificationRequest {
             break
         }
         var priority: Priority?
-        if let value = body["priority"] {
-            guard let parsed = value.intValue.flatMap({ Priority(rawValue: Int($0)) }) else { throw bad("priority must be 10, 5 or 1", "bad_priority") }
+        if let value = body.priority {
+            guard let parsed = Priority(rawValue: value) else { throw HeraldError.unprocessable("priority must be 10, 5 or 1", code: "bad_priority") }
             if let pushType, !pushType.allowedPriorities.contains(parsed) {
                 throw HeraldError.unprocessable("\(pushType) pushes cannot use priority \(parsed)", code: "bad_priority")
             }
@@ -77,68 +51,96 @@ enum NotificationRequest {
             priority = .throttled
         }
         var expiration: Int64?
-        if let value = body["expiration"] {
-            guard let seconds = value.intValue, seconds >= 0 else { throw bad("expiration is UNIX seconds (0 = one attempt)", "bad_expiration") }
+        if let seconds = body.expiration {
+            guard seconds >= 0 else { throw bad("expiration is UNIX seconds (0 = one attempt)", "bad_expiration") }
             expiration = seconds
-        } else if let value = body["ttl"] {
-            guard let seconds = value.intValue, seconds >= 0, seconds <= 30 * 86_400 else { throw bad("ttl is 0 to 2592000 seconds", "bad_expiration") }
+        } else if let seconds = body.ttl {
+            guard seconds >= 0, seconds <= 30 * 86_400 else { throw bad("ttl is 0 to 2592000 seconds", "bad_expiration") }
             expiration = seconds == 0 ? 0 : now / 1000 + seconds
         }
-        var collapseID: String?
-        if let value = body["collapseId"] {
-            guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= 64 else { throw bad("collapseId is 1 to 64 bytes", "bad_collapse_id") }
-            collapseID = text
-        }
-        var scheduledAt: Int64?
-        if let value = body["scheduledAt"] {
-            guard let milliseconds = value.intValue, milliseconds > 0 else { throw bad("scheduledAt is milliseconds since 1970", "bad_scheduled_at") }
-            scheduledAt = milliseconds
-        }
+        if let text = body.collapseId, text.isEmpty || text.utf8.count > 64 { throw bad("collapseId is 1 to 64 bytes", "bad_collapse_id") }
+        if let milliseconds = body.scheduledAt, milliseconds <= 0 { throw bad("scheduledAt is milliseconds since 1970", "bad_scheduled_at") }
         var localTime: LocalTime?
-        if let value = body["localTime"] {
-            guard let parsed = value.stringValue.flatMap(LocalTime.init) else {
-                throw bad("localTime is a wall-clock time like 2026-11-23T09:00 (no zone)", "bad_local_time")
-            }
+        if let text = body.localTime {
+            guard let parsed = LocalTime(text) else { throw bad("localTime is a wall-clock time like 2026-11-23T09:00 (no zone)", "bad_local_time") }
             localTime = parsed
         }
-        var idempotencyKey: String?
-        if let value = body["idempotencyKey"] {
-            guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= 128 else { throw bad("idempotencyKey is 1 to 128 bytes", "bad_idempotency_key") }
-            idempotencyKey = text
+        if let text = body.idempotencyKey, text.isEmpty || text.utf8.count > 128 {
+            throw bad("idempotencyKey is 1 to 128 bytes", "bad_idempotency_key")
         }
-        var payload = try self.payload(body, pushType: pushType)
+        let json = try self.payloadJSON(body)
+        var payload = try self.encode(json, pushType: pushType)
         var placeholder: [UInt8]?
         var audienceKinds = kinds
-        if let encrypt = body["encrypt"], !encrypt.isNull {
-            guard let flag = encrypt.boolValue else { throw bad("encrypt is true or false", "bad_encrypt") }
-            if flag {
-                (payload, placeholder) = try self.encrypted(body, payload: payload, pushType: pushType)
-                // Only alert tokens show an alert a service extension can rewrite.
-                audienceKinds = kinds.isEmpty ? [.device] : kinds.intersection([.device])
-                guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
-            }
+        if body.encrypt == true {
+            (payload, placeholder) = try self.encrypted(body.placeholder, payload: payload, pushType: pushType)
+            // Only alert tokens show an alert a service extension can rewrite.
+            audienceKinds = kinds.isEmpty ? [.device] : kinds.intersection([.device])
+            guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
         }
+        try self.requireContent(json, pushType: pushType, audience: audience)
         var spec = NotificationSpec(
             audience: audience, kinds: audienceKinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
-            collapseID: collapseID, payload: payload, scheduledAt: scheduledAt, localTime: localTime, idempotencyKey: idempotencyKey
+            collapseID: body.collapseId, payload: payload, scheduledAt: body.scheduledAt, localTime: localTime, idempotencyKey: body.idempotencyKey
         )
         spec.placeholder = placeholder
         return spec
     }
 
+    static func audience(_ selector: AudienceSelector?) throws -> Audience {
+        func bad(_ message: String) -> HeraldError { HeraldError.invalid(message, code: "bad_audience") }
+        guard let selector else { throw HeraldError.invalid("audience is required: \"all\", or {\"tokens\"|\"users\"|\"tags\": [...]}", code: "missing_audience") }
+        if selector.all { return .all }
+        let named = [selector.tokens != nil, selector.users != nil, selector.tags != nil, selector.activityId != nil].filter { $0 }.count
+        guard named == 1 else { throw bad("audience must be \"all\", or have exactly one of tokens, users, tags or activityId") }
+        guard selector.match == nil || selector.tags != nil else { throw bad("audience.match goes with audience.tags") }
+        func strings(_ values: [String], _ key: String) throws -> [String] {
+            guard !values.isEmpty, values.count <= 10_000 else { throw bad("audience.\(key) must be an array of 1 to 10000 strings") }
+            guard values.allSatisfy({ !$0.isEmpty }) else { throw bad("audience.\(key) must hold strings") }
+            return values
+        }
+        if let tokens = selector.tokens { return .tokens(try strings(tokens, "tokens").map { $0.lowercased() }) }
+        if let users = selector.users { return .users(try strings(users, "users")) }
+        if let id = selector.activityId {
+            guard !id.isEmpty, id.utf8.count <= 256 else { throw bad("audience.activityId must be a string") }
+            return .activity(id)
+        }
+        let match = selector.match ?? "any"
+        guard match == "any" || match == "all" else { throw bad("audience.match must be any or all") }
+        return .tags(try strings(selector.tags ?? [], "tags"), matchAll: match == "all")
+    }
+
+    /// What a device would show or do: an alert, a badge or a sound, a background wake-up, a
+    /// Live Activity's content; or a push type whose payload is the app's own (VoIP, location,
+    /// …). A notification with none of these is refused (`empty_notification`).
+    static func requireContent(_ json: JSONValue, pushType: PushType?, audience: Audience) throws {
+        switch pushType {
+        case nil, .alert?, .background?:
+            break
+        default:
+            return
+        }
+        if case .activity = audience { return }
+        let aps = json["aps"]?.objectMembers ?? []
+        let shown: Set<String> = ["alert", "badge", "sound", "content-available", "content-state", "event"]
+        guard aps.contains(where: { shown.contains($0.0) }) else {
+            throw HeraldError.invalid(
+                "the notification has nothing to show: give a title, subtitle, body, badge or sound, or contentAvailable for a background update",
+                code: "empty_notification"
+            )
+        }
+    }
+
     /// End-to-end encryption: the plaintext payload (what each device decrypts) and the
     /// placeholder APNs carries around each device's envelope — `placeholder.title`/`body`
     /// (default "New notification") with `mutable-content: 1`, so the extension runs.
-    static func encrypted(_ body: JSONValue, payload: [UInt8], pushType: PushType?) throws -> (payload: [UInt8], placeholder: [UInt8]) {
+    static func encrypted(_ given: SendRequest.Placeholder?, payload: [UInt8], pushType: PushType?) throws -> (payload: [UInt8], placeholder: [UInt8]) {
         guard pushType == nil || pushType == .alert else {
-            throw HeraldError.unprocessable("only alert notifications can be encrypted end to end", code: "bad_encrypt")
+            throw HeraldError.unprocessable("only alert notifications can be encrypted end to end", code: "encrypt_not_allowed")
         }
         var alert: [(String, JSONValue)] = [("title", .string("New notification"))]
-        if let given = body["placeholder"], !given.isNull {
-            guard let members = given.objectMembers, members.allSatisfy({ ["title", "body"].contains($0.0) && $0.1.stringValue != nil }) else {
-                throw HeraldError.invalid("placeholder is {\"title\", \"body\"} (strings)", code: "bad_placeholder")
-            }
-            alert = members
+        if let given {
+            alert = [("title", given.title), ("body", given.body)].compactMap { key, value in value.map { (key, JSONValue.string($0)) } }
         }
         let placeholder = JSONValue.object([("aps", .object([("alert", .object(alert)), ("mutable-content", .int(1))]))]).serialized()
         let size = placeholder.count + EncryptedPayload.key.utf8.count + 4 + EncryptedPayload.envelopeSize(payloadBytes: payload.count)
@@ -151,47 +153,44 @@ enum NotificationRequest {
     }
 
     /// `aps` (raw) and `data` (custom keys), with the typed fields laid over `aps`.
-    static func payload(_ body: JSONValue, pushType: PushType?) throws -> [UInt8] {
+    static func payloadJSON(_ body: SendRequest) throws -> JSONValue {
         var members: [(String, JSONValue)] = []
-        if let data = body["data"] {
-            guard let custom = data.objectMembers else { throw HeraldError.invalid("data must be an object", code: "bad_data") }
-            guard !custom.contains(where: { $0.0 == "aps" }) else { throw HeraldError.invalid("data cannot hold aps", code: "bad_data") }
-            members = custom
+        if let data = body.data {
+            guard case .object(let custom) = data else { throw HeraldError.invalid("data must be an object", code: "bad_data") }
+            guard !custom.contains(where: { $0.key == "aps" }) else { throw HeraldError.invalid("data cannot hold aps", code: "bad_data") }
+            members = custom.map { ($0.key, JSONValue($0.value)) }
         }
         var aps: [(String, JSONValue)] = []
-        if let raw = body["aps"] {
-            guard let object = raw.objectMembers else { throw HeraldError.invalid("aps must be an object", code: "bad_aps") }
-            aps = object
+        if let raw = body.aps {
+            guard case .object(let object) = raw else { throw HeraldError.invalid("aps must be an object", code: "bad_aps") }
+            aps = object.map { ($0.key, JSONValue($0.value)) }
         }
         func set(_ key: String, _ value: JSONValue) {
             aps.removeAll { $0.0 == key }
             aps.append((key, value))
         }
-        var alert: [(String, JSONValue)] = []
-        for (field, key) in [("title", "title"), ("subtitle", "subtitle"), ("body", "body")] {
-            if let value = body[field] {
-                guard let text = value.stringValue else { throw HeraldError.invalid("\(field) must be a string", code: "bad_\(field)") }
-                alert.append((key, .string(text)))
-            }
+        let alert = [("title", body.title), ("subtitle", body.subtitle), ("body", body.body)].compactMap { key, value in
+            value.map { (key, JSONValue.string($0)) }
         }
         if !alert.isEmpty { set("alert", .object(alert)) }
-        if let value = body["badge"] {
-            guard let badge = value.intValue, badge >= 0 else { throw HeraldError.invalid("badge must be a number ≥ 0", code: "bad_badge") }
+        if let badge = body.badge {
+            guard badge >= 0 else { throw HeraldError.invalid("badge must be a number ≥ 0", code: "bad_badge") }
             set("badge", .int(badge))
         }
-        for (field, key) in [("sound", "sound"), ("threadId", "thread-id"), ("category", "category"), ("interruptionLevel", "interruption-level")] {
-            if let value = body[field] {
-                guard let text = value.stringValue else { throw HeraldError.invalid("\(field) must be a string", code: "bad_\(field)") }
-                set(key, .string(text))
-            }
+        for (key, value) in [("sound", body.sound), ("thread-id", body.threadId), ("category", body.category), ("interruption-level", body.interruptionLevel)] {
+            if let value { set(key, .string(value)) }
         }
-        if let value = body["relevanceScore"] {
-            guard let score = value.doubleValue, (0...1).contains(score) else { throw HeraldError.invalid("relevanceScore is 0 to 1", code: "bad_relevanceScore") }
+        if let score = body.relevanceScore {
+            guard (0...1).contains(score) else { throw HeraldError.invalid("relevanceScore is 0 to 1", code: "bad_relevanceScore") }
             set("relevance-score", .double(score))
         }
-        if body["mutableContent"]?.boolValue == true { set("mutable-content", .int(1)) }
-        if body["contentAvailable"]?.boolValue == true { set("content-available", .int(1)) }
-        let json = JSONValue.object([("aps", .object(aps))] + members)
+        if body.mutableContent == true { set("mutable-content", .int(1)) }
+        if body.contentAvailable == true { set("content-available", .int(1)) }
+        return JSONValue.object([("aps", .object(aps))] + members)
+    }
+
+    /// The payload's bytes, checked against `pushType`'s rules (or, with none, the rules every kind shares).
+    static func encode(_ json: JSONValue, pushType: PushType?) throws -> [UInt8] {
         guard let pushType else {
             // Push type by device kind: each kind's rules differ, so only the common ones here
             // (JSON object, size within the smallest limit); the client checks each send again.
@@ -203,12 +202,25 @@ enum NotificationRequest {
             }
             return bytes
         }
-        let typed: Payload
         do {
-            typed = try Payload(json: json)
-            return try typed.encode(for: pushType)
+            return try Payload(json: json).encode(for: pushType)
         } catch {
             throw HeraldError.unprocessable(error.description, code: error.code.description)
+        }
+    }
+}
+
+extension JSONValue {
+    /// A sender's free-form JSON (`data`, `aps`) as Herald's own value.
+    init(_ json: JSON) {
+        switch json {
+        case .null: self = .null
+        case .bool(let bool): self = .bool(bool)
+        case .int(let int): self = .int(int)
+        case .double(let double): self = .double(double)
+        case .string(let string): self = .string(string)
+        case .array(let items): self = .array(items.map(JSONValue.init))
+        case .object(let members): self = .object(members.map { ($0.key, JSONValue($0.value)) })
         }
     }
 }

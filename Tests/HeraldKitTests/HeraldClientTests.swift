@@ -91,7 +91,8 @@ import FoundationNetworking
                 if len(seen) <= failures:
                     body = json.dumps({"error": {"code": "unavailable", "message": "try later"}}).encode(); self.send_response(503)
                 else:
-                    body = json.dumps({"token": self.path.rsplit("/", 1)[1], "kind": "device", "active": True, "lastRegisteredAt": len(seen)}).encode()
+                    body = json.dumps({"token": self.path.rsplit("/", 1)[1], "kind": "device", "environment": "production", "tags": [], "active": True,
+                                       "createdAt": 1, "lastRegisteredAt": len(seen)}).encode()
                     self.send_response(200)
                 self.send_header("content-type", "application/json"); self.send_header("content-length", str(len(body))); self.end_headers()
                 self.wfile.write(body)

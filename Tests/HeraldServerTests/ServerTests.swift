@@ -45,6 +45,7 @@ import CoreMetrics
         configuration.emulatorPorts = (0, 0, 0)
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
+        configuration.refuseUndeclaredStatuses = true
         return configuration
     }
 
@@ -282,9 +283,21 @@ import CoreMetrics
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKey":"not base64","publicKeyType":"p256"}"#, 400, "bad_public_key"),
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKeyType":"x25519"}"#, 400, "bad_public_key"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":"yes"}"#, 400, "bad_encrypt"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","contentAvailable":true,"encrypt":true}"#, 422, "bad_encrypt"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","contentAvailable":true,"encrypt":true}"#, 422, "encrypt_not_allowed"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":true,"placeholder":{"title":1}}"#, 400, "bad_placeholder"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","encrypt":true,"data":{"x":"\#(String(repeating: "y", count: 3000))"}}"#, 422, "payload_too_large"),
+                // A field Herald does not know is refused, at any depth, and so is one given twice.
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","titel":"x","body":"y"}"#, 400, "unknown_field"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":{"tokenz":["abcd"]},"body":"y"}"#, 400, "unknown_field"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","placeholder":{"subtitle":"s"},"encrypt":true}"#, 400, "unknown_field"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","body":"y"}"#, 400, "duplicate_field"),
+                ("PUT", "/v1/apps/demo/devices/abcd", #"{"userID":"ann"}"#, 400, "unknown_field"),
+                // Nothing to show and no background update.
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all"}"#, 400, "empty_notification"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","data":{"k":1},"aps":{"thread-id":"t"}}"#, 400, "empty_notification"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":{"tokens":["abcd"],"users":["ann"]},"body":"x"}"#, 400, "bad_audience"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"some","body":"x"}"#, 400, "bad_audience"),
+                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","badge":"1"}"#, 400, "bad_badge"),
             ]
             for (method, path, body, status, code) in cases {
                 let key = path.contains("notifications") ? keys.send : keys.register
@@ -292,6 +305,16 @@ import CoreMetrics
                 #expect(response.status == status, "\(method) \(path) \(body.prefix(60))")
                 #expect((response.body["error"] as? [String: Any])?["code"] as? String == code, "\(response.body)")
             }
+            // The message names the field, with its path.
+            let misspelt = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokenz":["abcd"]},"body":"y"}"#
+            )
+            #expect((misspelt.body["error"] as? [String: Any])?["message"] as? String == "unknown field 'audience.tokenz'")
+            // A background update has nothing to show and is accepted.
+            let background = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["abcd"]},"pushType":"background","contentAvailable":true}"#
+            )
+            #expect(background.status == 202, "\(background.body)")
             let devices = try await context.api.call("GET", "/v1/apps/demo/devices", key: keys.send)
             #expect((devices.body["devices"] as? [Any])?.isEmpty == true, "nothing was written")
             #expect(try await context.server.store.deliveryCounts().isEmpty)

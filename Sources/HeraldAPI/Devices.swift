@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// `PUT /v1/apps/{app}/devices/{token}`: registers (or refreshes) a token. Every field is optional;
+/// `kind` defaults to `device` and `environment` to `production`.
+public struct DeviceRegistrationRequest: Sendable, Hashable, Codable {
+    public var kind: String?
+    public var environment: String?
+    public var userId: String?
+    public var tags: [String]?
+    public var locale: String?
+    public var timeZone: String?
+    public var appVersion: String?
+    public var platform: String?
+    /// A Live Activity update token's activity.
+    public var activityId: String?
+    /// A push-to-start token's attributes type.
+    public var attributesType: String?
+    /// Base64 of the device's public key for end-to-end encryption, with `publicKeyType` x25519 or p256.
+    public var publicKey: String?
+    public var publicKeyType: String?
+
+    public init(
+        kind: String? = nil, environment: String? = nil, userId: String? = nil, tags: [String]? = nil, locale: String? = nil,
+        timeZone: String? = nil, appVersion: String? = nil, platform: String? = nil, activityId: String? = nil,
+        attributesType: String? = nil, publicKey: String? = nil, publicKeyType: String? = nil
+    ) {
+        self.kind = kind
+        self.environment = environment
+        self.userId = userId
+        self.tags = tags
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.platform = platform
+        self.activityId = activityId
+        self.attributesType = attributesType
+        self.publicKey = publicKey
+        self.publicKeyType = publicKeyType
+    }
+}
+
+/// A registered device, as Herald holds it.
+public struct DeviceResponse: Sendable, Hashable, Codable {
+    public var token: String
+    public var kind: String
+    /// `sandbox` or `production`.
+    public var environment: String
+    public var userId: String?
+    public var tags: [String]
+    public var locale: String?
+    public var timeZone: String?
+    public var appVersion: String?
+    public var platform: String?
+    public var activityId: String?
+    public var attributesType: String?
+    public var active: Bool
+    public var createdAt: Int64
+    public var lastRegisteredAt: Int64
+    public var invalidatedAt: Int64?
+    public var invalidationReason: String?
+    public var publicKeyType: String?
+    public var publicKey: String?
+    /// Only in `GET …/devices/{token}`: what APNs said of this token.
+    public var invalidations: [Invalidation]?
+
+    /// One time APNs called the token dead, and whether Herald acted on it (a 410 older than the
+    /// token's last registration is not applied).
+    public struct Invalidation: Sendable, Hashable, Codable {
+        public var reason: String
+        public var apnsTimestamp: Int64?
+        public var at: Int64
+        public var applied: Bool
+
+        public init(reason: String, apnsTimestamp: Int64?, at: Int64, applied: Bool) {
+            self.reason = reason
+            self.apnsTimestamp = apnsTimestamp
+            self.at = at
+            self.applied = applied
+        }
+    }
+
+    public init(
+        token: String, kind: String, environment: String, userId: String?, tags: [String], locale: String?, timeZone: String?,
+        appVersion: String?, platform: String?, activityId: String?, attributesType: String?, active: Bool, createdAt: Int64,
+        lastRegisteredAt: Int64, invalidatedAt: Int64?, invalidationReason: String?, publicKeyType: String?, publicKey: String?,
+        invalidations: [Invalidation]? = nil
+    ) {
+        self.token = token
+        self.kind = kind
+        self.environment = environment
+        self.userId = userId
+        self.tags = tags
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.platform = platform
+        self.activityId = activityId
+        self.attributesType = attributesType
+        self.active = active
+        self.createdAt = createdAt
+        self.lastRegisteredAt = lastRegisteredAt
+        self.invalidatedAt = invalidatedAt
+        self.invalidationReason = invalidationReason
+        self.publicKeyType = publicKeyType
+        self.publicKey = publicKey
+        self.invalidations = invalidations
+    }
+}
+
+/// `GET /v1/apps/{app}/devices`.
+public struct DeviceList: Sendable, Hashable, Codable {
+    public var devices: [DeviceResponse]
+
+    public init(devices: [DeviceResponse]) { self.devices = devices }
+}
+
+/// One push to one device.
+public struct DeliveryResponse: Sendable, Hashable, Codable {
+    /// Only when listed per device.
+    public var notificationId: String?
+    public var token: String
+    public var kind: String?
+    public var environment: String
+    public var pushType: String
+    /// `pending`, `sent` or `failed`.
+    public var state: String
+    public var attempts: Int
+    public var apnsId: String?
+    public var status: Int?
+    public var reason: String?
+    public var latencyMs: Int64?
+    public var updatedAt: Int64
+
+    public init(
+        notificationId: String?, token: String, kind: String?, environment: String, pushType: String, state: String, attempts: Int,
+        apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64
+    ) {
+        self.notificationId = notificationId
+        self.token = token
+        self.kind = kind
+        self.environment = environment
+        self.pushType = pushType
+        self.state = state
+        self.attempts = attempts
+        self.apnsId = apnsId
+        self.status = status
+        self.reason = reason
+        self.latencyMs = latencyMs
+        self.updatedAt = updatedAt
+    }
+}
+
+/// `GET /v1/apps/{app}/devices/{token}/deliveries`.
+public struct DeliveryList: Sendable, Hashable, Codable {
+    public var deliveries: [DeliveryResponse]
+
+    public init(deliveries: [DeliveryResponse]) { self.deliveries = deliveries }
+}

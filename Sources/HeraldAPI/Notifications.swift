@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+
+/// Who a notification goes to: `"all"`, or an object with exactly one of `tokens`, `users`,
+/// `tags` (with `match` any or all) or `activityId`.
+public struct AudienceSelector: Sendable, Hashable, Codable {
+    public var all: Bool
+    public var tokens: [String]?
+    public var users: [String]?
+    public var tags: [String]?
+    /// `any` (the default) or `all`, with `tags`.
+    public var match: String?
+    public var activityId: String?
+
+    public static let everyone = AudienceSelector(all: true)
+    public static func tokens(_ tokens: [String]) -> AudienceSelector { AudienceSelector(tokens: tokens) }
+    public static func users(_ users: [String]) -> AudienceSelector { AudienceSelector(users: users) }
+    public static func tags(_ tags: [String], matchAll: Bool = false) -> AudienceSelector {
+        AudienceSelector(tags: tags, match: matchAll ? "all" : "any")
+    }
+    public static func activity(_ id: String) -> AudienceSelector { AudienceSelector(activityId: id) }
+
+    public init(
+        all: Bool = false, tokens: [String]? = nil, users: [String]? = nil, tags: [String]? = nil, match: String? = nil, activityId: String? = nil
+    ) {
+        self.all = all
+        self.tokens = tokens
+        self.users = users
+        self.tags = tags
+        self.match = match
+        self.activityId = activityId
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case tokens, users, tags, match, activityId
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let word = try? single.decode(String.self) {
+            guard word == "all" else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "the only audience word is \"all\""))
+            }
+            self.init(all: true)
+            return
+        }
+        let object = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            tokens: try object.decodeIfPresent([String].self, forKey: .tokens), users: try object.decodeIfPresent([String].self, forKey: .users),
+            tags: try object.decodeIfPresent([String].self, forKey: .tags), match: try object.decodeIfPresent(String.self, forKey: .match),
+            activityId: try object.decodeIfPresent(String.self, forKey: .activityId)
+        )
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        if self.all {
+            var single = encoder.singleValueContainer()
+            try single.encode("all")
+            return
+        }
+        var object = encoder.container(keyedBy: CodingKeys.self)
+        try object.encodeIfPresent(self.tokens, forKey: .tokens)
+        try object.encodeIfPresent(self.users, forKey: .users)
+        try object.encodeIfPresent(self.tags, forKey: .tags)
+        try object.encodeIfPresent(self.match, forKey: .match)
+        try object.encodeIfPresent(self.activityId, forKey: .activityId)
+    }
+}
+
+/// `POST /v1/apps/{app}/notifications`: the audience, what to show (typed fields laid over a raw
+/// `aps`), custom `data`, and how to send it. A field Herald does not know is refused
+/// (`unknown_field`), and so is a notification with nothing to show and no `contentAvailable`.
+public struct SendRequest: Sendable, Hashable, Codable {
+    public var audience: AudienceSelector?
+    /// Device kinds to reach (default: ordinary device tokens for users, tags and everyone).
+    public var kinds: [String]?
+    /// `sandbox` or `production`: only that environment's tokens.
+    public var environment: String?
+    public var pushType: String?
+    /// 10, 5 or 1.
+    public var priority: Int?
+    /// UNIX seconds after which APNs stops trying (0 = one attempt); or `ttl` seconds from now.
+    public var expiration: Int64?
+    public var ttl: Int64?
+    public var collapseId: String?
+    /// Milliseconds since 1970: not before.
+    public var scheduledAt: Int64?
+    /// A wall-clock time (2026-11-23T09:00) at each device's time zone.
+    public var localTime: String?
+    /// A repeat with the same key answers the first notification (200, `duplicate: true`).
+    public var idempotencyKey: String?
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    public var badge: Int64?
+    public var sound: String?
+    public var threadId: String?
+    public var category: String?
+    public var interruptionLevel: String?
+    public var relevanceScore: Double?
+    public var mutableContent: Bool?
+    public var contentAvailable: Bool?
+    /// Raw `aps` keys; the typed fields above win over them.
+    public var aps: JSON?
+    /// Custom keys beside `aps`.
+    public var data: JSON?
+    /// End-to-end encryption to each device's registered public key.
+    public var encrypt: Bool?
+    /// What APNs carries around an encrypted payload: `{"title", "body"}`.
+    public var placeholder: Placeholder?
+
+    public struct Placeholder: Sendable, Hashable, Codable {
+        public var title: String?
+        public var body: String?
+
+        public init(title: String? = nil, body: String? = nil) {
+            self.title = title
+            self.body = body
+        }
+    }
+
+    public init(audience: AudienceSelector?) {
+        self.audience = audience
+    }
+}
+
+/// The answer to a send: 202 when accepted, 200 when `idempotencyKey` named an earlier one.
+public struct SendResponse: Sendable, Hashable, Codable {
+    public var id: String
+    /// Deliveries created now (an expanding audience grows later).
+    public var deliveries: Int
+    public var duplicate: Bool
+
+    public init(id: String, deliveries: Int, duplicate: Bool) {
+        self.id = id
+        self.deliveries = deliveries
+        self.duplicate = duplicate
+    }
+}
+
+/// A notification in a list.
+public struct NotificationSummaryResponse: Sendable, Hashable, Codable {
+    public var id: String
+    public var createdAt: Int64
+    public var scheduledAt: Int64
+    /// How many devices it reaches.
+    public var audience: Int
+    /// Still being fanned out to its audience.
+    public var expanding: Bool
+    public var cancelledAt: Int64?
+
+    public init(id: String, createdAt: Int64, scheduledAt: Int64, audience: Int, expanding: Bool, cancelledAt: Int64?) {
+        self.id = id
+        self.createdAt = createdAt
+        self.scheduledAt = scheduledAt
+        self.audience = audience
+        self.expanding = expanding
+        self.cancelledAt = cancelledAt
+    }
+}
+
+/// `GET /v1/apps/{app}/notifications`.
+public struct NotificationList: Sendable, Hashable, Codable {
+    public var notifications: [NotificationSummaryResponse]
+
+    public init(notifications: [NotificationSummaryResponse]) { self.notifications = notifications }
+}
+
+/// `GET /v1/apps/{app}/notifications/{id}`: the summary, counts by state and (up to 1000) deliveries.
+public struct NotificationDetail: Sendable, Hashable, Codable {
+    public var id: String
+    public var createdAt: Int64
+    public var scheduledAt: Int64
+    public var audience: Int
+    public var expanding: Bool
+    public var cancelledAt: Int64?
+    public var counts: DeliveryCounts
+    public var deliveries: [DeliveryResponse]
+
+    public init(summary: NotificationSummaryResponse, counts: DeliveryCounts, deliveries: [DeliveryResponse]) {
+        self.id = summary.id
+        self.createdAt = summary.createdAt
+        self.scheduledAt = summary.scheduledAt
+        self.audience = summary.audience
+        self.expanding = summary.expanding
+        self.cancelledAt = summary.cancelledAt
+        self.counts = counts
+        self.deliveries = deliveries
+    }
+}
+
+/// A notification's deliveries by state.
+public struct DeliveryCounts: Sendable, Hashable, Codable {
+    public var pending: Int
+    public var sent: Int
+    public var failed: Int
+
+    public init(pending: Int, sent: Int, failed: Int) {
+        self.pending = pending
+        self.sent = sent
+        self.failed = failed
+    }
+}
+
+/// `DELETE /v1/apps/{app}/notifications/{id}`.
+public struct CancelResponse: Sendable, Hashable, Codable {
+    /// Whether anything was still pending to cancel.
+    public var cancelled: Bool
+
+    public init(cancelled: Bool) { self.cancelled = cancelled }
+}

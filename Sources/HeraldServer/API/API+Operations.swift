@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+import HeraldCore
+import Hummingbird
+import HTTPTypes
+
+/// Every operation the API serves, with every status it can answer. `openapi.yaml` must list
+/// exactly these routes and statuses (a test compares the two and the router's own route list),
+/// and a server started with ``ServerConfiguration/refuseUndeclaredStatuses`` turns an answer
+/// with a status not listed here into a 500, so that the tests catch a status the document misses.
+extension API {
+    struct Operation: Hashable, Sendable {
+        var method: HTTPRequest.Method
+        /// OpenAPI's form: `/v1/apps/{app}`.
+        var path: String
+        var statuses: Set<Int>
+    }
+
+    /// Every operation's statuses: its successes and what its kind of route can refuse.
+    static let operations: [Operation] = {
+        // Behind the authenticator: no key or a bad one, a key without the scope, a database
+        // that does not answer, and the unexpected.
+        let secured: Set<Int> = [401, 403, 500, 503]
+        // Under /v1/apps/{app}: no such app.
+        let app = secured.union([404])
+        // With a JSON body: malformed, unknown fields, too large.
+        let body: Set<Int> = [400, 413]
+        return [
+            Operation(method: .get, path: "/health", statuses: [200, 503]),
+            Operation(method: .get, path: "/metrics", statuses: [200, 404]),
+            Operation(method: .get, path: "/v1/openapi.yaml", statuses: [200, 404]),
+            Operation(method: .post, path: "/v1/apps", statuses: secured.union(body).union([201, 409])),
+            Operation(method: .get, path: "/v1/apps", statuses: secured.union([200])),
+            Operation(method: .put, path: "/v1/apps/{app}/credentials/{environment}", statuses: app.union(body).union([204, 422])),
+            Operation(method: .post, path: "/v1/keys", statuses: secured.union(body).union([201, 404])),
+            Operation(method: .get, path: "/v1/keys", statuses: secured.union([200])),
+            Operation(method: .delete, path: "/v1/keys/{id}", statuses: secured.union([204, 404, 409])),
+            Operation(method: .get, path: "/v1/apps/{app}/devices", statuses: app.union([200, 400])),
+            Operation(method: .put, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(body).union([200])),
+            Operation(method: .delete, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([204, 400])),
+            Operation(method: .get, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([200, 400])),
+            Operation(method: .get, path: "/v1/apps/{app}/devices/{token}/deliveries", statuses: app.union([200, 400])),
+            Operation(method: .post, path: "/v1/apps/{app}/notifications", statuses: app.union(body).union([200, 202, 422])),
+            Operation(method: .get, path: "/v1/apps/{app}/notifications", statuses: app.union([200, 400])),
+            Operation(method: .get, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),
+            Operation(method: .delete, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),
+            Operation(method: .get, path: "/v1/apps/{app}/events", statuses: app.union([200, 400])),
+            Operation(method: .post, path: "/v1/apps/{app}/webhooks", statuses: app.union(body).union([201])),
+            Operation(method: .get, path: "/v1/apps/{app}/webhooks", statuses: app.union([200])),
+            Operation(method: .delete, path: "/v1/apps/{app}/webhooks/{id}", statuses: app.union([204])),
+            Operation(method: .get, path: "/v1/apps/{app}/webhooks/{id}/messages", statuses: app.union([200, 400])),
+        ]
+    }()
+
+    static let operationsByRoute: [String: Operation] = Dictionary(
+        uniqueKeysWithValues: Self.operations.map { ("\($0.method.rawValue) \($0.path)", $0) }
+    )
+}
+
+/// For tests: an answer whose status its operation does not declare becomes a 500
+/// `undeclared_status`, naming what was answered.
+struct DeclaredStatusMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let response = try await next(request, context)
+        guard let path = context.endpointPath, let operation = API.operationsByRoute["\(request.method.rawValue) \(path)"] else {
+            return response
+        }
+        let status = Int(response.status.code)
+        guard operation.statuses.contains(status) else {
+            return try HeraldError(code: "undeclared_status", "\(request.method) \(path) answered \(status), which its operation does not declare")
+                .response(from: request, context: context)
+        }
+        return response
+    }
+}

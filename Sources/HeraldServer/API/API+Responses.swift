@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldAPI
+import HeraldCore
+
+// The API's answers, made from Herald's records. Written once: the server encodes these types,
+// HeraldKit and the tests decode them.
+
+extension AppResponse {
+    init(_ app: App) {
+        self.init(id: app.id, bundleId: app.bundleID, createdAt: app.createdAt)
+    }
+}
+
+extension APIKeyResponse {
+    init(_ key: StoredAPIKey) {
+        self.init(id: key.id, scope: key.scope.rawValue, appId: key.appID, name: key.name, createdAt: key.createdAt, revokedAt: key.revokedAt)
+    }
+}
+
+extension APNSEnvironment {
+    /// The API's name: `sandbox` or `production`.
+    var apiName: String { self == .development ? "sandbox" : "production" }
+}
+
+extension DeviceResponse: OmitsNilFields {
+    static let fieldsOmittedWhenNil: Set<String> = ["invalidations"]
+
+    init(_ device: Device, invalidations: [HeraldCore.Invalidation]? = nil) {
+        let r = device.registration
+        self.init(
+            token: r.token.hex, kind: r.kind.rawValue, environment: r.environment.apiName, userId: r.userID, tags: r.tags, locale: r.locale,
+            timeZone: r.timeZone, appVersion: r.appVersion, platform: r.platform, activityId: r.activityID, attributesType: r.attributesType,
+            active: device.active, createdAt: device.createdAt, lastRegisteredAt: device.lastRegisteredAt, invalidatedAt: device.invalidatedAt,
+            invalidationReason: device.invalidationReason, publicKeyType: r.publicKeyType, publicKey: r.publicKey.map { Data($0).base64EncodedString() },
+            invalidations: invalidations?.map { .init(reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, at: $0.at, applied: $0.applied) }
+        )
+    }
+}
+
+extension DeliveryResponse: OmitsNilFields {
+    static let fieldsOmittedWhenNil: Set<String> = ["notificationId"]
+
+    init(_ d: DeliveryRecord, withNotification: Bool) {
+        self.init(
+            notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.environment.apiName,
+            pushType: d.pushType.rawValue, state: d.state.rawValue, attempts: d.attempts, apnsId: d.apnsID, status: d.status, reason: d.reason,
+            latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt
+        )
+    }
+}
+
+extension NotificationSummaryResponse {
+    init(_ summary: NotificationSummary) {
+        self.init(
+            id: summary.id, createdAt: summary.createdAt, scheduledAt: summary.scheduledAt, audience: summary.audienceSize,
+            expanding: summary.expanding, cancelledAt: summary.cancelledAt
+        )
+    }
+}
+
+extension NotificationDetail {
+    init(_ status: NotificationStatus) {
+        self.init(
+            summary: NotificationSummaryResponse(status.summary),
+            counts: DeliveryCounts(pending: status.counts[.pending] ?? 0, sent: status.counts[.sent] ?? 0, failed: status.counts[.failed] ?? 0),
+            deliveries: status.deliveries.map { DeliveryResponse($0, withNotification: false) }
+        )
+    }
+}
+
+extension WebhookResponse: OmitsNilFields {
+    static let fieldsOmittedWhenNil: Set<String> = ["secret"]
+
+    init(_ webhook: Webhook, secret: String? = nil) {
+        self.init(
+            id: webhook.id, url: webhook.url, events: DeliveryEventType.allCases.filter(webhook.types.contains).map(\.rawValue),
+            createdAt: webhook.createdAt, secret: secret
+        )
+    }
+}
+
+extension WebhookMessageResponse {
+    init(_ message: WebhookMessageRecord) {
+        self.init(
+            id: message.id, events: message.events, state: message.state.rawValue, attempts: message.attempts, createdAt: message.createdAt,
+            expiresAt: message.expiresAt, nextAttemptAt: message.nextAttemptAt, deliveredAt: message.deliveredAt, lastStatus: message.lastStatus,
+            lastError: message.lastError
+        )
+    }
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldAPI
+import HeraldCore
+import Hummingbird
+import HTTPTypes
+import NIOCore
+import Prometheus
+
+/// The `/v1` JSON API: one controller per resource behind one authenticator, plus `/health`,
+/// `/metrics` and the OpenAPI document. Every error is `{"error": {"code", "message"}}`.
+struct API: Sendable {
+    let store: any HeraldStore
+    let secrets: SecretBox
+    let engine: DeliveryEngine
+    let clock: any EpochClock
+    let metrics: PrometheusCollectorRegistry?
+    let events: DeliveryEvents
+    /// Webhooks may point at loopback and private addresses.
+    var webhookAllowInternal = false
+    static let bodyLimit = 1 << 20
+
+    var webhooks: WebhooksController {
+        WebhooksController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, allowInternal: self.webhookAllowInternal)
+    }
+
+    func register(on router: Router<APIRequestContext>) {
+        router.add(middleware: ErrorMiddleware())
+        router.add(middleware: MetricsMiddleware())
+        router.get("/health", use: self.health)
+        router.get("/metrics", use: self.metricsText)
+        router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
+
+        let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store))
+        AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
+        KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
+        DevicesController(store: self.store, clock: self.clock).addRoutes(to: v1)
+        NotificationsController(store: self.store, engine: self.engine, clock: self.clock).addRoutes(to: v1)
+        self.webhooks.addRoutes(to: v1)
+        EventsController(store: self.store, events: self.events).addRoutes(to: v1)
+    }
+
+    /// Healthy means the database answers (within 3 s): without it nothing is accepted or recorded.
+    @Sendable func health(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let store = self.store
+        let failure = await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do {
+                    try await store.check()
+                    return nil
+                } catch {
+                    return "\(error)"
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(3))
+                return "no answer within 3 s"
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let failure else { return try Answer(.ok, HealthResponse(status: "ok", database: "ok")).response(from: request, context: context) }
+        return try Answer(.serviceUnavailable, HealthResponse(status: "unhealthy", database: failure)).response(from: request, context: context)
+    }
+
+    @Sendable func metricsText(_ request: Request, context: APIRequestContext) async throws -> Response {
+        guard let metrics = self.metrics else { throw HeraldError.notFound("metrics (not enabled)") }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+    }
+
+    @Sendable static func openAPIDocument(_ request: Request, context: APIRequestContext) async throws -> Response {
+        guard let document = Self.openAPIYAML else { throw HeraldError.notFound("the OpenAPI document") }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/yaml"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: document)))
+    }
+
+    /// The OpenAPI document this server answers to (a resource of the target).
+    static var openAPIYAML: Data? {
+        Bundle.module.url(forResource: "openapi", withExtension: "yaml").flatMap { try? Data(contentsOf: $0) }
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serialized())))
+    }
+}

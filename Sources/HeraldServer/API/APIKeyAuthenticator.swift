@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import HeraldCore
+import Hummingbird
+import HTTPTypes
+
+/// Reads `Authorization: Bearer hk_<id>_<secret>` once per request: a known, unrevoked key whose
+/// hash matches (in constant time) is put in the context. A request without the header passes
+/// on without a key (public routes need none; ``RequireScope`` refuses it); a header with a key
+/// that is not valid is refused here with 401.
+struct APIKeyAuthenticator: RouterMiddleware {
+    typealias Context = APIRequestContext
+    let store: any HeraldStore
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let header = request.headers[.authorization] else { return try await next(request, context) }
+        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw HeraldError.unauthorized }
+        let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
+            throw HeraldError.unauthorized
+        }
+        var context = context
+        context.key = key
+        return try await next(request, context)
+    }
+}
+
+/// Lets a request through only with a key whose scope allows `scope`; on routes with an `:app`
+/// parameter, only for that app (a key bound to another app is refused), and with the app loaded
+/// into the context (404 when there is none).
+struct RequireScope: RouterMiddleware {
+    typealias Context = APIRequestContext
+    let scope: APIScope
+    let store: any HeraldStore
+
+    init(_ scope: APIScope, store: any HeraldStore) {
+        self.scope = scope
+        self.store = store
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let key = try context.requireKey()
+        guard key.scope.allows(self.scope) else { throw HeraldError.forbidden("this key's scope (\(key.scope.rawValue)) does not allow this") }
+        let appID = context.parameters.get("app")
+        if let bound = key.appID, bound != appID { throw HeraldError.forbidden("this key belongs to another app") }
+        guard let appID else { return try await next(request, context) }
+        guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
+        var context = context
+        context.app = app
+        return try await next(request, context)
+    }
+}

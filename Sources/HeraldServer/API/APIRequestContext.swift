@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+import HeraldCore
+import Hummingbird
+import Logging
+
+/// The request context of every route: what the authenticator found (the key) and, on routes
+/// under `/v1/apps/{app}`, the app the key was checked against.
+struct APIRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// The caller's key, set by ``APIKeyAuthenticator`` when the request carried a valid one.
+    var key: StoredAPIKey?
+    /// The app named by the path, set by ``RequireScope`` once the key may act on it.
+    var app: App?
+
+    init(source: ApplicationRequestContextSource) {
+        self.coreContext = .init(source: source)
+    }
+
+    var requestDecoder: APIRequestDecoder { APIRequestDecoder() }
+    var responseEncoder: APIResponseEncoder { APIResponseEncoder() }
+    var maxUploadSize: Int { API.bodyLimit }
+
+    /// The key the scope middleware let through (routes behind ``RequireScope`` only).
+    func requireKey() throws -> StoredAPIKey {
+        guard let key = self.key else { throw HeraldError.unauthorized }
+        return key
+    }
+
+    /// The app the scope middleware loaded (routes under `apps/:app` only).
+    func requireApp() throws -> App {
+        guard let app = self.app else { throw HeraldError.notFound("app '\(self.parameters.get("app") ?? "")'") }
+        return app
+    }
+}

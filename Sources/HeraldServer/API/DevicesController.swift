@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldAPI
+import HeraldCore
+import Hummingbird
+
+/// `/v1/apps/{app}/devices`: register and unregister (register keys, the ones inside apps), and
+/// read the registry with each token's deliveries (send keys).
+struct DevicesController {
+    let store: any HeraldStore
+    let clock: any EpochClock
+
+    func addRoutes(to v1: RouterGroup<APIRequestContext>) {
+        let register = v1.group("apps/:app/devices").add(middleware: RequireScope(.register, store: self.store))
+        register.put(":token", use: self.register)
+        register.delete(":token", use: self.unregister)
+        let read = v1.group("apps/:app/devices").add(middleware: RequireScope(.send, store: self.store))
+        read.get(use: self.list)
+        read.get(":token", use: self.show)
+        read.get(":token/deliveries", use: self.deliveries)
+    }
+
+    @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
+        let app = try context.requireApp()
+        let token = try Validate.token(context)
+        let registration = try Self.registration(try await request.decode(as: DeviceRegistrationRequest.self, context: context), token: token)
+        return DeviceResponse(try await self.store.register(appID: app.id, registration, now: self.clock.nowMilliseconds))
+    }
+
+    @Sendable func unregister(_ request: Request, context: APIRequestContext) async throws -> Response {
+        let app = try context.requireApp()
+        guard try await self.store.unregister(appID: app.id, token: try Validate.token(context).hex) else { throw HeraldError.notFound("device") }
+        return Response(status: .noContent)
+    }
+
+    @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> DeviceList {
+        let app = try context.requireApp()
+        let query = request.uri.queryParameters
+        let devices = try await self.store.devices(
+            appID: app.id,
+            DeviceQuery(
+                userID: query["userId"].map(String.init), tag: query["tag"].map(String.init),
+                tokenPrefix: query["prefix"].map { String($0).lowercased() }, limit: try Validate.limit(request, fallback: 100, maximum: 1000)
+            )
+        )
+        return DeviceList(devices: devices.map { DeviceResponse($0) })
+    }
+
+    @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
+        let app = try context.requireApp()
+        guard let device = try await self.store.device(appID: app.id, token: try Validate.token(context).hex) else { throw HeraldError.notFound("device") }
+        return DeviceResponse(device, invalidations: try await self.store.invalidations(appID: app.id, deviceID: device.id))
+    }
+
+    @Sendable func deliveries(_ request: Request, context: APIRequestContext) async throws -> DeliveryList {
+        let app = try context.requireApp()
+        let token = try Validate.token(context)
+        let limit = try Validate.limit(request, fallback: 50, maximum: 1000)
+        guard try await self.store.device(appID: app.id, token: token.hex) != nil else { throw HeraldError.notFound("device") }
+        let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: limit)
+        return DeliveryList(deliveries: deliveries.map { DeliveryResponse($0, withNotification: true) })
+    }
+
+    /// A registration body, checked: kinds, environments, sizes, the encryption key, and what
+    /// each kind needs (an activity id, an attributes type).
+    static func registration(_ body: DeviceRegistrationRequest, token: DeviceToken) throws -> DeviceRegistration {
+        var kind = DeviceKind.device
+        if let name = body.kind {
+            guard let parsed = DeviceKind(rawValue: name) else {
+                throw HeraldError.invalid("kind must be one of \(DeviceKind.allCases.map(\.rawValue).joined(separator: ", "))", code: "bad_kind")
+            }
+            kind = parsed
+        }
+        var environment = APNSEnvironment.production
+        if let name = body.environment {
+            guard let parsed = APNSEnvironment(name: name) else {
+                throw HeraldError.invalid("environment must be sandbox (development) or production", code: "bad_environment")
+            }
+            environment = parsed
+        }
+        let tags = body.tags ?? []
+        guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
+            throw HeraldError.invalid("tags must be an array of up to 100 strings of 1 to 64 bytes", code: "bad_tags")
+        }
+        var publicKey: [UInt8]?
+        let publicKeyType = try Validate.text(body.publicKeyType, "publicKeyType", limit: 16)
+        if let encoded = body.publicKey {
+            guard encoded.utf8.count <= 200, let type = publicKeyType, let bytes = Data(base64Encoded: encoded) else {
+                throw HeraldError.invalid("publicKey is base64, with publicKeyType x25519 or p256", code: "bad_public_key")
+            }
+            do {
+                try EncryptedPayload.validate(EncryptedPayload.PublicKey(type: type, data: bytes))
+            } catch {
+                throw HeraldError.invalid("publicKey is not a valid \(type) public key (x25519: 32 raw bytes; p256: 65 bytes X9.63)", code: "bad_public_key")
+            }
+            publicKey = Array(bytes)
+        } else if publicKeyType != nil {
+            throw HeraldError.invalid("publicKeyType without publicKey", code: "bad_public_key")
+        }
+        let registration = DeviceRegistration(
+            token: token, kind: kind, environment: environment, userID: try Validate.text(body.userId, "userId"), tags: tags,
+            locale: try Validate.text(body.locale, "locale", limit: 35), timeZone: try Validate.text(body.timeZone, "timeZone", limit: 64),
+            appVersion: try Validate.text(body.appVersion, "appVersion", limit: 64), platform: try Validate.text(body.platform, "platform", limit: 32),
+            activityID: try Validate.text(body.activityId, "activityId"), attributesType: try Validate.text(body.attributesType, "attributesType"),
+            publicKey: publicKey, publicKeyType: publicKey == nil ? nil : publicKeyType
+        )
+        if kind == .liveActivity, registration.activityID == nil {
+            throw HeraldError.invalid("a liveactivity token needs its activityId", code: "missing_activityId")
+        }
+        if kind == .pushToStart, registration.attributesType == nil {
+            throw HeraldError.invalid("a push-to-start token needs its attributesType", code: "missing_attributesType")
+        }
+        return registration
+    }
+}

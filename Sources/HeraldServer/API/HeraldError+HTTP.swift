@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldAPI
+import Logging
+public import HeraldCore
+public import Hummingbird
+import HTTPTypes
+import NIOCore
+
+/// The one place where an error code becomes an HTTP status: each code has exactly one.
+extension HeraldError: HTTPResponseError {
+    /// 422: well-formed, but cannot be sent as asked (APNs rules, sizes, unusable credentials).
+    static let unprocessableCodes: Set<String> = [
+        "bad_priority", "bad_key", "bad_certificate", "payload_too_large", "payload_empty", "payload_not_json", "payload_rule",
+        "encrypt_not_allowed", "no_credentials", "credentials_unusable", "push_type_not_allowed_for_auth", "topic_suffix_mismatch",
+    ]
+    /// 400 beyond the `bad_…` and `missing_…` families.
+    static let badRequestCodes: Set<String> = [
+        "invalid_json", "invalid_request", "unknown_field", "duplicate_field", "empty_notification", "app_required",
+    ]
+
+    static func status(forCode code: String) -> HTTPResponse.Status {
+        switch code {
+        case "unauthorized": return .unauthorized
+        case "forbidden": return .forbidden
+        case "not_found": return .notFound
+        case "method_not_allowed": return .methodNotAllowed
+        case "body_too_large": return .contentTooLarge
+        case "conflict", "app_exists", "last_admin_key": return .conflict
+        case "rate_limited": return .tooManyRequests
+        case "database_unavailable", "store_unavailable": return .serviceUnavailable
+        // The server's own configuration (read at start): a fault of the server, never of a request.
+        case "bad_master_key", "master_key_required", "bad_database_url": return .internalServerError
+        case _ where Self.unprocessableCodes.contains(code): return .unprocessableContent
+        case _ where Self.badRequestCodes.contains(code) || code.hasPrefix("bad_") || code.hasPrefix("missing_"): return .badRequest
+        default: return .internalServerError
+        }
+    }
+
+    public var status: HTTPResponse.Status { Self.status(forCode: self.code) }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        API.json(self.status, (try? JSONValueEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? .null)
+    }
+}
+
+/// Turns anything a route throws into the JSON error shape: Herald's errors with their status,
+/// the router's own (404, 405) with a code, and anything unexpected as a logged 500.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HeraldError {
+            return try error.response(from: request, context: context)
+        } catch let error as HTTPError {
+            let code = error.status == .notFound ? "not_found" : error.status == .methodNotAllowed ? "method_not_allowed" : "http_error"
+            var answer = try HeraldError(code: code, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
+            answer.status = error.status
+            return answer
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            return try HeraldError(code: "internal_error", "the server failed to handle the request").response(from: request, context: context)
+        }
+    }
+}

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldAPI
+import HeraldCore
+import Hummingbird
+
+/// `/v1/apps/{app}/notifications` (send keys): send, list, read with deliveries, cancel.
+struct NotificationsController {
+    let store: any HeraldStore
+    let engine: DeliveryEngine
+    let clock: any EpochClock
+
+    func addRoutes(to v1: RouterGroup<APIRequestContext>) {
+        let send = v1.group("apps/:app/notifications").add(middleware: RequireScope(.send, store: self.store))
+        send.post(use: self.send)
+        send.get(use: self.list)
+        send.get(":id", use: self.show)
+        send.delete(":id", use: self.cancel)
+    }
+
+    /// 202 once the notification and its audience are committed (200 for a repeated idempotency key).
+    @Sendable func send(_ request: Request, context: APIRequestContext) async throws -> Answer<SendResponse> {
+        let app = try context.requireApp()
+        let now = self.clock.nowMilliseconds
+        let spec = try NotificationRequest.spec(try await request.decode(as: SendRequest.self, context: context), now: now)
+        let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
+        if !created.existing { self.engine.ring() }
+        return Answer(created.existing ? .ok : .accepted, SendResponse(id: created.id, deliveries: created.deliveries, duplicate: created.existing))
+    }
+
+    @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> NotificationList {
+        let app = try context.requireApp()
+        let limit = try Validate.limit(request, fallback: 50, maximum: 500)
+        var before: Int64?
+        if let text = request.uri.queryParameters["before"] {
+            guard let value = Int64(String(text)), value > 0 else {
+                throw HeraldError.invalid("before must be a time in milliseconds since 1970", code: "bad_before")
+            }
+            before = value
+        }
+        let summaries = try await self.store.notifications(appID: app.id, limit: limit, before: before)
+        return NotificationList(notifications: summaries.map(NotificationSummaryResponse.init))
+    }
+
+    @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> NotificationDetail {
+        let app = try context.requireApp()
+        guard let status = try await self.store.notification(appID: app.id, id: context.parameters.get("id") ?? "", deliveryLimit: 1000) else {
+            throw HeraldError.notFound("notification")
+        }
+        return NotificationDetail(status)
+    }
+
+    @Sendable func cancel(_ request: Request, context: APIRequestContext) async throws -> CancelResponse {
+        let app = try context.requireApp()
+        let id = context.parameters.get("id") ?? ""
+        guard try await self.store.notification(appID: app.id, id: id, deliveryLimit: 0) != nil else { throw HeraldError.notFound("notification") }
+        return CancelResponse(cancelled: try await self.store.cancelNotification(appID: app.id, id: id, now: self.clock.nowMilliseconds))
+    }
+}
