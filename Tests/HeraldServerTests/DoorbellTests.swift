@@ -51,23 +51,37 @@ import Testing
         #expect(bell.waiting == 0)
     }
 
-    @Test("every waiter ends at its own timeout, however the others wait and ring", arguments: 0..<8)
-    func timeoutsAreNotShared(run: Int) async {
-        // Workers in a loop of waits that time out at once, while rings come and go: every wait
-        // ends, whichever of its timeout, a ring or another worker's look comes first. (The old
-        // shared flag's lost wake-up was too narrow for this loop to catch; the tests above are the
-        // ones that fail against it.)
-        let bell = Doorbell()
-        await withTaskGroup(of: Void.self) { group in
-            for worker in 0..<16 {
-                group.addTask {
-                    for round in 0..<(200 + worker * 20) {
-                        await bell.wait(after: bell.rings, timeout: .microseconds((worker + round) % 3 * 50))
-                        if round % 11 == worker { bell.ring() }
-                    }
-                }
-            }
-        }
-        #expect(bell.waiting == 0)
+    @Test("a timeout that comes before its wait starts is kept for that wait, whoever else looks or waits")
+    func timeoutBeforeWaitIsNotLost() {
+        // The interleaving that lost a wake-up with a shared flag: wait A's timeout fires before A
+        // starts waiting; B starts waiting in between. A must end at once, B must wait on.
+        var state = DoorbellState<String>()
+        let seen = state.rings
+        let a = state.newWait()
+        let b = state.newWait()
+        #expect(state.end(a) == nil, "A is not waiting yet: its timeout is marked")
+        #expect(state.start(b, after: seen, waiter: "B") == false, "B waits: nothing rang, its timeout has not come")
+        #expect(state.start(a, after: seen, waiter: "A") == true, "A ends at once: its own timeout came first")
+        #expect(Array(state.waiters.keys) == [b])
+        #expect(state.end(b) == "B", "B ends at its own timeout")
+        state.finish(a)
+        state.finish(b)
+        #expect(state.waiters.isEmpty && state.ended.isEmpty)
+    }
+
+    @Test("a ring wakes those waiting and ends the waits that start from an earlier count; a later wait waits")
+    func ringCounts() {
+        var state = DoorbellState<Int>()
+        let before = state.rings
+        let (a, b, c) = (state.newWait(), state.newWait(), state.newWait())
+        #expect(state.start(a, after: before, waiter: 1) == false)
+        #expect(state.start(b, after: before, waiter: 2) == false)
+        #expect(state.ring().sorted() == [1, 2])
+        #expect(state.start(c, after: before, waiter: 3) == true, "C looked before the ring: it looks again at once")
+        let d = state.newWait()
+        #expect(state.start(d, after: state.rings, waiter: 4) == false, "D looked after it: it waits")
+        #expect(state.end(a) == nil && state.end(d) == 4)
+        for id in [a, b, c, d] { state.finish(id) }
+        #expect(state.ended.isEmpty)
     }
 }
