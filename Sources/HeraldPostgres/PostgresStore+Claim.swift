@@ -78,17 +78,22 @@ extension PostgresStore {
                 chunk: row.int(0) ?? 0, notificationID: row.string(1) ?? "", after: row.int(2) ?? 0, through: row.int(3) ?? 0,
                 attempts: Int(row.int(4) ?? 0)
             )
-            let cancelled = row.int(10) != nil
-            let shared = NotificationShared(row: row, from: 11)
-            let devices =
-                row.string(5) == nil
+            let notification =
+                row.isNull(5)
                 ? nil
-                : try await Self.chunkDevices(
-                    db, notificationID: chunk.notificationID, bundleID: row.string(6) ?? "", appID: shared.appID,
-                    pushType: row.string(9).flatMap(PushType.init(rawValue:)), targeting: row.string(7).flatMap(Targeting.init(jsonString:)),
-                    byList: row.bool(8) ?? false, after: chunk.after, through: chunk.through,
-                    limit: policy.reclaimLimit(claimed: result.count, cancelled: cancelled), excludingRecorded: true
+                : (
+                    bundleID: row.string(6) ?? "", targeting: row.string(7).flatMap(Targeting.init(jsonString:)), byList: row.bool(8) ?? false,
+                    pushType: row.string(9).flatMap(PushType.init(rawValue:)), cancelled: !row.isNull(10), shared: NotificationShared(row: row, from: 11)
                 )
+            let cancelled = notification?.cancelled ?? false
+            var devices: [(deliveryID: Int64, device: ChunkDevice)]?
+            if let notification {
+                devices = try await Self.chunkDevices(
+                    db, notificationID: chunk.notificationID, bundleID: notification.bundleID, appID: notification.shared.appID,
+                    pushType: notification.pushType, targeting: notification.targeting, byList: notification.byList, after: chunk.after,
+                    through: chunk.through, limit: policy.reclaimLimit(claimed: result.count, cancelled: cancelled), excludingRecorded: true
+                )
+            }
             switch policy.reclaim(
                 found: devices?.count, lastFound: devices?.last?.device.id, through: chunk.through, attempts: chunk.attempts, cancelled: cancelled,
                 claimed: result.count
@@ -98,15 +103,15 @@ extension PostgresStore {
                     var rows = NewRows()
                     for (deliveryID, device) in devices {
                         rows.add(
-                            id: deliveryID, device: device, notificationID: chunk.notificationID, state: .failed, attempts: chunk.attempts + 1,
-                            nextAttemptAt: now, reason: "Cancelled"
+                            id: deliveryID, device: device, notificationID: chunk.notificationID, state: .failed,
+                            attempts: chunk.attempts + 1, nextAttemptAt: now, reason: "Cancelled"
                         )
                     }
                     _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
                 }
                 try await Self.endChunk(db, chunk.chunk, notificationID: chunk.notificationID)
             case .claim(let through, let attempts, let split):
-                guard let devices else { return }
+                guard let notification, let devices else { return }
                 if split {
                     try await db.query(
                         "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES ($1, $2, $3, 0, $4, $5)",
@@ -117,7 +122,9 @@ extension PostgresStore {
                     "UPDATE delivery_chunks SET through_id = $1, size = $2, attempts = $3, lease_until = $4 WHERE id = $5",
                     [.int(through), .int(Int64(devices.count)), .int(Int64(attempts)), .int(leaseEnd), .int(chunk.chunk)]
                 )
-                Self.claimChunk(devices, chunk: chunk.chunk, attempts: attempts, notificationID: chunk.notificationID, shared: shared, into: &result)
+                Self.claimChunk(
+                    devices, chunk: chunk.chunk, attempts: attempts, notificationID: chunk.notificationID, shared: notification.shared, into: &result
+                )
             }
         }
     }
@@ -131,69 +138,83 @@ extension PostgresStore {
         try await Self.reclaimChunks(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while policy.mayExpand(claimed: result.count, expanded: expanded) {
-            var next = try await db.query(Self.nextToExpand(now: now, skipLocked: true)).first
-            if next == nil, result.isEmpty {
-                next = try await Self.waitToExpand(db, now: now)
+            var row = try await db.query(Self.nextToExpand(now: now, skipLocked: true)).first
+            if row == nil, result.isEmpty {
+                row = try await Self.waitToExpand(db, now: now)
             }
-            guard let row = next else { break }
-            let id = row.string(0) ?? ""
-            let bundleID = row.string(1) ?? ""
-            let byList = row.bool(3) ?? false
-            let after = row.int(4) ?? 0
-            let until = row.int(5) ?? 0
-            let scheduledAt = row.int(6) ?? 0
-            let pushType = row.string(7).flatMap(PushType.init(rawValue:))
-            let localTime = row.string(8).flatMap(LocalTime.init)
-            let shared = NotificationShared(row: row, from: 9)
-            let targeting = row.string(2).flatMap(Targeting.init(jsonString:))
-            if !byList, targeting == nil {
+            let next = row.map { row in
+                (
+                    id: row.string(0) ?? "", bundleID: row.string(1) ?? "", targeting: row.string(2).flatMap(Targeting.init(jsonString:)),
+                    byList: row.bool(3) ?? false, after: row.int(4) ?? 0, until: row.int(5) ?? 0, scheduledAt: row.int(6) ?? 0,
+                    pushType: row.string(7).flatMap(PushType.init(rawValue:)), localTime: row.string(8).flatMap(LocalTime.init),
+                    shared: NotificationShared(row: row, from: 9)
+                )
+            }
+            guard let notification = next else { break }
+            if !notification.byList, notification.targeting == nil {
                 // Not something Herald wrote: stop expanding it rather than loop on it.
-                try await db.query("UPDATE notifications SET expand_after = NULL WHERE id = $1", [.text(id)])
+                try await db.query("UPDATE notifications SET expand_after = NULL WHERE id = $1", [.text(notification.id)])
                 continue
             }
             let chunk = policy.room(claimed: result.count)
             var count = 0
-            var last = after
+            var last = notification.after
             let claimedBefore = result.count
             try await db.execute("SAVEPOINT expand")
             do {
-                if let localTime {
+                if let localTime = notification.localTime {
                     // A local-time notification's deliveries are created pending, each due at its
-                    // device's own time.
+                    // device's own time: in one statement, their ids from the table's sequence.
                     var insert = Query()
-                    let bundle = insert.bind(.text(bundleID))
-                    let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: bundle)
+                    let bundle = insert.bind(.text(notification.bundleID))
+                    let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: notification.pushType, bundle: bundle)
                     insert.sql = """
                         INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, updated_at)
-                        SELECT \(insert.bind(.text(id))), d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', 0,
-                            \(insert.bind(.int(scheduledAt))), \(insert.bind(.int(now)))
+                        SELECT \(insert.bind(.text(notification.id))), d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL), 'pending', 0,
+                            \(insert.bind(.int(notification.scheduledAt))), \(insert.bind(.int(now)))
                         """
-                    _ = Self.chunkAudience(&insert, notificationID: id, appID: shared.appID, targeting: targeting, byList: byList, after: after, through: until)
+                    _ = Self.chunkAudience(
+                        &insert, notificationID: notification.id, appID: notification.shared.appID, targeting: notification.targeting,
+                        byList: notification.byList, after: notification.after, through: notification.until
+                    )
                     insert.sql += " ORDER BY d.id LIMIT \(insert.bind(.int(Int64(chunk)))) RETURNING device_id"
                     for row in try await db.query(insert) {
                         count += 1
                         last = max(last, row.int(0) ?? last)
                     }
                     if count > 0 {
-                        try await Self.scheduleLocalTime(db, localTime, notificationID: id, appID: shared.appID, scheduledAt: scheduledAt, after: after, through: last)
+                        try await Self.scheduleLocalTime(
+                            db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
+                            after: notification.after, through: last
+                        )
                     }
                 } else if let devices = try await Self.chunkDevices(
-                    db, notificationID: id, bundleID: bundleID, appID: shared.appID, pushType: pushType, targeting: targeting, byList: byList,
-                    after: after, through: until, limit: chunk, excludingRecorded: false
+                    db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID,
+                    pushType: notification.pushType, targeting: notification.targeting, byList: notification.byList, after: notification.after,
+                    through: notification.until, limit: chunk, excludingRecorded: false
                 ), !devices.isEmpty {
                     count = devices.count
                     last = devices[devices.count - 1].device.id
                     let chunkID =
                         try await db.query(
-                            Statements.NewChunk.self, [.text(id), .int(after), .int(last), .int(Int64(count)), .int(Int64(ClaimPolicy.firstAttempt)), .int(leaseEnd)]
+                            Statements.NewChunk.self,
+                            [
+                                .text(notification.id), .int(notification.after), .int(last), .int(Int64(count)),
+                                .int(Int64(ClaimPolicy.firstAttempt)), .int(leaseEnd),
+                            ]
                         ).first?.int(0) ?? 0
-                    Self.claimChunk(devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: id, shared: shared, into: &result)
+                    Self.claimChunk(
+                        devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: notification.id, shared: notification.shared,
+                        into: &result
+                    )
                 }
                 expanded += count
-                try await db.query(Statements.ExpandAfter.self, [.int(ClaimPolicy.expandAfter(found: count, asked: chunk, last: last)), .text(id)])
+                try await db.query(
+                    Statements.ExpandAfter.self, [.int(ClaimPolicy.expandAfter(found: count, asked: chunk, last: last)), .text(notification.id)]
+                )
                 let exhausted = ClaimPolicy.isExhausted(found: count, asked: chunk)
-                if NotificationPolicy.forgetsPlaintext(exhausted: exhausted, encrypted: shared.placeholder != nil) {
-                    try await Self.forgetPlaintext(db, notificationIDs: [id])
+                if NotificationPolicy.forgetsPlaintext(exhausted: exhausted, encrypted: notification.shared.placeholder != nil) {
+                    try await Self.forgetPlaintext(db, notificationIDs: [notification.id])
                 }
                 try await db.execute("RELEASE SAVEPOINT expand")
             } catch where !error.isTransient {
@@ -203,7 +224,7 @@ extension PostgresStore {
                 try await db.execute("ROLLBACK TO SAVEPOINT expand")
                 try await db.execute("RELEASE SAVEPOINT expand")
                 result.removeSubrange(claimedBefore...)
-                try await db.query("UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE id = $2", [.int(now), .text(id)])
+                try await db.query("UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE id = $2", [.int(now), .text(notification.id)])
             }
         }
     }

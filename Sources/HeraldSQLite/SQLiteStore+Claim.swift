@@ -71,7 +71,7 @@ extension SQLiteStore {
     ) throws {
         while policy.hasRoom(claimed: result.count) {
             var next: (chunk: Int64, notificationID: String, after: Int64, through: Int64, attempts: Int)?
-            var notification: (bundleID: String, targeting: String?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: NotificationShared)?
+            var notification: (bundleID: String, targeting: Targeting?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: NotificationShared)?
             try db.each(
                 """
                 SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id,
@@ -82,12 +82,13 @@ extension SQLiteStore {
                 [.integer(now)]
             ) { row in
                 next = (row.int(0) ?? 0, row.string(1) ?? "", row.int(2) ?? 0, row.int(3) ?? 0, Int(row.int(4) ?? 0))
-                if !row.isNull(5) {
-                    notification = (
-                        row.string(6) ?? "", row.string(7), row.string(8), row.string(9).flatMap(PushType.init(rawValue:)), !row.isNull(10),
-                        NotificationShared(row: row, from: 11)
+                notification =
+                    row.isNull(5)
+                    ? nil
+                    : (
+                        row.string(6) ?? "", row.string(7).flatMap(Targeting.init(jsonString:)), row.string(8),
+                        row.string(9).flatMap(PushType.init(rawValue:)), !row.isNull(10), NotificationShared(row: row, from: 11)
                     )
-                }
             }
             guard let chunk = next else { return }
             let cancelled = notification?.cancelled ?? false
@@ -144,9 +145,11 @@ extension SQLiteStore {
         try Self.reclaimChunks(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while policy.mayExpand(claimed: result.count, expanded: expanded) {
-            var next: (id: String, bundleID: String, targeting: String?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64, shared: NotificationShared)?
-            var pushType: PushType?
-            var localTime: LocalTime?
+            var next:
+                (
+                    id: String, bundleID: String, targeting: Targeting?, deviceIDs: String?, after: Int64, until: Int64, scheduledAt: Int64,
+                    pushType: PushType?, localTime: LocalTime?, shared: NotificationShared
+                )?
             try db.each(
                 """
                 SELECT id, bundle_id, CASE WHEN device_ids IS NULL THEN targeting END, device_ids, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)
@@ -155,68 +158,69 @@ extension SQLiteStore {
                 [.integer(now)]
             ) { row in
                 next = (
-                    row.string(0) ?? "", row.string(1) ?? "", row.string(2), row.string(3),
-                    row.int(4) ?? 0, row.int(5) ?? 0, row.int(6) ?? 0, NotificationShared(row: row, from: 9)
+                    row.string(0) ?? "", row.string(1) ?? "", row.string(2).flatMap(Targeting.init(jsonString:)), row.string(3), row.int(4) ?? 0,
+                    row.int(5) ?? 0, row.int(6) ?? 0, row.string(7).flatMap(PushType.init(rawValue:)), row.string(8).flatMap(LocalTime.init),
+                    NotificationShared(row: row, from: 9)
                 )
-                pushType = row.string(7).flatMap(PushType.init(rawValue:))
-                localTime = row.string(8).flatMap(LocalTime.init)
             }
             guard let notification = next else { break }
+            if notification.deviceIDs == nil, notification.targeting == nil {
+                // Not something Herald wrote: stop expanding it rather than loop on it.
+                try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
+                continue
+            }
             let chunk = policy.room(claimed: result.count)
+            var count = 0
+            var last = notification.after
             let claimedBefore = result.count
             try db.execute("SAVEPOINT expand")
             do {
-                guard
-                    let devices = try Self.chunkDevices(
-                        db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID, pushType: pushType,
-                        targeting: notification.targeting, deviceIDs: notification.deviceIDs, after: notification.after, through: notification.until,
-                        limit: chunk, excludingRecorded: false
-                    )
-                else {
-                    // Not something Herald wrote: stop expanding it rather than loop on it.
-                    try db.query("UPDATE notifications SET expand_after = NULL WHERE id = ?", [.text(notification.id)])
-                    try db.execute("RELEASE expand")
-                    continue
-                }
-                let last = devices.last?.id ?? notification.after
-                expanded += devices.count
-                if !devices.isEmpty {
-                    if let localTime {
-                        // A local-time notification's deliveries are created pending, each due at its
-                        // device's own time.
-                        let first = try Self.reserveDeliveryIDs(db, devices.count)
-                        var rows = NewRows(updatedAt: now)
-                        for (offset, device) in devices.enumerated() {
-                            rows.add(
-                                id: first + Int64(offset), device: device, notificationID: notification.id, state: .pending, attempts: 0,
-                                nextAttemptAt: notification.scheduledAt, reason: nil
-                            )
-                        }
-                        _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
-                        try Self.scheduleLocalTime(
-                            db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
-                            after: notification.after, through: last
-                        )
-                    } else {
-                        let chunkID =
-                            try db.query(
-                                "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                                [
-                                    .text(notification.id), .integer(notification.after), .integer(last), .integer(Int64(devices.count)),
-                                    .integer(Int64(ClaimPolicy.firstAttempt)), .integer(leaseEnd),
-                                ]
-                            ).first?[0].int ?? 0
-                        try Self.claimChunk(
-                            db, devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: notification.id, shared: notification.shared,
-                            into: &result
+                let devices =
+                    try Self.chunkDevices(
+                        db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID,
+                        pushType: notification.pushType, targeting: notification.targeting, deviceIDs: notification.deviceIDs, after: notification.after,
+                        through: notification.until, limit: chunk, excludingRecorded: false
+                    ) ?? []
+                if let localTime = notification.localTime, !devices.isEmpty {
+                    // A local-time notification's deliveries are created pending, each due at its
+                    // device's own time.
+                    count = devices.count
+                    last = devices[devices.count - 1].id
+                    let first = try Self.reserveDeliveryIDs(db, devices.count)
+                    var rows = NewRows(updatedAt: now)
+                    for (offset, device) in devices.enumerated() {
+                        rows.add(
+                            id: first + Int64(offset), device: device, notificationID: notification.id, state: .pending, attempts: 0,
+                            nextAttemptAt: notification.scheduledAt, reason: nil
                         )
                     }
+                    _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
+                    try Self.scheduleLocalTime(
+                        db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
+                        after: notification.after, through: last
+                    )
+                } else if !devices.isEmpty {
+                    count = devices.count
+                    last = devices[devices.count - 1].id
+                    let chunkID =
+                        try db.query(
+                            "INSERT INTO delivery_chunks (notification_id, after_id, through_id, size, attempts, lease_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                            [
+                                .text(notification.id), .integer(notification.after), .integer(last), .integer(Int64(count)),
+                                .integer(Int64(ClaimPolicy.firstAttempt)), .integer(leaseEnd),
+                            ]
+                        ).first?[0].int ?? 0
+                    try Self.claimChunk(
+                        db, devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: notification.id, shared: notification.shared,
+                        into: &result
+                    )
                 }
+                expanded += count
                 try db.query(
                     "UPDATE notifications SET expand_after = ? WHERE id = ?",
-                    [ClaimPolicy.expandAfter(found: devices.count, asked: chunk, last: last).map(SQLValue.integer) ?? .null, .text(notification.id)]
+                    [ClaimPolicy.expandAfter(found: count, asked: chunk, last: last).map(SQLValue.integer) ?? .null, .text(notification.id)]
                 )
-                let exhausted = ClaimPolicy.isExhausted(found: devices.count, asked: chunk)
+                let exhausted = ClaimPolicy.isExhausted(found: count, asked: chunk)
                 if NotificationPolicy.forgetsPlaintext(exhausted: exhausted, encrypted: notification.shared.placeholder != nil) {
                     try Self.forgetPlaintext(db, notificationIDs: [notification.id])
                 }
@@ -227,9 +231,7 @@ extension SQLiteStore {
                 try db.execute("ROLLBACK TO expand")
                 try db.execute("RELEASE expand")
                 result.removeSubrange(claimedBefore...)
-                try db.query(
-                    "UPDATE notifications SET expand_after = NULL, cancelled_at = ? WHERE id = ?", [.integer(now), .text(notification.id)]
-                )
+                try db.query("UPDATE notifications SET expand_after = NULL, cancelled_at = ? WHERE id = ?", [.integer(now), .text(notification.id)])
             }
         }
     }
@@ -260,7 +262,7 @@ extension SQLiteStore {
 
     /// A notification's audience as SQL over `devices d`: the conditions after `<app> = ?2`, with
     /// bindings from `?first`; nil for a targeting Herald did not write.
-    private static func chunkAudience(targeting: String?, deviceIDs: String?, first: Int) -> (sql: String, bindings: [SQLValue], id: String, app: String)? {
+    private static func chunkAudience(targeting: Targeting?, deviceIDs: String?, first: Int) -> (sql: String, bindings: [SQLValue], id: String, app: String)? {
         // A resolved list is walked through its ids (devices unregistered or made inactive
         // since are skipped); "all" and tags by id range with their filter. For the ids, `+`
         // keeps SQLite on rowid lookups of the list (in id order, so the ORDER BY costs
@@ -268,7 +270,7 @@ extension SQLiteStore {
         if let deviceIDs {
             return (" AND d.id IN (SELECT value FROM json_each(?\(first)))", [.text(deviceIDs)], "+d.id", "+d.app_id")
         }
-        guard let targeting = targeting.flatMap(Targeting.init(jsonString:)) else { return nil }
+        guard let targeting else { return nil }
         let filter = Self.audienceFilter(targeting, first: first)
         return (filter.sql, filter.bindings, filter.id, "d.app_id")
     }
@@ -276,7 +278,7 @@ extension SQLiteStore {
     /// Up to `limit` active devices of an audience with ids in `after…through`, in id order; with
     /// `excludingRecorded`, only those with no delivery of the notification yet.
     private static func chunkDevices(
-        _ db: borrowing SQLiteDatabase.Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: String?,
+        _ db: borrowing SQLiteDatabase.Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: Targeting?,
         deviceIDs: String?, after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
     ) throws -> [ChunkDevice]? {
         guard let filter = Self.chunkAudience(targeting: targeting, deviceIDs: deviceIDs, first: 7) else { return nil }
