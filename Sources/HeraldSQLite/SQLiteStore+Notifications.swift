@@ -103,8 +103,9 @@ extension SQLiteStore {
                     spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
                     .blob(NotificationPolicy.storedPayload(spec, audienceSize: size)), .integer(now), .integer(spec.scheduledAt ?? now),
                     spec.idempotencyKey.map(SQLValue.text) ?? .null,
-                    .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size), NotificationPolicy.expandAfter(audienceSize: size).map(SQLValue.integer) ?? .null,
-                    .integer(until), targeting.pushType.map { .text($0.rawValue) } ?? .null,
+                    .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size),
+                    NotificationPolicy.expandAfter(audienceSize: size).map(SQLValue.integer) ?? .null, .integer(until),
+                    targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                 ]
             )
