@@ -2,6 +2,8 @@
 public import APNSModels
 public import HeraldCore
 
+extension SQLiteDatabase.Connection.Row: StoredRow {}
+
 /// The embedded store: one SQLite file in WAL mode.
 public final class SQLiteStore: HeraldStore {
     public let database: SQLiteDatabase

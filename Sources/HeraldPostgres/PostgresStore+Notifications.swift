@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+public import HeraldCore
+import PostgresNIO
+
+extension PostgresStore {
+    /// Appends the conditions (after `d.app_id = … AND d.active`) that pick a targeting's devices
+    /// from `devices d`.
+    static func audienceFilter(_ targeting: Targeting, into query: inout Query) {
+        switch targeting.audience {
+        case .all:
+            break
+        case .tokens(let tokens):
+            query.sql += " AND d.token = ANY(\(query.bind(.texts(tokens))))"
+        case .users(let users):
+            query.sql += " AND d.user_id = ANY(\(query.bind(.texts(users))))"
+        case .activity(let activityID):
+            query.sql += " AND d.kind = 'liveactivity' AND d.activity_id = \(query.bind(.text(activityID)))"
+        case .tags(let tags, let matchAll):
+            let parameter = query.bind(.texts(tags))
+            if matchAll {
+                query.sql += """
+                     AND (SELECT count(*) FROM device_tags t WHERE t.device_id = d.id AND t.tag = ANY(\(parameter)))
+                        = \(query.bind(.int(Int64(Set(tags).count))))
+                    """
+            } else {
+                query.sql += " AND EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ANY(\(parameter)))"
+            }
+        }
+        let kinds = targeting.eligibleKinds
+        if !kinds.isEmpty {
+            query.sql += " AND d.kind = ANY(\(query.bind(.texts(kinds.map(\.rawValue).sorted()))))"
+        }
+        if let environment = targeting.environment {
+            query.sql += " AND d.environment = \(query.bind(.text(environment.rawValue)))"
+        }
+        if targeting.encrypted {
+            query.sql += " AND d.public_key IS NOT NULL"
+        }
+    }
+
+    public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+        -> (id: String, deliveries: Int, existing: Bool)
+    {
+        // The audience is every matching device that exists now (ids up to the newest). A list
+        // (tokens, users, one activity) is resolved to device ids once; "all" and tags are
+        // counted, and walked by id range when expanded.
+        let targeting = spec.targeting
+        let (until, size, deviceIDs) = try await self.read { db -> (Int64, Int64, [Int64]?) in
+            let until = try await db.query("SELECT coalesce(max(id), 0) FROM devices").first?.int(0) ?? 0
+            var query = Query()
+            let head = " FROM devices d WHERE d.app_id = \(query.bind(.text(appID))) AND d.active AND d.id <= \(query.bind(.int(until)))"
+            switch targeting.audience {
+            case .tokens, .users, .activity:
+                query.sql = "SELECT d.id" + head
+                Self.audienceFilter(targeting, into: &query)
+                query.sql += " ORDER BY d.id"
+                let ids = try await db.query(query).compactMap { $0.int(0) }
+                return (until, Int64(ids.count), ids)
+            case .all, .tags:
+                query.sql = "SELECT count(*)" + head
+                Self.audienceFilter(targeting, into: &query)
+                return (until, try await db.query(query).first?.int(0) ?? 0, nil)
+            }
+        }
+        let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
+        // The unique (app, idempotency key) decides between processes racing with one key. The
+        // first notification could be deleted (retention) between the insert and the lookup: then
+        // the insert is tried again.
+        for _ in 0..<3 {
+            let outcome = try await self.write { db -> (id: String, deliveries: Int, existing: Bool)? in
+                let inserted = try await db.query(
+                    """
+                    INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
+                        idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                    ON CONFLICT (app_id, idempotency_key) DO NOTHING
+                    RETURNING id
+                    """,
+                    [
+                        .text(id), .text(appID), .text(bundleID), .int(spec.priority.map { Int64($0.rawValue) }), .int(spec.expiration),
+                        .text(spec.collapseID),
+                        .bytes(NotificationPolicy.storedPayload(spec, audienceSize: size)), .int(now), .int(spec.scheduledAt ?? now),
+                        .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
+                        .int(NotificationPolicy.expandAfter(audienceSize: size)), .int(until), .text(targeting.pushType?.rawValue), .text(targeting.localTime?.description),
+                        .bytes(spec.placeholder),
+                    ]
+                )
+                guard inserted.isEmpty else { return (id, Int(size), false) }
+                guard let key = spec.idempotencyKey,
+                    let existing = try await db.query(
+                        "SELECT id, audience_size FROM notifications WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(key)]
+                    ).first, let existingID = existing.string(0)
+                else { return nil }
+                return (existingID, Int(existing.int(1) ?? 0), true)
+            }
+            if let outcome { return outcome }
+        }
+        throw HeraldError(code: "database_unavailable", "the notification could not be stored; try again")
+    }
+
+    public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
+        try await self.snapshot { db in
+            guard let row = try await db.query("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]).first
+            else { return nil }
+            let summary = NotificationSummary(row: row)
+            var rows: [DeliveryState: Int] = [:]
+            var created = 0
+            for row in try await db.query("SELECT state, count(*) FROM deliveries WHERE notification_id = $1 GROUP BY state", [.text(id)]) {
+                let count = Int(row.int(1) ?? 0)
+                created += count
+                if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { rows[state] = count }
+            }
+            let inFlight = try await db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = $1", [.text(id)]).first?.int(0) ?? 0
+            let counts = NotificationPolicy.counts(rows, created: created, summary: summary, chunksInFlight: inFlight)
+            let deliveries = try await db.query(
+                "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = $1 ORDER BY x.id LIMIT $2",
+                [.text(id), .int(Int64(deliveryLimit))]
+            ).map(DeliveryRecord.init(row:))
+            return NotificationStatus(summary: summary, counts: counts, deliveries: deliveries)
+        }
+    }
+
+    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+        try await self.read { db in
+            try await db.query(
+                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND created_at < $2 ORDER BY created_at DESC, id DESC LIMIT $3",
+                [.text(appID), .int(before ?? Int64.max), .int(Int64(limit))]
+            ).map(NotificationSummary.init(row:))
+        }
+    }
+
+    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+        try await self.read { db in
+            try await db.query(
+                """
+                SELECT \(StoreSQL.deliveryColumns) FROM devices d
+                JOIN (SELECT id FROM notifications WHERE app_id = $1 ORDER BY created_at DESC LIMIT $3) n ON TRUE
+                JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
+                WHERE d.app_id = $1 AND d.token = $2 ORDER BY x.id DESC LIMIT $4
+                """,
+                [.text(appID), .text(token), .int(Int64(NotificationPolicy.historyDepth)), .int(Int64(limit))]
+            ).map(DeliveryRecord.init(row:))
+        }
+    }
+
+    public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
+        try await self.write { db in
+            // Locks the notification: a process expanding it finishes its chunk first.
+            guard let found = try await db.query("SELECT cancelled_at FROM notifications WHERE app_id = $1 AND id = $2 FOR UPDATE", [.text(appID), .text(id)]).first
+            else { return false }
+            let alreadyCancelled = found.int(0) != nil
+            let stoppedExpansion = try await db.query(
+                "UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE app_id = $2 AND id = $3 AND expand_after IS NOT NULL RETURNING id",
+                [.int(now), .text(appID), .text(id)]
+            ).isEmpty == false
+            let failedPending = try await db.query(
+                """
+                UPDATE deliveries SET state = 'failed', reason = 'Cancelled', updated_at = $1
+                WHERE state = 'pending' AND notification_id = (SELECT id FROM notifications WHERE app_id = $2 AND id = $3) RETURNING id
+                """,
+                [.int(now), .text(appID), .text(id)]
+            ).isEmpty == false
+            let inFlight = try await db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = $1", [.text(id)]).first?.int(0) ?? 0
+            let cancelled = NotificationPolicy.cancelled(
+                stoppedExpansion: stoppedExpansion, failedPending: failedPending, chunksInFlight: inFlight, alreadyCancelled: alreadyCancelled
+            )
+            if cancelled {
+                try await db.query("UPDATE notifications SET cancelled_at = $1 WHERE id = $2 AND cancelled_at IS NULL", [.int(now), .text(id)])
+                try await db.query("UPDATE notifications SET payload = ''::bytea WHERE id = $1 AND placeholder IS NOT NULL", [.text(id)])
+            }
+            return cancelled
+        }
+    }
+
+    public func pendingDeliveries() async throws -> Int {
+        // Chunks in flight count their deliveries too.
+        try await self.read { db in
+            Int(
+                try await db.query(
+                    "SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending') + (SELECT coalesce(sum(size), 0) FROM delivery_chunks)"
+                ).first?.int(0) ?? 0
+            )
+        }
+    }
+
+    public func deliveryCounts() async throws -> [DeliveryState: Int] {
+        try await self.read { db in
+            var counts: [DeliveryState: Int] = [:]
+            for row in try await db.query("SELECT state, count(*) FROM deliveries GROUP BY state") {
+                if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { counts[state] = Int(row.int(1) ?? 0) }
+            }
+            return counts
+        }
+    }
+}

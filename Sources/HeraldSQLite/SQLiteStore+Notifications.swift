@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+public import HeraldCore
+
+extension SQLiteStore {
+    /// The conditions (after `d.app_id = ? AND d.active = 1`) that pick a targeting's devices
+    /// from `devices d`, with their bindings numbered from `first`; and how to name the device id
+    /// in range conditions: for lists of tokens, users or one activity, `+d.id`, which keeps
+    /// SQLite from walking the whole id range instead of the index on those columns.
+    static func audienceFilter(_ targeting: Targeting, first: Int) -> (sql: String, bindings: [SQLValue], id: String) {
+        var sql = ""
+        var bindings: [SQLValue] = []
+        func next(_ value: SQLValue) -> String {
+            bindings.append(value)
+            return "?\(first + bindings.count - 1)"
+        }
+        func list(_ values: [String]) -> SQLValue { .text(JSONValue.array(values.map(JSONValue.string)).jsonString) }
+        switch targeting.audience {
+        case .all:
+            break
+        case .tokens(let tokens):
+            sql += " AND d.token IN (SELECT value FROM json_each(\(next(list(tokens)))))"
+        case .users(let users):
+            sql += " AND d.user_id IN (SELECT value FROM json_each(\(next(list(users)))))"
+        case .activity(let activityID):
+            sql += " AND d.kind = 'liveactivity' AND d.activity_id = \(next(.text(activityID)))"
+        case .tags(let tags, let matchAll):
+            let parameter = next(list(tags))
+            if matchAll {
+                sql += """
+                     AND (SELECT count(*) FROM device_tags t WHERE t.device_id = d.id
+                        AND t.tag IN (SELECT value FROM json_each(\(parameter)))) = \(next(.integer(Int64(Set(tags).count))))
+                    """
+            } else {
+                sql += " AND EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag IN (SELECT value FROM json_each(\(parameter))))"
+            }
+        }
+        let kinds = targeting.eligibleKinds
+        if !kinds.isEmpty {
+            // Herald's own names, spelled into the statement: no JSON to parse per statement.
+            sql += " AND d.kind IN (" + kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
+        }
+        if let environment = targeting.environment {
+            sql += " AND d.environment = \(next(.text(environment.rawValue)))"
+        }
+        if targeting.encrypted {
+            sql += " AND d.public_key IS NOT NULL"
+        }
+        switch targeting.audience {
+        case .tokens, .users, .activity: return (sql, bindings, "+d.id")
+        case .all, .tags: return (sql, bindings, "d.id")
+        }
+    }
+
+    public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+        -> (id: String, deliveries: Int, existing: Bool)
+    {
+        // The audience is every matching device that exists now (ids up to the newest). A list
+        // (tokens, users, one activity) is resolved to device ids, once; "all" and tags are
+        // counted, and walked by id range when expanded. Both on a reader connection, beside the
+        // writer: a device that goes away before its chunk is expanded is skipped then.
+        let targeting = spec.targeting
+        let filter = Self.audienceFilter(targeting, first: 3)
+        let (until, size, deviceIDs) = try await self.database.read { db -> (Int64, Int64, String?) in
+            let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
+            let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
+            let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
+            switch targeting.audience {
+            case .tokens, .users, .activity:
+                // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
+                // instead of looking each token (or user) up in its index.
+                var ids: [Int64] = []
+                try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+                ids.sort()
+                var text: [UInt8] = [UInt8(ascii: "[")]
+                for (index, deviceID) in ids.enumerated() {
+                    if index > 0 { text.append(UInt8(ascii: ",")) }
+                    text += String(deviceID).utf8
+                }
+                text.append(UInt8(ascii: "]"))
+                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self))
+            case .all, .tags:
+                return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil)
+            }
+        }
+        // A resolved list is kept as its device ids; the targeting then records only its length.
+        let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
+        return try await self.database.write { db in
+            if let key = spec.idempotencyKey,
+                let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
+                let existingID = existing[0].string
+            {
+                return (existingID, Int(existing[1].int ?? 0), true)
+            }
+            try db.query(
+                """
+                INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
+                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
+                    spec.expiration.map(SQLValue.integer) ?? .null, spec.collapseID.map(SQLValue.text) ?? .null,
+                    .blob(NotificationPolicy.storedPayload(spec, audienceSize: size)), .integer(now), .integer(spec.scheduledAt ?? now),
+                    spec.idempotencyKey.map(SQLValue.text) ?? .null,
+                    .text(targetingText), deviceIDs.map(SQLValue.text) ?? .null, .integer(size),
+                    NotificationPolicy.expandAfter(audienceSize: size).map(SQLValue.integer) ?? .null, .integer(until),
+                    targeting.pushType.map { .text($0.rawValue) } ?? .null,
+                    targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
+                ]
+            )
+            return (id, Int(size), false)
+        }
+    }
+
+    public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
+        try await self.database.read { db in
+            var found: NotificationSummary?
+            try db.each("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) {
+                found = NotificationSummary(row: $0)
+            }
+            guard let summary = found else { return nil }
+            var rows: [DeliveryState: Int] = [:]
+            var created = 0
+            try db.each("SELECT state, count(*) FROM deliveries WHERE notification_id = ? GROUP BY state", [.text(id)]) { row in
+                let count = Int(row.int(1) ?? 0)
+                created += count
+                if let state = row.string(0).flatMap(DeliveryState.init(rawValue:)) { rows[state] = count }
+            }
+            let inFlight = try db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = ?", [.text(id)]).first?[0].int ?? 0
+            let counts = NotificationPolicy.counts(rows, created: created, summary: summary, chunksInFlight: inFlight)
+            var deliveries: [DeliveryRecord] = []
+            try db.each(
+                "SELECT \(StoreSQL.deliveryColumns) FROM deliveries x LEFT JOIN devices d ON d.id = x.device_id WHERE x.notification_id = ? ORDER BY x.id LIMIT ?",
+                [.text(id), .integer(Int64(deliveryLimit))]
+            ) { deliveries.append(DeliveryRecord(row: $0)) }
+            return NotificationStatus(summary: summary, counts: counts, deliveries: deliveries)
+        }
+    }
+
+    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+        try await self.database.read { db in
+            var result: [NotificationSummary] = []
+            try db.each(
+                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?",
+                [.text(appID), .integer(before ?? Int64.max), .integer(Int64(limit))]
+            ) { result.append(NotificationSummary(row: $0)) }
+            return result
+        }
+    }
+
+    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+        try await self.database.read { db in
+            var result: [DeliveryRecord] = []
+            // Through the app's most recent notifications: one (notification, device) lookup each.
+            try db.each(
+                """
+                SELECT \(StoreSQL.deliveryColumns) FROM devices d
+                JOIN (SELECT id FROM notifications WHERE app_id = ?1 ORDER BY created_at DESC LIMIT ?3) n
+                JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
+                WHERE d.app_id = ?1 AND d.token = ?2 ORDER BY x.id DESC LIMIT ?4
+                """,
+                [.text(appID), .text(token), .integer(Int64(NotificationPolicy.historyDepth)), .integer(Int64(limit))]
+            ) { result.append(DeliveryRecord(row: $0)) }
+            return result
+        }
+    }
+
+    public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
+        try await self.database.write { db in
+            guard let found = try db.query("SELECT cancelled_at FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]).first else {
+                return false
+            }
+            let alreadyCancelled = found[0] != .null
+            try db.query(
+                "UPDATE notifications SET expand_after = NULL, cancelled_at = ?1 WHERE app_id = ?2 AND id = ?3 AND expand_after IS NOT NULL",
+                [.integer(now), .text(appID), .text(id)]
+            )
+            let stoppedExpansion = db.changes > 0
+            try db.query(
+                """
+                UPDATE deliveries SET state = 'failed', reason = 'Cancelled', updated_at = ?
+                WHERE state = 'pending' AND notification_id = (SELECT id FROM notifications WHERE app_id = ? AND id = ?)
+                """,
+                [.integer(now), .text(appID), .text(id)]
+            )
+            let failedPending = db.changes > 0
+            let inFlight = try db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = ?", [.text(id)]).first?[0].int ?? 0
+            let cancelled = NotificationPolicy.cancelled(
+                stoppedExpansion: stoppedExpansion, failedPending: failedPending, chunksInFlight: inFlight, alreadyCancelled: alreadyCancelled
+            )
+            if cancelled {
+                try db.query("UPDATE notifications SET cancelled_at = ?1 WHERE id = ?2 AND cancelled_at IS NULL", [.integer(now), .text(id)])
+                try db.query("UPDATE notifications SET payload = X'' WHERE id = ? AND placeholder IS NOT NULL", [.text(id)])
+            }
+            return cancelled
+        }
+    }
+
+    public func pendingDeliveries() async throws -> Int {
+        try await self.database.read { db in
+            // `next_attempt_at >= 0` makes the partial due index (pending only) answer it.
+            // Chunks in flight count their deliveries too.
+            Int(
+                try db.query(
+                    """
+                    SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending' AND next_attempt_at >= 0)
+                        + (SELECT coalesce(sum(size), 0) FROM delivery_chunks)
+                    """
+                ).first?[0].int ?? 0
+            )
+        }
+    }
+
+    public func deliveryCounts() async throws -> [DeliveryState: Int] {
+        try await self.database.read { db in
+            var counts: [DeliveryState: Int] = [:]
+            for row in try db.query("SELECT state, count(*) FROM deliveries GROUP BY state") {
+                if let state = row[0].string.flatMap(DeliveryState.init(rawValue:)) { counts[state] = Int(row[1].int ?? 0) }
+            }
+            return counts
+        }
+    }
+}

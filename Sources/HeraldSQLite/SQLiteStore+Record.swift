@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+public import HeraldCore
+
+extension SQLiteStore {
+    @discardableResult
+    public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
+        guard !results.isEmpty else { return RecordedOutcomes() }
+        // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, their
+        // values bound, fenced by their chunk's attempt. Of the others, those accepted in one
+        // statement over a JSON array of [id, apns-id, latency, attempt], written straight as
+        // text outside the writer; the rest one by one.
+        var created = NewRows(updatedAt: now)
+        let plan = RecordPlan(results, now: now, creating: &created)
+        let sentList = plan.sent.isEmpty ? nil : Self.sentText(plan.sent)
+        let createdRows = created.rows
+        return try await self.database.write { db in
+            var outcomes = RecordedOutcomes()
+            if plan.createsRows {
+                outcomes.applied = try Self.insertDeliveries(db, createdRows, fenced: true)
+                if !plan.retriedChunkDeliveries.isEmpty {
+                    // A notification cancelled while its chunk was in flight is not retried.
+                    try db.query(
+                        """
+                        UPDATE deliveries SET state = 'failed', reason = 'Cancelled' WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
+                            AND notification_id IN (SELECT id FROM notifications WHERE cancelled_at IS NOT NULL)
+                        """,
+                        [.text(JSONValue.array(plan.retriedChunkDeliveries.map { .int($0) }).jsonString)]
+                    )
+                }
+                // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
+                // is done; a chunk claimed again since is left to its newer claim.
+                for end in plan.chunkEnds {
+                    try db.query(
+                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= ?",
+                        [.integer(end.chunk), .integer(Int64(end.attempt)), .integer(Int64(end.recorded))]
+                    )
+                }
+            }
+            if let sentList {
+                try db.each(
+                    """
+                    UPDATE deliveries SET state = 'sent', apns_id = v.apns_id, status = 200, reason = NULL, latency_ms = v.latency,
+                        updated_at = ?1
+                    FROM (SELECT value ->> 0 AS id, value ->> 1 AS apns_id, value ->> 2 AS latency, value ->> 3 AS attempt FROM json_each(?2)) AS v
+                    WHERE deliveries.id = v.id AND (v.attempt IS NULL OR deliveries.attempts = v.attempt)
+                    RETURNING deliveries.id
+                    """,
+                    [.integer(now), .text(sentList)]
+                ) { row in
+                    if let id = row.int(0) { outcomes.applied.insert(id) }
+                }
+            }
+            for single in plan.singles {
+                let id = SQLValue.integer(single.deliveryID)
+                let latency = SQLValue.integer(single.latencyMilliseconds)
+                let attempt = single.attempt.map { SQLValue.integer(Int64($0)) } ?? .null
+                switch single.outcome {
+                case .sent:
+                    continue
+                case .retry(let status, let reason, let retryAt):
+                    try db.query(
+                        """
+                        UPDATE deliveries SET status = ?1, reason = ?2, latency_ms = ?3, next_attempt_at = ?4, updated_at = ?5
+                        WHERE id = ?6 AND (?7 IS NULL OR attempts = ?7)
+                        """,
+                        [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(retryAt), .integer(now), id, attempt]
+                    )
+                    if db.changes > 0 { outcomes.applied.insert(single.deliveryID) }
+                case .failed(let status, let reason, _, let timestamp):
+                    if single.updatesRow {
+                        try db.query(
+                            "UPDATE deliveries SET state = 'failed', status = ?1, reason = ?2, latency_ms = ?3, updated_at = ?4 WHERE id = ?5 AND (?6 IS NULL OR attempts = ?6)",
+                            [status.map { .integer(Int64($0)) } ?? .null, .text(reason), latency, .integer(now), id, attempt]
+                        )
+                        if db.changes > 0 { outcomes.applied.insert(single.deliveryID) }
+                    }
+                    guard RecordPlan.invalidates(single, applied: outcomes.applied) else { continue }
+                    // Only if the token was not registered again after APNs learned it was dead.
+                    try db.query(
+                        """
+                        UPDATE devices SET active = 0, invalidated_at = ?1, invalidation_reason = ?2
+                        WHERE id = (SELECT device_id FROM deliveries WHERE id = ?3) AND active = 1
+                            AND (?4 IS NULL OR last_registered_at < ?4)
+                        """,
+                        [.integer(now), .text(reason), id, timestamp.map(SQLValue.integer) ?? .null]
+                    )
+                    let applied = db.changes > 0
+                    if applied { outcomes.invalidated.insert(single.deliveryID) }
+                    try db.query(
+                        """
+                        INSERT INTO invalidations (app_id, device_id, reason, apns_timestamp, at, applied)
+                        SELECT n.app_id, x.device_id, ?, ?, ?, ? FROM deliveries x JOIN notifications n ON n.id = x.notification_id WHERE x.id = ?
+                        """,
+                        [.text(reason), timestamp.map(SQLValue.integer) ?? .null, .integer(now), .integer(applied ? 1 : 0), id]
+                    )
+                }
+            }
+            return outcomes
+        }
+    }
+
+    /// The accepted deliveries as a JSON array of [id, apns-id, latency, attempt], written
+    /// straight as text.
+    private static func sentText(_ sent: [RecordPlan.Sent]) -> String {
+        var text: [UInt8] = [UInt8(ascii: "[")]
+        for (index, delivery) in sent.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            text.append(UInt8(ascii: "["))
+            text += String(delivery.deliveryID).utf8
+            text.append(UInt8(ascii: ","))
+            // An apns-id is a UUID the client checked; quoted through the serializer anyway.
+            (delivery.apnsID.map(JSONValue.string) ?? .null).serialize(into: &text)
+            text.append(UInt8(ascii: ","))
+            text += String(delivery.latencyMilliseconds).utf8
+            text.append(UInt8(ascii: ","))
+            text += (delivery.attempt.map { String($0) } ?? "null").utf8
+            text.append(UInt8(ascii: "]"))
+        }
+        text.append(UInt8(ascii: "]"))
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Creates rows (``NewRows``); with `fenced`, only rows whose chunk is still leased at that
+    /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids
+    /// created.
+    static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: [[SQLValue]], fenced: Bool) throws -> Set<Int64> {
+        var admitted = rows
+        if fenced {
+            // Each chunk's attempt, read once per chunk rather than once per row.
+            let chunks = Set(rows.compactMap { $0[15].int })
+            var leased: Set<[Int64]> = []
+            try db.each(
+                "SELECT id, attempts FROM delivery_chunks WHERE id IN (SELECT value FROM json_each(?))",
+                [.text(JSONValue.array(chunks.map { .int($0) }).jsonString)]
+            ) { row in leased.insert([row.int(0) ?? 0, row.int(1) ?? 0]) }
+            admitted = rows.filter { row in leased.contains([row[15].int ?? 0, row[8].int ?? 0]) }
+        }
+        // Many rows per statement (its overhead, and RETURNING's temporary table, shared by
+        // them), each row's values bound, none parsed from text.
+        var created: Set<Int64> = []
+        var start = 0
+        while start < admitted.count {
+            let part = admitted[start..<min(start + Self.rowsPerInsert, admitted.count)]
+            start += part.count
+            var bindings: [SQLValue] = []
+            bindings.reserveCapacity(part.count * 15)
+            for row in part { bindings += row.prefix(15) }
+            try db.each(part.count == Self.rowsPerInsert ? Self.fullInsert : Self.insertSQL(rows: part.count), bindings) { row in
+                if let id = row.int(0) { created.insert(id) }
+            }
+        }
+        return created
+    }
+
+    /// Rows per INSERT: 64 × 15 values, well under SQLite's 32,766.
+    static let rowsPerInsert = 64
+    private static let fullInsert = insertSQL(rows: rowsPerInsert)
+
+    /// An INSERT of `rows` rows of 15 values each, returning the ids it created.
+    private static func insertSQL(rows: Int) -> String {
+        let values = (0..<rows).map { row in "(" + (1...15).map { "?\(row * 15 + $0)" }.joined(separator: ", ") + ")" }
+        return """
+            INSERT OR IGNORE INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts,
+                next_attempt_at, apns_id, status, reason, latency_ms, updated_at)
+            VALUES \(values.joined(separator: ", "))
+            RETURNING id
+            """
+    }
+}
+
+
+/// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
+/// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,
+/// status, reason, latency_ms, updated_at (the 15 columns of the INSERT), then the chunk.
+struct NewRows: NewDeliveryRows {
+    private(set) var rows: [[SQLValue]] = []
+    /// When they are written.
+    let updatedAt: Int64
+
+    init(updatedAt: Int64) { self.updatedAt = updatedAt }
+
+    mutating func add(
+        id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
+        state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
+    ) {
+        self.rows.append([
+            .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
+            .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
+            status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
+            .integer(self.updatedAt), chunk.map(SQLValue.integer) ?? .null,
+        ])
+    }
+}
