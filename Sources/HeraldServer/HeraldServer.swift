@@ -120,7 +120,7 @@ private func runHeraldServer<Result: Sendable>(
         )
         api.register(on: router)
         if configuration.dashboard {
-            Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)
+            try Dashboard(api: api, clients: clients, emulator: emulator).register(on: router)
         }
         let listening = ListeningPort()
         let application = Application(
