@@ -14,6 +14,9 @@ struct DashboardView: Sendable {
     /// The document's `<title>`; nil for "Herald".
     var title: String?
     var model: any Sendable
+
+    /// The model of a page that shows no values.
+    struct Empty: Sendable {}
 }
 
 /// An `<option>` of a `<select>` (the `option` partial).
