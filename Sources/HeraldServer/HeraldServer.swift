@@ -126,7 +126,7 @@ private func runHeraldServer<Result: Sendable>(
         )
         api.register(on: router)
         if configuration.dashboard {
-            Dashboard(api: api, clients: clients, emulator: emulator, engineConfiguration: configuration.engine).register(on: router)
+            try Dashboard(api: api, clients: clients, emulator: emulator).register(on: router)
         }
         let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         let listening = ListeningPort()

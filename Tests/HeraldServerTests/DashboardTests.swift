@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Crypto
 import Foundation
 import HeraldServer
 import HeraldTesting
@@ -136,6 +137,71 @@ import Testing
             #expect(try await browser.get("/dashboard/apps/nope/devices").status == 404)
             let overview = try await browser.get("/dashboard")
             #expect(overview.body.contains("<code>BadDeviceToken</code>"), "top failure reasons")
+        }
+    }
+
+    @Test("a value with markup in it (a user id, a tag, a webhook URL) reaches every page escaped, through the real server")
+    func markupEscaped() async throws {
+        try await self.server.withServer { context in
+            let keys = try await self.server.setUp(context)
+            let directory = try TemporaryDirectory(prefix: "herald-dashboard")
+            defer { directory.remove() }
+            let script = "<script>alert(1)</script>"
+            let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+            let token = try await self.server.virtualDevice(context)
+            let registered = try await context.api.call(
+                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userId":"\#(script)","tags":["\#(script)"]}"#
+            )
+            #expect(registered.status == 200 || registered.status == 201, "\(registered.body)")
+            let hook = try await context.api.call("POST", "/v1/apps/demo/webhooks", key: context.admin, json: #"{"url":"https://example.com/hook?\#(script)"}"#)
+            #expect(hook.status == 201, "\(hook.body)")
+
+            let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
+            #expect(try await browser.post("/dashboard/login", [("key", context.admin)]).status == 303)
+            let query = script.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let pages = [
+                ("devices", try await browser.get("/dashboard/apps/demo/devices")),
+                ("search", try await browser.get("/dashboard/apps/demo/devices?by=user&q=\(query)")),
+                ("device", try await browser.get("/dashboard/apps/demo/devices/\(token)")),
+                ("app", try await browser.get("/dashboard/apps/demo")),
+            ]
+            for (name, page) in pages {
+                #expect(page.status == 200, "\(name)")
+                #expect(!page.body.contains(script), "\(name) shows the markup unescaped")
+            }
+            #expect(pages[0].1.body.contains("<td>\(escaped)</td><td>\(escaped)</td>"), "user and tag in the device list")
+            #expect(pages[1].1.body.contains("value=\"\(escaped)\""), "the search field")
+            #expect(pages[2].1.body.contains("<dd>\(escaped)</dd>"), "user on the device page")
+            #expect(pages[3].1.body.contains("https://example.com/hook?\(escaped)"), "the webhook URL on the app page")
+        }
+    }
+
+    @Test("static files carry a strong ETag (the SHA-256 of their bytes) and Cache-Control; a matching If-None-Match gets a bodiless 304")
+    func staticFilesETag() async throws {
+        try await self.server.withServer { context in
+            let directory = try TemporaryDirectory(prefix: "herald-dashboard")
+            defer { directory.remove() }
+            let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
+            func header(_ name: String, _ headers: String) -> String? {
+                headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                    .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+            }
+            for file in ["dashboard.css", "dashboard.js"] {
+                let first = try await browser.get("/dashboard/static/" + file)
+                #expect(first.status == 200 && !first.body.isEmpty)
+                let etag = try #require(header("ETag", first.headers), "\(first.headers)")
+                let digest = SHA256.hash(data: Array(first.body.utf8)).map { String(format: "%02x", $0) }.joined()
+                #expect(etag == "\"\(digest)\"", "a strong tag of the bytes served")
+                #expect(header("Cache-Control", first.headers) == "no-cache")
+
+                let unchanged = try await browser.call(["-X", "GET", "-H", "If-None-Match: \(etag)"], "/dashboard/static/" + file)
+                #expect(unchanged.status == 304 && unchanged.body.isEmpty)
+                #expect(header("ETag", unchanged.headers) == etag)
+                #expect(try await browser.call(["-X", "GET", "-H", "If-None-Match: \"other\", W/\(etag)"], "/dashboard/static/" + file).status == 304)
+                let changed = try await browser.call(["-X", "GET", "-H", "If-None-Match: \"0000\""], "/dashboard/static/" + file)
+                #expect(changed.status == 200 && changed.body == first.body)
+            }
+            #expect(try await browser.get("/dashboard/static/nope.css").status == 404)
         }
     }
 }

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldCore
+import Hummingbird
+import SwiftASN1
+import X509
+
+/// The apps and their credentials; an app's page with its recent notifications and webhooks.
+struct DashboardAppsController: Sendable {
+    let dashboard: Dashboard
+
+    struct AppsModel: Sendable {
+        struct Row: Sendable {
+            var id: String
+            var path: String
+            var bundleID: String
+            var credentials: [Credential]
+        }
+        var apps: [Row]
+        var hasApps: Bool
+    }
+
+    /// What credential an environment has, with warnings: one of these is set.
+    struct Credential: Sendable {
+        struct TokenKey: Sendable {
+            var keyID: String
+            var teamID: String
+            var restricted: Bool
+            var restriction: String
+        }
+        struct ExpiresSoon: Sendable {
+            var days: Int
+            var date: String
+        }
+        var notConfigured = false
+        var builtInEmulator = false
+        var unreadable = false
+        var tokenKey: TokenKey?
+        var certificateUnreadable = false
+        var expiredOn: String?
+        var expiresSoon: ExpiresSoon?
+        var validUntil: String?
+    }
+
+    struct AppModel: Sendable {
+        struct Notification: Sendable {
+            var path: String
+            var shortID: String
+            var created: String
+            var audience: Int
+            var state: String
+        }
+        struct Hook: Sendable {
+            struct EventType: Sendable {
+                var name: String
+                var lineBreak: Bool
+            }
+            struct Message: Sendable {
+                var state: String
+                var events: Int
+                var eventsPlural: Bool
+                var attempts: Int
+                var attemptsPlural: Bool
+                var detail: String?
+            }
+            var id: String
+            var path: String
+            var url: String
+            var types: [EventType]
+            var messages: [Message]
+            var hasMessages: Bool
+        }
+        struct Secret: Sendable {
+            var id: String
+            var secret: String
+        }
+        struct EventChoice: Sendable {
+            var name: String
+            var checked: Bool
+            var space: Bool
+        }
+        var id: String
+        var appPath: String
+        var bundleID: String
+        var development: Credential
+        var production: Credential
+        var notifications: [Notification]
+        var hasNotifications: Bool
+        var error: String?
+        var secret: Secret?
+        var hooks: [Hook]
+        var hasHooks: Bool
+        var eventChoices: [EventChoice]
+    }
+
+    func register<Context: RequestContext>(on group: RouterGroup<Context>) {
+        group.get("apps") { request, _ in try await self.dashboard.page(request) { _ in try await self.appsPage() } }
+        group.get("apps/:app") { request, context in
+            try await self.dashboard.page(request) { _ in try await self.appPage(app: try await self.dashboard.app(context.parameters.get("app")), secret: nil) }
+        }
+        group.post("apps/:app/webhooks") { request, context in
+            let form = try await DashboardForm.read(request)
+            let session = try await self.dashboard.sessions.authorized(request, form: form)
+            let app = try await self.dashboard.app(context.parameters.get("app"))
+            let types = Set(DeliveryEventType.allCases.filter { form["event." + $0.rawValue] != nil })
+            do {
+                let created = try await self.dashboard.backend.createWebhook(appID: app.id, url: form["url"], types: types.isEmpty ? [.failed, .invalidated] : types)
+                var view = try await self.appPage(app: app, secret: AppModel.Secret(id: created.id, secret: created.secret))
+                view.title = app.id
+                return self.dashboard.views.response(view, session: session)
+            } catch let error as HeraldError {
+                var view = try await self.appPage(app: app, secret: nil, error: error.message)
+                view.title = app.id
+                return self.dashboard.views.response(view, session: session, status: .badRequest)
+            }
+        }
+        group.post("apps/:app/webhooks/:id/delete") { request, context in
+            _ = try await self.dashboard.sessions.authorized(request, form: try await DashboardForm.read(request))
+            let app = try await self.dashboard.app(context.parameters.get("app"))
+            try await self.dashboard.backend.deleteWebhook(appID: app.id, id: context.parameters.get("id") ?? "")
+            return DashboardViews.redirect("/dashboard/apps/\(DashboardFormat.path(app.id))")
+        }
+    }
+
+    func appsPage() async throws -> DashboardView {
+        var rows: [AppsModel.Row] = []
+        for app in try await self.dashboard.store.apps() {
+            rows.append(AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
+        }
+        return DashboardView(template: .apps, title: nil, model: AppsModel(apps: rows, hasApps: !rows.isEmpty))
+    }
+
+    /// One per environment (development, production): what credential it has, with warnings.
+    func credentials(_ app: App) async throws -> [Credential] {
+        let sealed = try await self.dashboard.store.credentials(appID: app.id)
+        let now = Date(timeIntervalSince1970: Double(self.dashboard.backend.nowMilliseconds) / 1000)
+        return [APNSEnvironment.development, .production].map { environment in
+            guard let bytes = sealed[environment] else {
+                return self.dashboard.emulator == nil ? Credential(notConfigured: true) : Credential(builtInEmulator: true)
+            }
+            guard let material = self.dashboard.backend.openCredential(bytes) else { return Credential(unreadable: true) }
+            switch material {
+            case .token(let keyID, let teamID, _, let restriction):
+                return Credential(tokenKey: Credential.TokenKey(
+                    keyID: keyID, teamID: teamID, restricted: restriction != nil, restriction: restriction.map { DashboardFormat.environmentName($0.rawValue) } ?? ""
+                ))
+            case .certificate(let pem, _):
+                guard let certificate = try? Certificate(pemEncoded: pem) else { return Credential(certificateUnreadable: true) }
+                let expiry = certificate.notValidAfter
+                let days = Int(expiry.timeIntervalSince(now) / 86_400)
+                let date = String(expiry.formatted(.iso8601).prefix(10))
+                if days < 0 { return Credential(expiredOn: date) }
+                if days < 30 { return Credential(expiresSoon: Credential.ExpiresSoon(days: days, date: date)) }
+                return Credential(validUntil: date)
+            }
+        }
+    }
+
+    func appPage(app: App, secret: AppModel.Secret?, error: String? = nil) async throws -> DashboardView {
+        let credentials = try await self.credentials(app)
+        var hooks: [AppModel.Hook] = []
+        for hook in try await self.dashboard.store.webhooks(appID: app.id) {
+            let messages = try await self.dashboard.store.webhookMessages(webhookID: hook.id, limit: 5).map { message in
+                AppModel.Hook.Message(
+                    state: message.state == .delivered ? "delivered" : message.state == .expired ? "expired" : "pending",
+                    events: message.events, eventsPlural: message.events != 1, attempts: message.attempts, attemptsPlural: message.attempts != 1,
+                    detail: message.lastError ?? message.lastStatus.map { "HTTP \($0)" }
+                )
+            }
+            let types = DeliveryEventType.allCases.filter(hook.types.contains).enumerated().map {
+                AppModel.Hook.EventType(name: $0.element.rawValue, lineBreak: $0.offset > 0)
+            }
+            hooks.append(AppModel.Hook(
+                id: hook.id, path: DashboardFormat.path(hook.id), url: hook.url, types: types, messages: messages, hasMessages: !messages.isEmpty
+            ))
+        }
+        let notifications = try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil).map { n in
+            AppModel.Notification(
+                path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt), audience: n.audienceSize,
+                state: n.cancelledAt != nil ? "cancelled" : n.expanding ? "expanding" : ""
+            )
+        }
+        let model = AppModel(
+            id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
+            notifications: notifications, hasNotifications: !notifications.isEmpty, error: error, secret: secret, hooks: hooks, hasHooks: !hooks.isEmpty,
+            eventChoices: DeliveryEventType.allCases.enumerated().map {
+                AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
+            }
+        )
+        return DashboardView(template: .app, title: nil, model: model)
+    }
+}

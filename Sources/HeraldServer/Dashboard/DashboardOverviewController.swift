@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+import HeraldCore
+import Hummingbird
+
+/// The overview: last hour's counts and chart, top failure reasons, APNs connections, apps.
+struct DashboardOverviewController: Sendable {
+    let dashboard: Dashboard
+
+    struct Model: Sendable {
+        struct Reason: Sendable {
+            var reason: String
+            var count: Int
+            var explanation: String
+        }
+        struct Connection: Sendable {
+            var appID: String
+            var environment: String
+            var open: Int
+        }
+        struct AppLink: Sendable {
+            var id: String
+            var path: String
+            var bundleID: String
+        }
+        var sent: Int
+        var failed: Int
+        var retried: Int
+        var pending: Int
+        var openConnections: Int
+        var chart: Chart
+        var reasons: [Reason]
+        var hasReasons: Bool
+        var connections: [Connection]
+        var hasConnections: Bool
+        var apps: [AppLink]
+        var hasApps: Bool
+    }
+
+    /// Stacked bars (sent, retried, failed) per minute, with a table for screen readers.
+    struct Chart: Sendable {
+        struct Bar: Sendable {
+            var kind: String
+            var x: String
+            var y: String
+            var barWidth: String
+            var barHeight: String
+            var count: Int
+            var clock: String
+        }
+        struct Row: Sendable {
+            var clock: String
+            var sent: Int
+            var retried: Int
+            var failed: Int
+        }
+        var width: Int
+        var height: Int
+        var sent: Int
+        var retried: Int
+        var failed: Int
+        var highest: Int
+        var bars: [Bar]
+        var rows: [Row]
+        var hasRows: Bool
+    }
+
+    func register<Context: RequestContext>(on group: RouterGroup<Context>) {
+        group.get("") { request, _ in try await self.dashboard.page(request) { _ in try await self.overview() } }
+    }
+
+    func overview() async throws -> DashboardView {
+        let minutes = self.dashboard.backend.events.lastHour()
+        let pending = (try? await self.dashboard.store.pendingDeliveries()) ?? 0
+        let connections = await self.dashboard.clients.connections()
+        var reasons: [String: Int] = [:]
+        for minute in minutes { reasons.merge(minute.reasons, uniquingKeysWith: +) }
+        let totals = minutes.reduce(into: (sent: 0, failed: 0, retried: 0)) { $0.sent += $1.sent; $0.failed += $1.failed; $0.retried += $1.retried }
+        let top = reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(10)
+        let apps = try await self.dashboard.store.apps()
+        let model = Model(
+            sent: totals.sent, failed: totals.failed, retried: totals.retried, pending: pending,
+            openConnections: connections.reduce(0) { $0 + $1.open }, chart: Self.chart(minutes),
+            reasons: top.map { Model.Reason(reason: $0.key, count: $0.value, explanation: DashboardFormat.explain($0.key)) }, hasReasons: !top.isEmpty,
+            connections: connections.map { Model.Connection(appID: $0.appID, environment: DashboardFormat.environmentName($0.environment), open: $0.open) },
+            hasConnections: !connections.isEmpty,
+            apps: apps.map { Model.AppLink(id: $0.id, path: DashboardFormat.path($0.id), bundleID: $0.bundleID) }, hasApps: !apps.isEmpty
+        )
+        return DashboardView(template: .overview, title: nil, model: model)
+    }
+
+    static func chart(_ minutes: [DeliveryEvents.Minute]) -> Chart {
+        let width = 600.0
+        let height = 160.0
+        let highest = minutes.map { $0.sent + $0.failed + $0.retried }.max() ?? 0
+        let peak = max(1, highest)
+        let slot = width / Double(max(1, minutes.count))
+        var bars: [Chart.Bar] = []
+        for (index, minute) in minutes.enumerated() {
+            var y = height
+            let x = Double(index) * slot
+            for (count, kind) in [(minute.sent, "sent"), (minute.retried, "retried"), (minute.failed, "failed")] where count > 0 {
+                let h = max(1, height * Double(count) / Double(peak))
+                y -= h
+                bars.append(Chart.Bar(
+                    kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y), barWidth: DashboardFormat.number(slot - 2),
+                    barHeight: DashboardFormat.number(h), count: count, clock: DashboardFormat.clock(minute.minute * 60_000)
+                ))
+            }
+        }
+        let totals = minutes.reduce(into: (0, 0, 0)) { $0.0 += $1.sent; $0.1 += $1.retried; $0.2 += $1.failed }
+        let rows = minutes.filter { $0.sent + $0.failed + $0.retried > 0 }.map {
+            Chart.Row(clock: DashboardFormat.clock($0.minute * 60_000), sent: $0.sent, retried: $0.retried, failed: $0.failed)
+        }
+        return Chart(
+            width: Int(width), height: Int(height), sent: totals.0, retried: totals.1, failed: totals.2, highest: highest, bars: bars, rows: rows,
+            hasRows: !rows.isEmpty
+        )
+    }
+}

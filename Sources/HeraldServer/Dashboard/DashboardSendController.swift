@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldCore
+import Hummingbird
+
+/// Send a test: the form, its live preview (the exact payload and headers), and the send.
+struct DashboardSendController: Sendable {
+    let dashboard: Dashboard
+
+    struct Model: Sendable {
+        struct Field: Sendable {
+            var target: String
+            var title: String
+            var subtitle: String
+            var body: String
+            var badge: String
+            var sound: String
+            var collapseId: String
+            var custom: String
+        }
+        var id: String
+        var upperID: String
+        var appPath: String
+        var outcome: String?
+        var form: Field
+        var audiences: [DashboardOption]
+        var pushTypes: [DashboardOption]
+        var priorities: [DashboardOption]
+        var previewTitle: String
+        var previewBody: String
+        var previewError: String
+        var headerLines: String
+        var bytes: String
+        var payload: String
+    }
+
+    func register<Context: RequestContext>(on group: RouterGroup<Context>) {
+        group.get("apps/:app/send") { request, context in
+            try await self.dashboard.page(request) { _ in
+                let query = request.uri.queryParameters
+                var form: [String: String] = [:]
+                for key in ["to", "target", "title", "body"] { if let value = query[Substring(key)] { form[key] = String(value) } }
+                return try await self.sendPage(app: try await self.dashboard.app(context.parameters.get("app")), form: form, outcome: nil)
+            }
+        }
+        group.post("apps/:app/send") { request, context in
+            let form = try await DashboardForm.read(request)
+            let session = try await self.dashboard.sessions.authorized(request, form: form)
+            let app = try await self.dashboard.app(context.parameters.get("app"))
+            let now = self.dashboard.backend.nowMilliseconds
+            do {
+                let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
+                if form["action"] == "preview" {
+                    var view = try await self.sendPage(app: app, form: form, outcome: nil)
+                    view.title = "Send a test"
+                    return self.dashboard.views.response(view, session: session)
+                }
+                let id = try await self.dashboard.backend.send(spec, app: app, now: now)
+                return DashboardViews.redirect("/dashboard/apps/\(DashboardFormat.path(app.id))/notifications/\(DashboardFormat.path(id))")
+            } catch let error as HeraldError {
+                var view = try await self.sendPage(app: app, form: form, outcome: "\(error.code): \(error.message)")
+                view.title = "Send a test"
+                return self.dashboard.views.response(view, session: session, status: .unprocessableContent)
+            }
+        }
+        group.post("apps/:app/preview") { request, context in
+            let form = try await DashboardForm.read(request)
+            _ = try await self.dashboard.sessions.authorized(request, form: form)
+            let app = try await self.dashboard.app(context.parameters.get("app"))
+            return DashboardBackend.json(self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds))
+        }
+    }
+
+    /// The API's notification body from the form's fields.
+    static func notificationBody(_ form: [String: String]) throws -> JSONValue {
+        func field(_ name: String) -> String? {
+            guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
+            return value
+        }
+        guard let target = field("target") else { throw HeraldError.invalid("name a device token, user id or tag to send to", code: "missing_audience") }
+        let audience: JSONValue
+        switch form["to"] ?? "token" {
+        case "user": audience = .object([("users", .array([.string(target)]))])
+        case "tag": audience = .object([("tags", .array([.string(target)]))])
+        default: audience = .object([("tokens", .array([.string(target)]))])
+        }
+        var members: [(String, JSONValue)] = [("audience", audience)]
+        for name in ["title", "subtitle", "body", "sound", "collapseId", "pushType"] {
+            if let value = field(name) { members.append((name, .string(value))) }
+        }
+        if let badge = field("badge") {
+            guard let number = Int64(badge) else { throw HeraldError.invalid("badge must be a whole number", code: "bad_badge") }
+            members.append(("badge", .int(number)))
+        }
+        if let priority = field("priority") {
+            guard let number = Int64(priority) else { throw HeraldError.invalid("priority must be 1, 5 or 10", code: "bad_priority") }
+            members.append(("priority", .int(number)))
+        }
+        if let custom = field("custom") {
+            guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
+                throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
+            }
+            members.append(("data", value))
+        }
+        return .object(members)
+    }
+
+    /// What would be sent: the payload and the APNs headers, or the error the form would get.
+    func preview(_ form: [String: String], app: App, now: Int64) -> JSONValue {
+        do {
+            let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
+            let pushType = spec.pushType ?? .alert
+            var headers: [(String, JSONValue)] = [
+                ("apns-push-type", .string(pushType.rawValue)), ("apns-topic", .string(pushType.topic(forBundleID: app.bundleID))),
+            ]
+            if let priority = spec.priority { headers.append(("apns-priority", .string("\(priority.rawValue)"))) }
+            if let expiration = spec.expiration { headers.append(("apns-expiration", .string("\(expiration)"))) }
+            if let collapse = spec.collapseID { headers.append(("apns-collapse-id", .string(collapse))) }
+            let payload = (try? JSONValue.parse(spec.payload)) ?? .null
+            let alert = payload["aps"]?["alert"]
+            return .object([
+                ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))), ("headers", .object(headers)),
+                ("title", alert?["title"] ?? alert ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
+                ("derivedPushType", .bool(spec.pushType == nil)),
+            ])
+        } catch let error as HeraldError {
+            return .object([("ok", false), ("error", .string("\(error.code): \(error.message)"))])
+        } catch {
+            return .object([("ok", false), ("error", .string("\(error)"))])
+        }
+    }
+
+    func sendPage(app: App, form: [String: String], outcome: String?) async throws -> DashboardView {
+        let preview = self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds)
+        func options(_ field: String, _ choices: [(String, String)]) -> [DashboardOption] {
+            choices.map { DashboardOption(value: $0.0, label: $0.1, selected: (form[field] ?? "") == $0.0) }
+        }
+        let ok = preview["ok"]?.boolValue == true
+        let model = Model(
+            id: app.id, upperID: app.id.uppercased(), appPath: DashboardFormat.path(app.id), outcome: outcome,
+            form: Model.Field(
+                target: form["target"] ?? "", title: form["title"] ?? "", subtitle: form["subtitle"] ?? "", body: form["body"] ?? "",
+                badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? ""
+            ),
+            audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
+            pushTypes: options("pushType", [("", "from each device's kind"), ("alert", "alert"), ("background", "background"), ("voip", "voip"), ("liveactivity", "liveactivity")]),
+            priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
+            previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
+            previewError: ok ? "" : preview["error"]?.stringValue ?? "",
+            headerLines: preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
+            bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : ""
+        )
+        return DashboardView(template: .send, title: nil, model: model)
+    }
+}

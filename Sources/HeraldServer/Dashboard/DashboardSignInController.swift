@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import Hummingbird
+import HTTPTypes
+
+/// Sign-in with an admin key, and sign-out.
+struct DashboardSignInController: Sendable {
+    let dashboard: Dashboard
+
+    struct LoginModel: Sendable {
+        var error: String?
+    }
+
+    func register<Context: RequestContext>(on group: RouterGroup<Context>) {
+        group.get("login") { request, _ in
+            if try await self.dashboard.sessions.current(request) != nil { return DashboardViews.redirect("/dashboard") }
+            return self.loginPage(error: nil)
+        }
+        group.post("login") { request, _ in
+            let form = try await DashboardForm.read(request)
+            let token = (form["key"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let key = try await self.dashboard.sessions.adminKey(token) else {
+                return self.loginPage(error: "That is not an admin key of this server.", status: .unauthorized)
+            }
+            var response = DashboardViews.redirect("/dashboard")
+            // Behind a TLS-terminating proxy the cookie is marked for https only.
+            let secure = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https"
+            response.headers[.setCookie] = self.dashboard.sessions.cookie(for: key, secure: secure)
+            return response
+        }
+        group.post("logout") { request, _ in
+            _ = try await self.dashboard.sessions.authorized(request, form: try await DashboardForm.read(request))
+            var response = DashboardViews.redirect("/dashboard/login")
+            response.headers[.setCookie] = DashboardSessions.signedOutCookie
+            return response
+        }
+    }
+
+    func loginPage(error: String?, status: HTTPResponse.Status = .ok) -> Response {
+        self.dashboard.views.response(DashboardView(template: .login, title: "Sign in", model: LoginModel(error: error)), session: nil, status: status)
+    }
+}

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+import Foundation
+import Hummingbird
+import HTTPTypes
+import Mustache
+import NIOCore
+
+/// A page to show: a template of `Templates/` and the values it shows.
+///
+/// Every value reaches the HTML through an escaping `{{…}}` tag of the template: the models are
+/// plain values (strings, numbers, flags, lists), never markup.
+struct DashboardView: Sendable {
+    var template: DashboardTemplate
+    /// The document's `<title>`; nil for "Herald".
+    var title: String?
+    var model: any Sendable
+
+    /// The model of a page that shows no values.
+    struct Empty: Sendable {}
+}
+
+/// An `<option>` of a `<select>` (the `option` partial).
+struct DashboardOption: Sendable {
+    var value: String
+    var label: String
+    var selected: Bool
+}
+
+/// The page templates (`Templates/<name>.mustache`); the partials they use are listed in `partials`.
+enum DashboardTemplate: String, CaseIterable, Sendable {
+    case login, overview, apps, app, devices, device, notification, send, emulator, phone, notFound = "not-found", emulatorOff = "emulator-off"
+
+    static let partials = ["layout", "csrf", "chart", "credential", "option", "explained"]
+}
+
+/// The dashboard's templates, loaded once at start into a `MustacheLibrary`, and the pages they make.
+///
+/// Each page template extends `layout` (`{{<layout}}{{$main}}…{{/main}}{{/layout}}`), so no
+/// rendered HTML is ever passed through an unescaped tag.
+struct DashboardViews: Sendable {
+    let library: MustacheLibrary
+
+    init() throws {
+        guard let directory = Bundle.module.url(forResource: "Templates", withExtension: nil) else {
+            throw DashboardResourceError(missing: "Templates")
+        }
+        var library = MustacheLibrary()
+        for name in DashboardTemplate.allCases.map(\.rawValue) + DashboardTemplate.partials {
+            let url = directory.appendingPathComponent(name + ".mustache")
+            guard var text = try? String(contentsOf: url, encoding: .utf8) else { throw DashboardResourceError(missing: "Templates/\(name).mustache") }
+            // A file's final newline is not part of it: a partial used inside a line adds none.
+            if text.hasSuffix("\n") { text.removeLast() }
+            try library.register(text, named: name)
+        }
+        self.library = library
+    }
+
+    /// What a page template renders: the layout's values and, under `page`, the page's own.
+    struct Frame {
+        var documentTitle: String
+        var signedIn: SignedIn?
+        var page: any Sendable
+    }
+
+    /// The top bar's sign-out form.
+    struct SignedIn {
+        var name: String
+        var csrf: String
+    }
+
+    func render(_ view: DashboardView, session: DashboardSession?) -> String {
+        let frame = Frame(
+            documentTitle: view.title ?? "Herald", signedIn: session.map { SignedIn(name: $0.name, csrf: $0.csrf) }, page: view.model
+        )
+        return self.library.render(frame, withTemplate: view.template.rawValue) ?? ""
+    }
+
+    /// A whole HTML page, with the headers every dashboard page has.
+    func response(_ view: DashboardView, session: DashboardSession?, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/html; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: self.render(view, session: session))))
+    }
+
+    static func redirect(_ location: String) -> Response {
+        var headers = HTTPFields()
+        headers[.location] = location
+        return Response(status: .seeOther, headers: headers)
+    }
+}
