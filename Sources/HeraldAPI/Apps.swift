@@ -16,11 +16,62 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var id: String
     public var bundleId: String
     public var createdAt: Int64
+    /// Binding a device to a user with a register key needs a user assertion.
+    public var userVerification: Bool
+    /// Tags only send and admin keys may set.
+    public var protectedTags: [String]
+    /// Whether the app has a user secret to sign assertions with.
+    public var userSecretSet: Bool
 
-    public init(id: String, bundleId: String, createdAt: Int64) {
+    public init(id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool) {
         self.id = id
         self.bundleId = bundleId
         self.createdAt = createdAt
+        self.userVerification = userVerification
+        self.protectedTags = protectedTags
+        self.userSecretSet = userSecretSet
+    }
+}
+
+/// `PATCH /v1/apps/{app}`: the fields given are changed.
+public struct UpdateAppRequest: Sendable, Hashable, Codable {
+    public var userVerification: Bool?
+    public var protectedTags: [String]?
+
+    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil) {
+        self.userVerification = userVerification
+        self.protectedTags = protectedTags
+    }
+}
+
+/// `POST /v1/apps/{app}/user-secret`: the new secret, shown this once (the one before it stops working).
+public struct UserSecretResponse: Sendable, Hashable, Codable {
+    /// `hus_` and 43 base64url characters; the HMAC-SHA256 key is the UTF-8 of the whole string.
+    public var secret: String
+
+    public init(secret: String) { self.secret = secret }
+}
+
+/// `POST /v1/apps/{app}/user-assertions`: Herald signs an assertion, for a backend that holds a
+/// send key rather than the secret, and for tests.
+public struct CreateUserAssertionRequest: Sendable, Hashable, Codable {
+    public var userId: String?
+    /// Seconds until it expires: 1 to 3600, default 600.
+    public var ttl: Int64?
+
+    public init(userId: String, ttl: Int64? = nil) {
+        self.userId = userId
+        self.ttl = ttl
+    }
+}
+
+public struct UserAssertionResponse: Sendable, Hashable, Codable {
+    public var assertion: String
+    public var expiresAt: Int64
+
+    public init(assertion: String, expiresAt: Int64) {
+        self.assertion = assertion
+        self.expiresAt = expiresAt
     }
 }
 

@@ -18,12 +18,17 @@ public struct DeviceRegistrationRequest: Sendable, Hashable, Codable {
     /// Base64 of the device's public key for end-to-end encryption, with `publicKeyType` x25519 or p256.
     public var publicKey: String?
     public var publicKeyType: String?
+    /// With a register key: the app's backend's assertion that this device's user is `userId`
+    /// (a JWT, HS256 under the app's user secret), needed to bind the device to a user or move it
+    /// to another. `userId` may be left out: the assertion names it.
+    public var userAssertion: String?
 
     public init(
         kind: String? = nil, environment: String? = nil, userId: String? = nil, tags: [String]? = nil, locale: String? = nil,
         timeZone: String? = nil, appVersion: String? = nil, platform: String? = nil, activityId: String? = nil,
-        attributesType: String? = nil, publicKey: String? = nil, publicKeyType: String? = nil
+        attributesType: String? = nil, publicKey: String? = nil, publicKeyType: String? = nil, userAssertion: String? = nil
     ) {
+        self.userAssertion = userAssertion
         self.kind = kind
         self.environment = environment
         self.userId = userId

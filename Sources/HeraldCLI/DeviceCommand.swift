@@ -36,6 +36,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The app's bundle id (default: read from Herald is not possible with a register key, so give it).") var bundleId = "com.example.app"
     @Option(help: "A register-scoped API key for the app.") var key: String
     @Option(help: "The signed-in user.") var user: String?
+    @Option(help: "The app's backend route that hands a signed-in user their assertion: GET <url>?user=<id> answers the assertion as text (needed to bind the device to --user when the app verifies users).")
+    var userAssertionUrl: String?
     @Option(help: "Tags, comma-separated.") var tags: String?
     @Option(help: "sandbox or production.") var environment = "sandbox"
     @Option(help: "Notification permission.") var authorization: Authorization = .authorized
@@ -48,6 +50,22 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token).")
     var liveActivities: String?
 
+    /// Asks the app's backend for a user assertion, as a signed-in app would.
+    func assertionSource() throws -> (@Sendable (String) async throws -> String)? {
+        guard let text = self.userAssertionUrl else { return nil }
+        guard let base = URLComponents(string: text), base.scheme != nil else { throw ValidationError("--user-assertion-url is a URL") }
+        return { user in
+            var url = base
+            url.queryItems = (base.queryItems ?? []) + [URLQueryItem(name: "user", value: user)]
+            guard let address = url.url else { throw ValidationError("--user-assertion-url is a URL") }
+            let (data, response) = try await URLSession.shared.data(from: address)
+            guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                throw ValidationError("the backend answered \((response as? HTTPURLResponse)?.statusCode ?? 0) for a user assertion")
+            }
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
     func run() async throws {
         guard let serverURL = URL(string: self.server), let controlURL = URL(string: self.control) else {
             throw ValidationError("--server and --control are URLs")
@@ -57,7 +75,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
             tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device"
         )
-        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key)
+        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key, userAssertions: try self.assertionSource())
         // 1. A token from APNs (the emulator), as the system would hand it over, registered with
         // Herald through HeraldKit.
         let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil

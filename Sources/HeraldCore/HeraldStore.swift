@@ -46,6 +46,8 @@ public protocol HeraldStore: WebhookStore {
     func createApp(_ app: App) async throws
     func app(_ id: String) async throws -> App?
     func apps() async throws -> [App]
+    /// Replaces an app's security settings; false when there is no such app.
+    func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool
 
     /// Stores sealed (encrypted) credential material for one environment, replacing any before.
     func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws
@@ -62,8 +64,10 @@ public protocol HeraldStore: WebhookStore {
     /// Creates an admin key only if there is no key at all, atomically; false when there was one.
     func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool
 
-    /// Idempotent upsert by token; moves the token to the new user; reactivates it.
-    func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device
+    /// Idempotent upsert by token; moves the token to the new user; reactivates it. What the
+    /// device holds now and `authority` decide what may change (``RegistrationPolicy``), in the
+    /// same transaction.
+    func register(appID: String, _ registration: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device
     func unregister(appID: String, token: String) async throws -> Bool
     func devices(appID: String, _ query: DeviceQuery) async throws -> [Device]
     func device(appID: String, token: String) async throws -> Device?
@@ -110,4 +114,11 @@ public protocol HeraldStore: WebhookStore {
     func schemaVersion() async throws -> Int
     /// One round trip to the database; throws when it cannot be reached (`/health`).
     func check() async throws
+}
+
+extension HeraldStore {
+    /// A registration by the app's backend (send and admin keys): it may bind any user and tag.
+    public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
+        try await self.register(appID: appID, registration, authority: .backend, now: now)
+    }
 }

@@ -6,11 +6,14 @@ public struct App: Sendable, Hashable {
     public var id: String
     public var bundleID: String
     public var createdAt: Int64
+    /// Who may bind devices to users and set which tags.
+    public var security: AppSecurity
 
-    public init(id: String, bundleID: String, createdAt: Int64) {
+    public init(id: String, bundleID: String, createdAt: Int64, security: AppSecurity = AppSecurity()) {
         self.id = id
         self.bundleID = bundleID
         self.createdAt = createdAt
+        self.security = security
     }
 }
 

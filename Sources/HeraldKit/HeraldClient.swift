@@ -60,21 +60,34 @@ public final class HeraldClient: Sendable {
     private let key: String
     private let retry: RetryPolicy
     private let session: URLSession
+    private let userAssertions: (@Sendable (_ userID: String) async throws -> String)?
     /// What this client registered, so a login or logout can move it.
     private let registered = Mutex<[PushToken: DeviceDetails]>([:])
 
-    public init(serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared) {
+    /// `userAssertions` asks the app's backend for a user assertion (a signed token saying this
+    /// device's user is `userID`) whenever Herald needs one to bind a token to the user: a login,
+    /// or a new token while signed in. Without it, pass assertions to ``register(_:_:userAssertion:)``
+    /// and ``setUser(_:assertion:)`` yourself.
+    public init(
+        serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared,
+        userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil
+    ) {
         self.serverURL = serverURL
         self.appID = appID
         self.key = registerKey
         self.retry = retry
         self.session = session
+        self.userAssertions = userAssertions
     }
 
     /// Registers (or refreshes) `token` with `details`; retried with back-off when the network
     /// or the server fails, thrown at once when Herald refuses it (a 4xx with its code).
+    ///
+    /// Binding the token to `details.userID` (a new token, or another user than it had) needs a
+    /// user assertion from the app's backend: `userAssertion`, or one from the client's
+    /// `userAssertions` when Herald asks for it.
     @discardableResult
-    public func register(_ token: PushToken, _ details: DeviceDetails) async throws(HeraldKitError) -> RegisteredDevice {
+    public func register(_ token: PushToken, _ details: DeviceDetails, userAssertion: String? = nil) async throws(HeraldKitError) -> RegisteredDevice {
         var body = DeviceRegistrationRequest(
             kind: token.kind, environment: details.environment.rawValue, userId: details.userID, tags: details.tags, locale: details.locale,
             timeZone: details.timeZone, appVersion: details.appVersion, platform: details.platform,
@@ -85,7 +98,23 @@ public final class HeraldClient: Sendable {
         case .pushToStart(_, let attributesType): body.attributesType = attributesType
         default: break
         }
-        let answer = try await self.call("PUT", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: body)
+        body.userAssertion = userAssertion
+        let path = "/v1/apps/\(self.appID)/devices/\(token.hex)"
+        let answer: Data?
+        do {
+            answer = try await self.call("PUT", path, body: body)
+        } catch where ["user_assertion_required", "user_assertion_expired"].contains(error.code) {
+            // Herald wants the backend's word for this user: ask for it once, then try again.
+            guard let provider = self.userAssertions, let user = details.userID else { throw error }
+            do {
+                body.userAssertion = try await provider(user)
+            } catch is CancellationError {
+                throw HeraldKitError(code: "cancelled", status: nil, message: "cancelled while asking for a user assertion")
+            } catch {
+                throw HeraldKitError(code: "user_assertion_unavailable", status: nil, message: "the app's backend gave no user assertion: \(error)")
+            }
+            answer = try await self.call("PUT", path, body: body)
+        }
         guard let answer, let device = try? JSONDecoder().decode(DeviceResponse.self, from: answer) else {
             throw HeraldKitError(code: "bad_response", status: nil, message: "the registration answer is not a device")
         }
@@ -107,11 +136,12 @@ public final class HeraldClient: Sendable {
     }
 
     /// Moves every token this client registered to `userID` (login), or to no user (logout, nil).
-    public func setUser(_ userID: String?) async throws(HeraldKitError) {
+    /// A login needs the app's backend's user `assertion` for `userID` (or the client's `userAssertions`).
+    public func setUser(_ userID: String?, assertion: String? = nil) async throws(HeraldKitError) {
         let tokens = self.registered.withLock { $0 }
         for (token, var details) in tokens {
             details.userID = userID
-            try await self.register(token, details)
+            try await self.register(token, details, userAssertion: userID == nil ? nil : assertion)
         }
     }
 

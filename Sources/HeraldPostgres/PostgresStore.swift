@@ -245,6 +245,12 @@ public final class PostgresStore: HeraldStore {
             "DROP INDEX deliveries_notification",
             "CREATE UNIQUE INDEX deliveries_notification ON deliveries (notification_id, device_id)",
         ],
+        // 5: who may bind users and set tags, as in SQLite's.
+        [
+            "ALTER TABLE apps ADD COLUMN user_verification BOOLEAN NOT NULL DEFAULT TRUE",
+            "ALTER TABLE apps ADD COLUMN protected_tags TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE apps ADD COLUMN user_secret BYTEA",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -273,7 +279,13 @@ public final class PostgresStore: HeraldStore {
     public func createApp(_ app: App) async throws {
         do {
             try await self.write { db in
-                try await db.query("INSERT INTO apps (id, bundle_id, created_at) VALUES ($1, $2, $3)", [.text(app.id), .text(app.bundleID), .int(app.createdAt)])
+                try await db.query(
+                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret) VALUES ($1, $2, $3, $4, $5, $6)",
+                    [
+                        .text(app.id), .text(app.bundleID), .int(app.createdAt), .bool(app.security.userVerification),
+                        .text(StoredTags.encode(app.security.protectedTags)), .bytes(app.security.sealedUserSecret),
+                    ]
+                )
             }
         } catch where error.isUniqueViolation {
             throw HeraldError.conflict("an app with id '\(app.id)' exists", code: "app_exists")
@@ -281,15 +293,34 @@ public final class PostgresStore: HeraldStore {
     }
 
     public func app(_ id: String) async throws -> App? {
-        try await self.read { db in try await db.query("SELECT id, bundle_id, created_at FROM apps WHERE id = $1", [.text(id)]).first.map(Self.app) }
+        try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps WHERE id = $1", [.text(id)]).first.map(Self.app) }
     }
 
     public func apps() async throws -> [App] {
-        try await self.read { db in try await db.query("SELECT id, bundle_id, created_at FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
+        try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret"
+
     private static func app(_ row: Row) -> App {
-        App(id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0)
+        App(
+            id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0,
+            security: AppSecurity(
+                userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5)
+            )
+        )
+    }
+
+    public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
+        try await self.write { db in
+            try await db.query(
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3 WHERE id = $4 RETURNING id",
+                [
+                    .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
+                    .text(appID),
+                ]
+            ).isEmpty == false
+        }
     }
 
     public func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
@@ -387,8 +418,19 @@ public final class PostgresStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
-    public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
+    public func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.write { db in
+            // What the device holds now decides what this caller may change: read under a lock
+            // on its row, so that a concurrent registration of the same token waits for this one.
+            let current = try await db.query(
+                "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
+            ).first
+            var existing: (userID: String?, tags: [String])?
+            if let current, let id = current.int(0) {
+                let tags = try await db.query("SELECT tag FROM device_tags WHERE device_id = $1", [.int(id)]).compactMap { $0.string(0) }
+                existing = (current.string(1), tags)
+            }
+            let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
             let rows = try await db.query(
                 """
                 INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,

@@ -117,6 +117,13 @@ public final class SQLiteStore: HeraldStore {
         DROP INDEX deliveries_notification;
         CREATE UNIQUE INDEX deliveries_notification ON deliveries (notification_id, device_id);
         """,
+        // 5: who may bind users and set tags: user verification (on for every app, existing ones
+        // too: a register key must not bind users unchecked), protected tags, the sealed user secret.
+        """
+        ALTER TABLE apps ADD COLUMN user_verification INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE apps ADD COLUMN protected_tags TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE apps ADD COLUMN user_secret BLOB;
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {
@@ -133,8 +140,11 @@ public final class SQLiteStore: HeraldStore {
         do {
             try await self.database.write { db in
                 try db.query(
-                    "INSERT INTO apps (id, bundle_id, created_at) VALUES (?, ?, ?)",
-                    [.text(app.id), .text(app.bundleID), .integer(app.createdAt)]
+                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        .text(app.id), .text(app.bundleID), .integer(app.createdAt), .integer(app.security.userVerification ? 1 : 0),
+                        .text(StoredTags.encode(app.security.protectedTags)), app.security.sealedUserSecret.map(SQLValue.blob) ?? .null,
+                    ]
                 )
             }
         } catch let error as SQLiteError where error.isConstraintViolation {
@@ -144,16 +154,36 @@ public final class SQLiteStore: HeraldStore {
 
     public func app(_ id: String) async throws -> App? {
         try await self.database.read { db in
-            try db.query("SELECT id, bundle_id, created_at FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
+            try db.query("SELECT \(Self.appColumns) FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
         }
     }
 
     public func apps() async throws -> [App] {
-        try await self.database.read { db in try db.query("SELECT id, bundle_id, created_at FROM apps ORDER BY id").map(Self.app) }
+        try await self.database.read { db in try db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app) }
     }
 
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret"
+
     private static func app(_ row: [SQLValue]) -> App {
-        App(id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0)
+        App(
+            id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0,
+            security: AppSecurity(
+                userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes
+            )
+        )
+    }
+
+    public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
+        try await self.database.write { db in
+            try db.query(
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ? WHERE id = ?",
+                [
+                    .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
+                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .text(appID),
+                ]
+            )
+            return db.changes > 0
+        }
     }
 
     public func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
@@ -255,8 +285,18 @@ public final class SQLiteStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
-    public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
+    public func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.database.write { db in
+            // What the device holds now decides what this caller may change (read in this write).
+            let current = try db.query(
+                "SELECT id, user_id FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(asked.token.hex)]
+            ).first
+            var existing: (userID: String?, tags: [String])?
+            if let current, let id = current[0].int {
+                let tags = try db.query("SELECT tag FROM device_tags WHERE device_id = ?", [.integer(id)]).compactMap { $0[0].string }
+                existing = (current[1].string, tags)
+            }
+            let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
             let rows = try db.query(
                 """
                 INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,

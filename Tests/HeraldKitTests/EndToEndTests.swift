@@ -23,7 +23,7 @@ import FoundationNetworking
             let admin = try #require(server.initialAdminKey)
             _ = try await HeraldClientTests.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
             let registerKey = try #require(try await HeraldClientTests.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
-            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey)
+            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await HeraldClientTests.backend(base, admin))
 
             // Two phones of ann's: one with a key, one without.
             var tokens: [String] = []

@@ -22,6 +22,16 @@ import FoundationNetworking
         return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
     }
 
+    /// The app's backend, as HeraldKit meets it: it makes the app's user secret, and hands out
+    /// an assertion for a signed-in user (here Herald signs it, asked with a backend key).
+    static func backend(_ base: URL, _ key: String) async throws -> @Sendable (String) async throws -> String {
+        _ = try await Self.admin(base, key, "POST", "/v1/apps/demo/user-secret", nil)
+        return { user in
+            let made = try await Self.admin(base, key, "POST", "/v1/apps/demo/user-assertions", #"{"userId":"\#(user)"}"#)
+            return try #require(made["assertion"] as? String)
+        }
+    }
+
     /// A `herald serve` on free ports with its built-in emulator, a fresh database and master key.
     static func withServer(_ body: @escaping @Sendable (RunningServer, TemporaryDirectory) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "heraldkit")
@@ -42,7 +52,7 @@ import FoundationNetworking
             let admin = try #require(server.initialAdminKey)
             _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
             let registerKey = try #require(try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
-            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey)
+            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await Self.backend(base, admin))
 
             let phone = PushToken.device(Data((0..<32).map { UInt8($0) }))
             let voip = PushToken.voip(Data(repeating: 0xAB, count: 32))

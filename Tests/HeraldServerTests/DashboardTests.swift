@@ -123,7 +123,7 @@ import Testing
             // answers BadDeviceToken); the user id is markup.
             let token = try await self.server.virtualDevice(context)
             _ = try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"production","userId":"<b>ann</b>"}"#
+                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"production","userId":"<b>ann</b>"}"#
             )
             let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Hi"}"#)
             _ = try await self.server.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
@@ -150,7 +150,7 @@ import Testing
             let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
             let token = try await self.server.virtualDevice(context)
             let registered = try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userId":"\#(script)","tags":["\#(script)"]}"#
+                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"sandbox","userId":"\#(script)","tags":["\#(script)"]}"#
             )
             #expect(registered.status == 200 || registered.status == 201, "\(registered.body)")
             let hook = try await context.api.call("POST", "/v1/apps/demo/webhooks", key: context.admin, json: #"{"url":"https://example.com/hook?\#(script)"}"#)

@@ -10,7 +10,8 @@ extension ServerTests {
     func registeredDevice(_ context: Context, _ keys: (register: String, send: String)) async throws -> String {
         let token = try await self.virtualDevice(context)
         let registered = try await context.api.call(
-            "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userId":"ann"}"#
+            "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
+            json: #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
         )
         #expect(registered.status == 200)
         return token

@@ -84,7 +84,14 @@ import CoreMetrics
         #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"demo","bundleId":"com.example.app"}"#).status == 201)
         let register = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"register","appId":"demo"}"#)
         let send = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"demo"}"#)
+        #expect(try await context.api.call("POST", "/v1/apps/demo/user-secret", key: context.admin).status == 201)
         return (try #require(register.body["key"] as? String), try #require(send.body["key"] as? String))
+    }
+
+    /// What the app's backend hands the app after `user` signs in: an assertion that binds a device to them.
+    func assertion(_ context: Context, send: String, user: String) async throws -> String {
+        let made = try await context.api.call("POST", "/v1/apps/demo/user-assertions", key: send, json: #"{"userId":"\#(user)"}"#)
+        return try #require(made.body["assertion"] as? String, "\(made)")
     }
 
     func virtualDevice(_ context: Context, kind: String = "device") async throws -> String {
@@ -112,7 +119,7 @@ import CoreMetrics
             let token = try await self.virtualDevice(context)
             let registered = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
-                json: #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB"}"#
+                json: #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
             )
             #expect(registered.status == 200)
             #expect(registered.body["userId"] as? String == "ann")
@@ -185,12 +192,13 @@ import CoreMetrics
                 ("liveactivity", "liveactivity", #","activityId":"game-1""#, "liveactivity"),
             ]
             var tokens: [String: String] = [:]
+            let assertion = try await self.assertion(context, send: keys.send, user: "u")
             for kind in kinds {
                 let token = try await self.virtualDevice(context, kind: kind.emulator)
                 tokens[kind.herald] = token
                 let registered = try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
-                    json: #"{"environment":"sandbox","kind":"\#(kind.herald)"\#(kind.extra),"userId":"u"}"#
+                    json: #"{"environment":"sandbox","kind":"\#(kind.herald)"\#(kind.extra),"userId":"u","userAssertion":"\#(assertion)"}"#
                 )
                 #expect(registered.status == 200, "\(kind.herald): \(registered.body)")
             }

@@ -18,3 +18,5 @@ extension WebhookResponse: ResponseEncodable {}
 extension WebhookList: ResponseEncodable {}
 extension WebhookMessageList: ResponseEncodable {}
 extension HealthResponse: ResponseEncodable {}
+extension UserSecretResponse: ResponseEncodable {}
+extension UserAssertionResponse: ResponseEncodable {}

@@ -9,7 +9,10 @@ import HeraldCore
 
 extension AppResponse {
     init(_ app: App) {
-        self.init(id: app.id, bundleId: app.bundleID, createdAt: app.createdAt)
+        self.init(
+            id: app.id, bundleId: app.bundleID, createdAt: app.createdAt, userVerification: app.security.userVerification,
+            protectedTags: app.security.protectedTags, userSecretSet: app.security.sealedUserSecret != nil
+        )
     }
 }
 

@@ -35,7 +35,7 @@ struct API: Sendable {
         let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store))
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
-        DevicesController(store: self.store, clock: self.clock).addRoutes(to: v1)
+        DevicesController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         NotificationsController(store: self.store, engine: self.engine, clock: self.clock).addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import Crypto
 import HeraldAPI
 import HeraldCore
 import Hummingbird
@@ -14,7 +15,59 @@ struct AppsController {
         let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store))
         admin.post(use: self.create)
         admin.get(use: self.list)
+        admin.get(":app", use: self.show)
+        admin.patch(":app", use: self.update)
         admin.put(":app/credentials/:environment", use: self.setCredentials)
+        admin.post(":app/user-secret", use: self.newUserSecret)
+        v1.group("apps/:app/user-assertions").add(middleware: RequireScope(.send, store: self.store)).post(use: self.newUserAssertion)
+    }
+
+    @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> AppResponse {
+        AppResponse(try context.requireApp())
+    }
+
+    /// Changes the app's user verification and protected tags.
+    @Sendable func update(_ request: Request, context: APIRequestContext) async throws -> AppResponse {
+        var app = try context.requireApp()
+        let body = try await request.decode(as: UpdateAppRequest.self, context: context)
+        if let on = body.userVerification { app.security.userVerification = on }
+        if let tags = body.protectedTags {
+            guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
+                throw HeraldError.invalid("protectedTags is an array of up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
+            }
+            app.security.protectedTags = Array(Set(tags)).sorted()
+        }
+        guard try await self.store.setAppSecurity(appID: app.id, app.security) else { throw HeraldError.notFound("app '\(app.id)'") }
+        return AppResponse(app)
+    }
+
+    /// Makes the app's user secret, replacing the one before: shown once, stored sealed.
+    @Sendable func newUserSecret(_ request: Request, context: APIRequestContext) async throws -> Answer<UserSecretResponse> {
+        var app = try context.requireApp()
+        let secret = "hus_" + Base64URL.encode(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
+        do {
+            app.security.sealedUserSecret = try self.secrets.seal(Array(secret.utf8))
+        } catch {
+            throw HeraldError(code: "seal_failed", "cannot encrypt the user secret")
+        }
+        guard try await self.store.setAppSecurity(appID: app.id, app.security) else { throw HeraldError.notFound("app '\(app.id)'") }
+        return Answer(.created, UserSecretResponse(secret: secret))
+    }
+
+    /// Signs a user assertion with the app's secret, for a backend holding a send key (or a test).
+    @Sendable func newUserAssertion(_ request: Request, context: APIRequestContext) async throws -> Answer<UserAssertionResponse> {
+        let app = try context.requireApp()
+        let body = try await request.decode(as: CreateUserAssertionRequest.self, context: context)
+        guard let user = body.userId, !user.isEmpty, user.utf8.count <= 256 else {
+            throw HeraldError.invalid("userId is required (1 to 256 bytes)", code: "missing_userId")
+        }
+        let ttl = body.ttl ?? 600
+        guard (1...UserAssertion.maximumLifetime).contains(ttl) else {
+            throw HeraldError.invalid("ttl is 1 to \(UserAssertion.maximumLifetime) seconds", code: "bad_ttl")
+        }
+        let secret = try UserSecrets.open(app, secrets: self.secrets)
+        let assertion = UserAssertion(appID: app.id, userID: user, expiresAt: self.clock.nowMilliseconds / 1000 + ttl)
+        return Answer(.created, UserAssertionResponse(assertion: assertion.signed(secret: secret), expiresAt: assertion.expiresAt))
     }
 
     @Sendable func create(_ request: Request, context: APIRequestContext) async throws -> Answer<AppResponse> {

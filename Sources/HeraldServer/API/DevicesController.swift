@@ -9,6 +9,7 @@ import Hummingbird
 /// read the registry with each token's deliveries (send keys).
 struct DevicesController {
     let store: any HeraldStore
+    let secrets: SecretBox
     let clock: any EpochClock
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
@@ -21,11 +22,27 @@ struct DevicesController {
         read.get(":token/deliveries", use: self.deliveries)
     }
 
+    /// With a register key, what the registration may change is limited (``RegistrationPolicy``):
+    /// binding a user needs the backend's assertion for that user, and protected tags stay as they are.
     @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
         let app = try context.requireApp()
         let token = try Validate.token(context)
-        let registration = try Self.registration(try await request.decode(as: DeviceRegistrationRequest.self, context: context), token: token)
-        return DeviceResponse(try await self.store.register(appID: app.id, registration, now: self.clock.nowMilliseconds))
+        var body = try await request.decode(as: DeviceRegistrationRequest.self, context: context)
+        var authority = RegistrationAuthority.backend
+        if try context.requireKey().scope == .register {
+            authority = RegistrationAuthority(mayBindUser: !app.security.userVerification, protectedTags: Set(app.security.protectedTags))
+        }
+        if let text = body.userAssertion {
+            let secret = try UserSecrets.open(app, secrets: self.secrets)
+            let assertion = try UserAssertion.verify(text, secret: secret, appID: app.id, now: self.clock.nowMilliseconds / 1000)
+            guard body.userId == nil || body.userId == assertion.userID else {
+                throw HeraldError(code: "user_assertion_wrong_user", "the user assertion is for another user than userId")
+            }
+            body.userId = assertion.userID
+            authority.mayBindUser = true
+        }
+        let registration = try Self.registration(body, token: token)
+        return DeviceResponse(try await self.store.register(appID: app.id, registration, authority: authority, now: self.clock.nowMilliseconds))
     }
 
     @Sendable func unregister(_ request: Request, context: APIRequestContext) async throws -> Response {

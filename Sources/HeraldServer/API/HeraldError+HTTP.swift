@@ -12,7 +12,7 @@ extension HeraldError: HTTPResponseError {
     /// 422: well-formed, but cannot be sent as asked (APNs rules, sizes, unusable credentials).
     static let unprocessableCodes: Set<String> = [
         "bad_priority", "bad_key", "bad_certificate", "payload_too_large", "payload_empty", "payload_not_json", "payload_rule",
-        "encrypt_not_allowed", "no_credentials", "credentials_unusable", "push_type_not_allowed_for_auth", "topic_suffix_mismatch",
+        "encrypt_not_allowed", "no_credentials", "no_user_secret", "credentials_unusable", "push_type_not_allowed_for_auth", "topic_suffix_mismatch",
     ]
     /// 400 beyond the `bad_…` and `missing_…` families.
     static let badRequestCodes: Set<String> = [
@@ -22,7 +22,9 @@ extension HeraldError: HTTPResponseError {
     static func status(forCode code: String) -> HTTPResponse.Status {
         switch code {
         case "unauthorized": return .unauthorized
-        case "forbidden": return .forbidden
+        case "forbidden", "tag_protected", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
+            "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long":
+            return .forbidden
         case "not_found": return .notFound
         case "method_not_allowed": return .methodNotAllowed
         case "body_too_large": return .contentTooLarge
