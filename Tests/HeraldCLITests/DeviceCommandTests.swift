@@ -28,6 +28,40 @@ import Testing
         return try #require(try await self.curl("POST", api + "/v1/keys", key: admin, #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
     }
 
+    /// The app's backend, as a real app reaches it after sign-in: it holds the app's user secret
+    /// (made once by the team) and signs an assertion for the signed-in user at `GET /assert?user=`.
+    /// Written in Python from the JWT specification, so Herald's own signing is not what is tested.
+    func backend(_ api: String, admin: String, _ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String) {
+        let secret = try #require(try await self.curl("POST", api + "/v1/apps/demo/user-secret", key: admin, "")["secret"] as? String)
+        let script = try directory.write("backend.py", #"""
+            import base64, hashlib, hmac, http.server, json, sys, time, urllib.parse
+            secret, app = sys.argv[1].encode(), sys.argv[2]
+            def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    user = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["user"][0]
+                    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+                    claims = b64(json.dumps({"app": app, "sub": user, "exp": int(time.time()) + 300}).encode())
+                    signature = b64(hmac.new(secret, f"{head}.{claims}".encode(), hashlib.sha256).digest())
+                    body = f"{head}.{claims}.{signature}".encode()
+                    self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)
+                def log_message(self, *args): pass
+            server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+            print("backend listening", server.server_address[1], flush=True)
+            server.serve_forever()
+            """#)
+        let backend = try BackgroundProcess("/usr/bin/env", ["python3", script, secret, "demo"])
+        try #require(try await backend.waitFor("backend listening"), "\(backend.printed)")
+        // The port is known once its whole line is there.
+        var port: Int?
+        for _ in 0..<600 where port == nil {
+            port = backend.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                .first { $0.hasPrefix("backend listening ") }.flatMap { Int($0.dropFirst("backend listening ".count)) }
+            if port == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        return (backend, "http://127.0.0.1:\(try #require(port))/assert")
+    }
+
     func curl(_ method: String, _ url: String, key: String, _ body: String) async throws -> [String: Any] {
         let result = try await ProcessRunner.run("curl", ["-s", "-X", method, url, "-H", "authorization: Bearer \(key)", "-d", body])
         return (try? JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8))) as? [String: Any] ?? [:]
@@ -40,8 +74,12 @@ import Testing
         let herald = BackgroundProcess.heraldExecutable
         let (server, api, control, admin) = try await Self.serve(directory)
         let key = try await self.demoApp(api, admin: admin)
+        let (backend, assertions) = try await self.backend(api, admin: admin, directory)
+        defer { backend.signal(SIGKILL) }
 
-        let common = ["device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key]
+        let common = [
+            "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user-assertion-url", assertions,
+        ]
         let phone = try BackgroundProcess(herald, common + [
             "--user", "ann", "--encrypt", "--voip", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "4",
         ])
@@ -75,6 +113,22 @@ import Testing
         _ = try await server.stop()
     }
 
+    @Test("without the backend's assertion, the virtual device cannot sign in as a user")
+    func noAssertion() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-device-noassert")
+        defer { directory.remove() }
+        let (server, api, control, admin) = try await Self.serve(directory)
+        let key = try await self.demoApp(api, admin: admin)
+        let phone = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
+            "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
+        ])
+        #expect(try await phone.waitFor("user_assertion_required"), "\(phone.printed)")
+        #expect(try await phone.stop(timeout: 10) != 0)
+        let listed = try await ProcessRunner.run("curl", ["-s", api + "/v1/apps/demo/devices?userId=ann", "-H", "authorization: Bearer \(admin)"])
+        #expect(listed.standardOutput.contains(#""devices":[]"#), "\(listed.standardOutput)")
+        _ = try await server.stop()
+    }
+
     @Test("a Live Activity is started by a push-to-start push, updated and ended by pushes to its own token")
     func liveActivity() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-device-la")
@@ -82,9 +136,11 @@ import Testing
         let herald = BackgroundProcess.heraldExecutable
         let (server, api, control, admin) = try await Self.serve(directory)
         let key = try await self.demoApp(api, admin: admin)
+        let (backend, assertions) = try await self.backend(api, admin: admin, directory)
+        defer { backend.signal(SIGKILL) }
         let phone = try BackgroundProcess(herald, [
             "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
-            "--live-activities", "MatchAttributes",
+            "--user-assertion-url", assertions, "--live-activities", "MatchAttributes",
         ])
         try #require(try await phone.waitFor("listening for notifications"), "\(phone.printed)")
         let now = Int(Date().timeIntervalSince1970)
