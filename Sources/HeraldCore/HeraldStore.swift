@@ -12,10 +12,19 @@ public struct StoredAPIKey: Sendable, Hashable {
     public var createdAt: Int64
     /// When it was revoked; a revoked key authorizes nothing.
     public var revokedAt: Int64?
+    /// When it stops working (ms); nil for never. Rotation sets it on the key it replaces.
+    public var expiresAt: Int64?
+    /// When it last authorized a request (ms), to the minute.
+    public var lastUsedAt: Int64?
 
-    public init(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, createdAt: Int64 = 0, revokedAt: Int64? = nil) {
+    public init(
+        id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, createdAt: Int64 = 0, revokedAt: Int64? = nil,
+        expiresAt: Int64? = nil, lastUsedAt: Int64? = nil
+    ) {
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+        self.expiresAt = expiresAt
+        self.lastUsedAt = lastUsedAt
         self.id = id
         self.hash = hash
         self.scope = scope
@@ -53,7 +62,13 @@ public protocol HeraldStore: WebhookStore {
     func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws
     func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]]
 
-    func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws
+    func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws
+    /// A new key (`id`, `hash`) with the scope, app and name of the active key `replacing`, which
+    /// stays valid until `overlapUntil` (or its own earlier expiry): the key replaced, as it is now;
+    /// nil when there is no such active key.
+    func rotateAPIKey(replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64) async throws -> StoredAPIKey?
+    /// Notes that the key authorized a request at `now`.
+    func touchAPIKey(id: String, now: Int64) async throws
     /// An active (not revoked) key.
     func apiKey(id: String) async throws -> StoredAPIKey?
     /// Every key, revoked ones included.
@@ -117,6 +132,11 @@ public protocol HeraldStore: WebhookStore {
 }
 
 extension HeraldStore {
+    /// A key that never expires.
+    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
+        try await self.createAPIKey(id: id, hash: hash, scope: scope, appID: appID, name: name, expiresAt: nil, now: now)
+    }
+
     /// A registration by the app's backend (send and admin keys): it may bind any user and tag.
     public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
         try await self.register(appID: appID, registration, authority: .backend, now: now)

@@ -250,6 +250,8 @@ public final class PostgresStore: HeraldStore {
             "ALTER TABLE apps ADD COLUMN user_verification BOOLEAN NOT NULL DEFAULT TRUE",
             "ALTER TABLE apps ADD COLUMN protected_tags TEXT NOT NULL DEFAULT '[]'",
             "ALTER TABLE apps ADD COLUMN user_secret BYTEA",
+            "ALTER TABLE api_keys ADD COLUMN expires_at BIGINT",
+            "ALTER TABLE api_keys ADD COLUMN last_used_at BIGINT",
         ],
     ]
 
@@ -349,22 +351,46 @@ public final class PostgresStore: HeraldStore {
 
     // MARK: API keys
 
-    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
+    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
         try await self.write { db in
             try await db.query(
-                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-                [.text(id), .bytes(hash), .text(scope.rawValue), .text(appID), .text(name), .int(now)]
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [.text(id), .bytes(hash), .text(scope.rawValue), .text(appID), .text(name), .int(now), .int(expiresAt)]
             )
         }
     }
 
-    private static let keyColumns = "id, hash, scope, app_id, name, created_at, revoked_at"
+    public func rotateAPIKey(
+        replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
+    ) async throws -> StoredAPIKey? {
+        try await self.write { db in
+            let row = try await db.query(
+                "SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR UPDATE", [.text(replacing)]
+            ).first
+            guard var old = row.flatMap(Self.apiKey) else { return nil }
+            old.expiresAt = min(old.expiresAt ?? overlapUntil, overlapUntil)
+            try await db.query("UPDATE api_keys SET expires_at = $1 WHERE id = $2", [.int(old.expiresAt), .text(replacing)])
+            try await db.query(
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [.text(id), .bytes(hash), .text(old.scope.rawValue), .text(old.appID), .text(old.name), .int(now), .int(expiresAt)]
+            )
+            return old
+        }
+    }
+
+    public func touchAPIKey(id: String, now: Int64) async throws {
+        try await self.write { db in
+            try await db.query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", [.int(now), .text(id)])
+        }
+    }
+
+    private static let keyColumns = "id, hash, scope, app_id, name, created_at, revoked_at, expires_at, last_used_at"
 
     private static func apiKey(_ row: Row) -> StoredAPIKey? {
         guard let scope = row.string(2).flatMap(APIScope.init(rawValue:)) else { return nil }
         return StoredAPIKey(
             id: row.string(0) ?? "", hash: row.bytes(1) ?? [], scope: scope, appID: row.string(3), name: row.string(4),
-            createdAt: row.int(5) ?? 0, revokedAt: row.int(6)
+            createdAt: row.int(5) ?? 0, revokedAt: row.int(6), expiresAt: row.int(7), lastUsedAt: row.int(8)
         )
     }
 

@@ -123,6 +123,8 @@ public final class SQLiteStore: HeraldStore {
         ALTER TABLE apps ADD COLUMN user_verification INTEGER NOT NULL DEFAULT 1;
         ALTER TABLE apps ADD COLUMN protected_tags TEXT NOT NULL DEFAULT '[]';
         ALTER TABLE apps ADD COLUMN user_secret BLOB;
+        ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+        ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
         """,
     ]
 
@@ -212,22 +214,51 @@ public final class SQLiteStore: HeraldStore {
 
     // MARK: API keys
 
-    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
+    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
         try await self.database.write { db in
             try db.query(
-                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                [.text(id), .blob(hash), .text(scope.rawValue), appID.map(SQLValue.text) ?? .null, name.map(SQLValue.text) ?? .null, .integer(now)]
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    .text(id), .blob(hash), .text(scope.rawValue), appID.map(SQLValue.text) ?? .null, name.map(SQLValue.text) ?? .null,
+                    .integer(now), expiresAt.map(SQLValue.integer) ?? .null,
+                ]
             )
         }
     }
 
-    private static let keyColumns = "id, hash, scope, app_id, name, created_at, revoked_at"
+    public func rotateAPIKey(
+        replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
+    ) async throws -> StoredAPIKey? {
+        try await self.database.write { db in
+            var old: StoredAPIKey?
+            try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(replacing)]) { old = Self.apiKey($0) }
+            guard var old else { return nil }
+            old.expiresAt = min(old.expiresAt ?? overlapUntil, overlapUntil)
+            try db.query("UPDATE api_keys SET expires_at = ? WHERE id = ?", [.integer(old.expiresAt ?? overlapUntil), .text(replacing)])
+            try db.query(
+                "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    .text(id), .blob(hash), .text(old.scope.rawValue), old.appID.map(SQLValue.text) ?? .null, old.name.map(SQLValue.text) ?? .null,
+                    .integer(now), expiresAt.map(SQLValue.integer) ?? .null,
+                ]
+            )
+            return old
+        }
+    }
+
+    public func touchAPIKey(id: String, now: Int64) async throws {
+        try await self.database.write { db in
+            try db.query("UPDATE api_keys SET last_used_at = ? WHERE id = ?", [.integer(now), .text(id)])
+        }
+    }
+
+    private static let keyColumns = "id, hash, scope, app_id, name, created_at, revoked_at, expires_at, last_used_at"
 
     private static func apiKey(_ row: SQLiteDatabase.Connection.Row) -> StoredAPIKey? {
         guard let scope = row.string(2).flatMap(APIScope.init(rawValue:)) else { return nil }
         return StoredAPIKey(
             id: row.string(0) ?? "", hash: row.bytes(1) ?? [], scope: scope, appID: row.string(3), name: row.string(4),
-            createdAt: row.int(5) ?? 0, revokedAt: row.int(6)
+            createdAt: row.int(5) ?? 0, revokedAt: row.int(6), expiresAt: row.int(7), lastUsedAt: row.int(8)
         )
     }
 

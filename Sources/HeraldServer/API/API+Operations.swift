@@ -38,6 +38,7 @@ extension API {
             Operation(method: .post, path: "/v1/keys", statuses: secured.union(body).union([201, 404])),
             Operation(method: .get, path: "/v1/keys", statuses: secured.union([200])),
             Operation(method: .delete, path: "/v1/keys/{id}", statuses: secured.union([204, 404, 409])),
+            Operation(method: .post, path: "/v1/keys/{id}/rotate", statuses: secured.union(body).union([201, 404])),
             Operation(method: .get, path: "/v1/apps/{app}/devices", statuses: app.union([200, 400])),
             Operation(method: .put, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(body).union([200, 422])),
             Operation(method: .delete, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([204, 400])),

@@ -20,3 +20,4 @@ extension WebhookMessageList: ResponseEncodable {}
 extension HealthResponse: ResponseEncodable {}
 extension UserSecretResponse: ResponseEncodable {}
 extension UserAssertionResponse: ResponseEncodable {}
+extension RotatedKey: ResponseEncodable {}

@@ -18,7 +18,10 @@ extension AppResponse {
 
 extension APIKeyResponse {
     init(_ key: StoredAPIKey) {
-        self.init(id: key.id, scope: key.scope.rawValue, appId: key.appID, name: key.name, createdAt: key.createdAt, revokedAt: key.revokedAt)
+        self.init(
+            id: key.id, scope: key.scope.rawValue, appId: key.appID, name: key.name, createdAt: key.createdAt, revokedAt: key.revokedAt,
+            expiresAt: key.expiresAt, lastUsedAt: key.lastUsedAt
+        )
     }
 }
 

@@ -32,7 +32,7 @@ struct API: Sendable {
         router.get("/metrics", use: self.metricsText)
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
-        let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store))
+        let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store, clock: self.clock))
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
         DevicesController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 import Foundation
 import HeraldCore
 import Hummingbird
 import HTTPTypes
+import Synchronization
 
 /// Reads `Authorization: Bearer hk_<id>_<secret>` once per request: a known, unrevoked key whose
 /// hash matches (in constant time) is put in the context. A request without the header passes
@@ -11,6 +13,9 @@ import HTTPTypes
 struct APIKeyAuthenticator: RouterMiddleware {
     typealias Context = APIRequestContext
     let store: any HeraldStore
+    let clock: any EpochClock
+    /// When this process last wrote each key's `lastUsedAt`: at most once a minute per key.
+    let usage = KeyUsage()
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else { return try await next(request, context) }
@@ -19,6 +24,10 @@ struct APIKeyAuthenticator: RouterMiddleware {
         guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
             throw HeraldError.unauthorized
         }
+        let now = self.clock.nowMilliseconds
+        if let expiry = key.expiresAt, expiry <= now { throw HeraldError(code: "key_expired", "this API key has expired") }
+        // Bookkeeping: a failure to note the use must not fail the request it authorized.
+        if self.usage.due(key.id, now: now) { try? await self.store.touchAPIKey(id: key.id, now: now) }
         var context = context
         context.key = key
         return try await next(request, context)
@@ -48,5 +57,18 @@ struct RequireScope: RouterMiddleware {
         var context = context
         context.app = app
         return try await next(request, context)
+    }
+}
+
+/// Which keys' use is worth writing down again: the first use, then once a minute.
+final class KeyUsage: Sendable {
+    private let written = Mutex<[String: Int64]>([:])
+
+    func due(_ id: String, now: Int64) -> Bool {
+        self.written.withLock { written in
+            if let last = written[id], now - last < 60_000 { return false }
+            written[id] = now
+            return true
+        }
     }
 }

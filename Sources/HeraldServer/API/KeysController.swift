@@ -14,6 +14,29 @@ struct KeysController {
         admin.post(use: self.create)
         admin.get(use: self.list)
         admin.delete(":id", use: self.revoke)
+        admin.post(":id/rotate", use: self.rotate)
+    }
+
+    /// A new key with the old one's scope, app and name; the old one works on through the overlap,
+    /// so that every process holding it can move to the new one.
+    @Sendable func rotate(_ request: Request, context: APIRequestContext) async throws -> Answer<RotatedKey> {
+        let id = context.parameters.get("id") ?? ""
+        let body = try await request.decode(as: RotateKeyRequest.self, context: context)
+        let now = self.clock.nowMilliseconds
+        let overlap = body.overlapSeconds ?? 86_400
+        guard (0...30 * 86_400).contains(overlap) else { throw HeraldError.invalid("overlapSeconds is 0 to 2592000", code: "bad_overlapSeconds") }
+        try Self.checkExpiry(body.expiresAt, now: now)
+        let secret = APIKeySecret.generate()
+        guard let old = try await self.store.rotateAPIKey(
+            replacing: id, id: secret.id, hash: secret.hash, expiresAt: body.expiresAt, overlapUntil: now + overlap * 1000, now: now
+        ) else { throw HeraldError.notFound("API key '\(id)'") }
+        return Answer(.created, RotatedKey(key: CreatedKey(id: secret.id, key: secret.token, scope: old.scope.rawValue), previous: APIKeyResponse(old)))
+    }
+
+    static func checkExpiry(_ expiresAt: Int64?, now: Int64) throws {
+        if let expiresAt, expiresAt <= now {
+            throw HeraldError.invalid("expiresAt is a time in the future, in milliseconds since 1970", code: "bad_expiresAt")
+        }
     }
 
     @Sendable func create(_ request: Request, context: APIRequestContext) async throws -> Answer<CreatedKey> {
@@ -25,8 +48,11 @@ struct KeysController {
         if scope == .register, body.appId == nil {
             throw HeraldError.invalid("a register key belongs to one app: give appId", code: "app_required")
         }
+        try Self.checkExpiry(body.expiresAt, now: self.clock.nowMilliseconds)
         let secret = APIKeySecret.generate()
-        try await self.store.createAPIKey(id: secret.id, hash: secret.hash, scope: scope, appID: body.appId, name: body.name, now: self.clock.nowMilliseconds)
+        try await self.store.createAPIKey(
+            id: secret.id, hash: secret.hash, scope: scope, appID: body.appId, name: body.name, expiresAt: body.expiresAt, now: self.clock.nowMilliseconds
+        )
         return Answer(.created, CreatedKey(id: secret.id, key: secret.token, scope: scope.rawValue))
     }
 
