@@ -155,6 +155,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
             resources: [.copy("openapi.yaml"), .copy("Dashboard/Templates"), .copy("Dashboard/Static")],

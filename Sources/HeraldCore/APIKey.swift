@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Crypto
 import Foundation
+import Synchronization
 
 /// What an API key may do.
 public enum APIScope: String, Sendable, Hashable, CaseIterable, Codable {
@@ -70,15 +71,46 @@ public struct APIKeySecret: Sendable {
 }
 
 /// Encrypts key material at rest (AES-256-GCM) under the server's master key.
-public struct SecretBox: Sendable {
-    private let key: SymmetricKey
+///
+/// It seals with the current master key and opens with the current one or, during a change of
+/// master key, a previous one; ``replaceKeys(current:previous:)`` changes them in a running
+/// process, and every holder of this box sees the change.
+public final class SecretBox: Sendable {
+    private struct Keys {
+        var current: SymmetricKey
+        var previous: [SymmetricKey]
+    }
 
-    /// - Parameter masterKey: 32 bytes, e.g. from `HERALD_MASTER_KEY` (64 hex digits or base64).
-    public init(masterKey: [UInt8]) throws(HeraldError) {
-        guard masterKey.count == 32 else {
+    private let keys: Mutex<Keys>
+
+    /// - Parameters:
+    ///   - masterKey: 32 bytes, e.g. from `HERALD_MASTER_KEY` (64 hex digits or base64).
+    ///   - previous: keys that may still have sealed what is stored (a change of master key under way).
+    public init(masterKey: [UInt8], previous: [[UInt8]] = []) throws(HeraldError) {
+        self.keys = Mutex(try Self.keys(current: masterKey, previous: previous))
+    }
+
+    private static func keys(current: [UInt8], previous: [[UInt8]]) throws(HeraldError) -> Keys {
+        guard current.count == 32, previous.allSatisfy({ $0.count == 32 }) else {
             throw HeraldError(code: "bad_master_key", "the master key must be 32 bytes")
         }
-        self.key = SymmetricKey(data: masterKey)
+        return Keys(current: SymmetricKey(data: current), previous: previous.filter { $0 != current }.map { SymmetricKey(data: $0) })
+    }
+
+    /// Seals with `current` from now on; opens with it or any of `previous`.
+    public func replaceKeys(current: [UInt8], previous: [[UInt8]]) throws(HeraldError) {
+        let keys = try Self.keys(current: current, previous: previous)
+        self.keys.withLock { $0 = keys }
+    }
+
+    /// The key this box seals with, as bytes: kept for opening when it is replaced.
+    public func currentKeyForOpening() -> [[UInt8]] {
+        [self.keys.withLock { $0.current.withUnsafeBytes { Array($0) } }]
+    }
+
+    /// Whether `masterKey` is the key this box seals with.
+    public func seals(with masterKey: [UInt8]) -> Bool {
+        self.keys.withLock { $0.current == SymmetricKey(data: masterKey) }
     }
 
     /// Parses 64 hex digits or base64 of 32 bytes.
@@ -103,17 +135,35 @@ public struct SecretBox: Sendable {
     }
 
     public func seal(_ plaintext: [UInt8]) throws -> [UInt8] {
-        Array(try AES.GCM.seal(plaintext, using: self.key).combined!)
+        let key = self.keys.withLock { $0.current }
+        return Array(try AES.GCM.seal(plaintext, using: key).combined!)
     }
 
+    /// Opens with the current key, else the previous ones (AES-GCM tells a wrong key by its tag).
     public func open(_ sealed: [UInt8]) throws -> [UInt8] {
-        Array(try AES.GCM.open(AES.GCM.SealedBox(combined: sealed), using: self.key))
+        let keys = self.keys.withLock { [$0.current] + $0.previous }
+        let box = try AES.GCM.SealedBox(combined: sealed)
+        var failure: (any Error)?
+        for key in keys {
+            do {
+                return Array(try AES.GCM.open(box, using: key))
+            } catch {
+                failure = error
+            }
+        }
+        throw failure ?? HeraldError(code: "bad_master_key", "no master key")
+    }
+
+    /// `sealed` sealed again under the current key.
+    public func reseal(_ sealed: [UInt8]) throws -> [UInt8] {
+        try self.seal(try self.open(sealed))
     }
 
     /// HMAC-SHA256 of `message` under a key derived (HKDF) from the master key for `purpose`:
     /// every process with the same master key computes the same, no other key material needed.
     public func authenticationCode(_ message: [UInt8], purpose: String) -> [UInt8] {
-        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: self.key, info: Array(purpose.utf8), outputByteCount: 32)
+        let key = self.keys.withLock { $0.current }
+        let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: Array(purpose.utf8), outputByteCount: 32)
         return Array(HMAC<SHA256>.authenticationCode(for: message, using: derived))
     }
 }

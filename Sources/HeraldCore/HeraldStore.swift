@@ -55,6 +55,9 @@ public protocol HeraldStore: WebhookStore {
     func createApp(_ app: App) async throws
     func app(_ id: String) async throws -> App?
     func apps() async throws -> [App]
+    /// Every secret stored sealed (APNs credentials, webhook secrets, apps' user secrets) passed
+    /// through `reseal` and written back, in one transaction: how many. For a change of master key.
+    func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int
     /// Replaces an app's security settings; false when there is no such app.
     func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool
 

@@ -313,6 +313,21 @@ public final class PostgresStore: HeraldStore {
         )
     }
 
+    public func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
+        try await self.write { db in
+            var count = 0
+            for (table, column) in [("credentials", "sealed"), ("webhooks", "secret"), ("apps", "user_secret")] {
+                let rows = try await db.query("SELECT ctid::text, \(column) FROM \(table) WHERE \(column) IS NOT NULL FOR UPDATE")
+                for row in rows {
+                    guard let id = row.string(0), let sealed = row.bytes(1) else { continue }
+                    try await db.query("UPDATE \(table) SET \(column) = $1 WHERE ctid = $2::tid", [.bytes(try reseal(sealed)), .text(id)])
+                    count += 1
+                }
+            }
+            return count
+        }
+    }
+
     public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
         try await self.write { db in
             try await db.query(

@@ -175,6 +175,21 @@ public final class SQLiteStore: HeraldStore {
         )
     }
 
+    public func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
+        try await self.database.write { db in
+            var count = 0
+            for (table, column, key) in [("credentials", "sealed", "rowid"), ("webhooks", "secret", "rowid"), ("apps", "user_secret", "rowid")] {
+                let rows = try db.query("SELECT \(key), \(column) FROM \(table) WHERE \(column) IS NOT NULL")
+                for row in rows {
+                    guard let id = row[0].int, let sealed = row[1].bytes else { continue }
+                    try db.query("UPDATE \(table) SET \(column) = ? WHERE \(key) = ?", [.blob(try reseal(sealed)), .integer(id)])
+                    count += 1
+                }
+            }
+            return count
+        }
+    }
+
     public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
         try await self.database.write { db in
             try db.query(

@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable {
     /// 32 bytes sealing stored credentials; default: `HERALD_MASTER_KEY`, else a key generated
     /// once into `<dataDirectory>/master.key` (mode 0600).
     public var masterKey: [UInt8]?
+    /// Keys that may have sealed what is stored, during a change of master key.
+    public var previousMasterKeys: [[UInt8]] = []
     /// Start an emulator in-process for apps without credentials of their own.
     public var builtInEmulator = true
     /// The built-in emulator's ports (0 = free ports).
@@ -89,10 +91,10 @@ public func withHeraldServer<Result: Sendable>(
 ) async throws -> Result {
     try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
     // Processes sharing a database must share the master key too: it is never generated for one.
-    let secrets = try SecretBox(
-        masterKey: try configuration.masterKey
-            ?? loadMasterKey(directory: configuration.dataDirectory, generate: !isShared(database: configuration.database))
-    )
+    let generate = !isShared(database: configuration.database)
+    let keys = try configuration.masterKey.map { ($0, configuration.previousMasterKeys) }
+        ?? loadMasterKeys(directory: configuration.dataDirectory, generate: generate)
+    let secrets = try SecretBox(masterKey: keys.0, previous: keys.1)
     return try await withHeraldStore(database: configuration.database, dataDirectory: configuration.dataDirectory, logger: logger) { store in
         try await runHeraldServer(configuration: configuration, store: store, secrets: secrets, clock: clock, logger: logger, body)
     }
@@ -139,6 +141,9 @@ private func runHeraldServer<Result: Sendable>(
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: application), .init(service: engine), .init(service: dispatcher), .init(service: StreamCloser(events: events)),
         ]
+        if configuration.masterKey == nil {
+            services.append(.init(service: MasterKeyReloader(secrets: secrets, store: store, directory: configuration.dataDirectory, logger: logger)))
+        }
         if let keep = configuration.retention {
             services.append(.init(service: Retention(store: store, keep: keep, interval: .seconds(3600), clock: clock, logger: logger)))
         }
@@ -204,25 +209,40 @@ private func runHeraldServer<Result: Sendable>(
     }
 }
 
-/// `HERALD_MASTER_KEY`, or `<directory>/master.key`, generated there once when `generate`.
-func loadMasterKey(directory: String, generate: Bool = true) throws -> [UInt8] {
-    if let text = ProcessInfo.processInfo.environment["HERALD_MASTER_KEY"] {
-        guard let key = SecretBox.parseMasterKey(text) else {
-            throw HeraldError(code: "bad_master_key", "HERALD_MASTER_KEY must be 32 bytes as 64 hex digits or base64")
+/// The master key and, during a change of master key, the previous ones, from the environment:
+/// `HERALD_MASTER_KEY` (64 hex digits or base64) or `HERALD_MASTER_KEY_FILE` (a file holding it,
+/// such as a mounted secret), else `<directory>/master.key`, generated there once when `generate`;
+/// and `HERALD_PREVIOUS_MASTER_KEY` or `HERALD_PREVIOUS_MASTER_KEY_FILE`.
+public func loadMasterKeys(directory: String, generate: Bool = true) throws -> (current: [UInt8], previous: [[UInt8]]) {
+    let environment = ProcessInfo.processInfo.environment
+    func key(_ name: String) throws -> [UInt8]? {
+        let direct = environment[name]
+        let file = environment[name + "_FILE"]
+        guard direct == nil || file == nil else { throw HeraldError(code: "bad_master_key", "set \(name) or \(name)_FILE, not both") }
+        if let direct {
+            guard let key = SecretBox.parseMasterKey(direct) else {
+                throw HeraldError(code: "bad_master_key", "\(name) must be 32 bytes as 64 hex digits or base64")
+            }
+            return key
         }
+        guard let file else { return nil }
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { throw HeraldError(code: "bad_master_key", "cannot read \(file)") }
+        guard let key = SecretBox.parseMasterKey(text) else { throw HeraldError(code: "bad_master_key", "\(file) does not hold a 32-byte key") }
         return key
     }
+    let previous = try key("HERALD_PREVIOUS_MASTER_KEY").map { [$0] } ?? []
+    if let current = try key("HERALD_MASTER_KEY") { return (current, previous) }
     let path = directory + "/master.key"
     if let text = try? String(contentsOfFile: path, encoding: .utf8) {
         guard let key = SecretBox.parseMasterKey(text) else {
             throw HeraldError(code: "bad_master_key", "\(path) does not hold a 32-byte key")
         }
-        return key
+        return (key, previous)
     }
     guard generate else {
         throw HeraldError(
             code: "master_key_required",
-            "with a shared PostgreSQL database every process needs the same master key: set HERALD_MASTER_KEY (or put it in \(path))"
+            "with a shared PostgreSQL database every process needs the same master key: set HERALD_MASTER_KEY or HERALD_MASTER_KEY_FILE (or put it in \(path))"
         )
     }
     let key = SecretBox.generateMasterKey()
@@ -230,7 +250,7 @@ func loadMasterKey(directory: String, generate: Bool = true) throws -> [UInt8] {
     guard FileManager.default.createFile(atPath: path, contents: Data(hex.utf8), attributes: [.posixPermissions: 0o600]) else {
         throw HeraldError(code: "bad_master_key", "cannot write \(path)")
     }
-    return key
+    return (key, previous)
 }
 
 /// The first admin key, when there is no key at all yet.
