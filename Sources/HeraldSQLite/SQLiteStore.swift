@@ -117,6 +117,13 @@ public final class SQLiteStore: HeraldStore {
         DROP INDEX deliveries_notification;
         CREATE UNIQUE INDEX deliveries_notification ON deliveries (notification_id, device_id);
         """,
+        // 5: notifications are listed (and paged) by (created_at, id), a total order; the index
+        // holds it whole, so a page after a position is one range scan. It replaces
+        // notifications_recent, its prefix.
+        """
+        CREATE INDEX notifications_page ON notifications (app_id, created_at, id);
+        DROP INDEX notifications_recent;
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {
@@ -312,8 +319,12 @@ public final class SQLiteStore: HeraldStore {
                 bindings.append(.text(prefix))
                 bindings.append(.text(prefix + "\u{FFFF}"))
             }
+            if let afterID = query.afterID {
+                sql += " AND id > ?"
+                bindings.append(.integer(afterID))
+            }
             sql += " ORDER BY id LIMIT ?"
-            bindings.append(.integer(Int64(max(1, min(query.limit, 1000)))))
+            bindings.append(.integer(Int64(max(1, query.limit))))
             return try db.query(sql, bindings).map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
         }
     }
