@@ -123,9 +123,18 @@ extension SQLiteStore {
             SELECT count(*) - count(d.id), coalesce(sum(d.active = 0), 0)
             FROM (SELECT DISTINCT value AS token FROM json_each(?1)) t LEFT JOIN devices d ON d.app_id = ?2 AND d.token = t.token
             """,
-            [.text(JSONValue.array(tokens.map(JSONValue.string)).jsonString), .text(appID)]
+            [.text(Self.jsonStrings(tokens)), .text(appID)]
         ).first
         return (Int(row?[0].int ?? 0), Int(row?[1].int ?? 0))
+    }
+
+    /// `values` as a JSON array of strings. Strings with nothing to escape (device tokens are
+    /// hex) are joined as they are, which is much cheaper for a list of 10,000 tokens than
+    /// building and serializing a JSON value.
+    static func jsonStrings(_ values: [String]) -> String {
+        let plain = values.allSatisfy { $0.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
+        guard plain else { return JSONValue.array(values.map(JSONValue.string)).jsonString }
+        return "[\"" + values.joined(separator: "\",\"") + "\"]"
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
