@@ -345,6 +345,16 @@ public struct NotificationPosition: Sendable, Hashable {
         self.createdAt = createdAt
         self.id = id
     }
+
+    /// The one bound a page's query needs, `(created_at, id) < (bound.createdAt, bound.id)`:
+    /// the tighter of "created before `before`" — `(before, "")`, the empty id sorting first in
+    /// every collation — and "after the previous page's last". One row-value bound lets SQLite
+    /// seek the index to it (with a separate `created_at <` it scanned from the newest).
+    public static func bound(before: Int64?, after: NotificationPosition?) -> NotificationPosition {
+        let time = NotificationPosition(createdAt: before ?? Int64.max, id: "")
+        guard let after else { return time }
+        return after.createdAt < time.createdAt ? after : time
+    }
 }
 
 /// What a send committed: the notification (or the first one with its idempotency key), and

@@ -145,15 +145,13 @@ extension PostgresStore {
             // (created_at, id) is unique: a page ends at a row and the next starts right after it,
             // even among notifications created in the same millisecond (index notifications_page).
             // The ids compare in the column's collation, in the WHERE as in the ORDER BY.
-            try await db.query(
+            let bound = NotificationPosition.bound(before: before, after: after)
+            return try await db.query(
                 """
                 SELECT \(StoreSQL.summaryColumns) FROM notifications
-                WHERE app_id = $1 AND created_at < $2 AND (created_at, id) < ($3, $4)
-                ORDER BY created_at DESC, id DESC LIMIT $5
+                WHERE app_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4
                 """,
-                [
-                    .text(appID), .int(before ?? Int64.max), .int(after?.createdAt ?? Int64.max), .text(after?.id ?? ""), .int(Int64(limit)),
-                ]
+                [.text(appID), .int(bound.createdAt), .text(bound.id), .int(Int64(limit))]
             ).map(NotificationSummary.init(row:))
         }
     }

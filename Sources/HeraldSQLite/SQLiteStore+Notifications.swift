@@ -167,16 +167,13 @@ extension SQLiteStore {
             var result: [NotificationSummary] = []
             // (created_at, id) is unique: a page ends at a row and the next starts right after it,
             // even among notifications created in the same millisecond (index notifications_page).
+            let bound = NotificationPosition.bound(before: before, after: after)
             try db.each(
                 """
                 SELECT \(StoreSQL.summaryColumns) FROM notifications
-                WHERE app_id = ?1 AND created_at < ?2 AND (created_at, id) < (?3, ?4)
-                ORDER BY created_at DESC, id DESC LIMIT ?5
+                WHERE app_id = ?1 AND (created_at, id) < (?2, ?3) ORDER BY created_at DESC, id DESC LIMIT ?4
                 """,
-                [
-                    .text(appID), .integer(before ?? Int64.max), .integer(after?.createdAt ?? Int64.max), .text(after?.id ?? ""),
-                    .integer(Int64(limit)),
-                ]
+                [.text(appID), .integer(bound.createdAt), .text(bound.id), .integer(Int64(limit))]
             ) { result.append(NotificationSummary(row: $0)) }
             return result
         }
