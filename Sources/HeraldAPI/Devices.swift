@@ -112,11 +112,16 @@ public struct DeviceResponse: Sendable, Hashable, Codable {
     }
 }
 
-/// `GET /v1/apps/{app}/devices`.
+/// `GET /v1/apps/{app}/devices`: in registration order; `next` is the opaque `cursor` of the
+/// next page (with the same filters), null at the end.
 public struct DeviceList: Sendable, Hashable, Codable {
     public var devices: [DeviceResponse]
+    public var next: String?
 
-    public init(devices: [DeviceResponse]) { self.devices = devices }
+    public init(devices: [DeviceResponse], next: String? = nil) {
+        self.devices = devices
+        self.next = next
+    }
 }
 
 /// One push to one device.
@@ -155,9 +160,14 @@ public struct DeliveryResponse: Sendable, Hashable, Codable {
     }
 }
 
-/// `GET /v1/apps/{app}/devices/{token}/deliveries`.
+/// `GET /v1/apps/{app}/devices/{token}/deliveries`: newest first; `next` is the opaque `cursor`
+/// of the next page, null at the end.
 public struct DeliveryList: Sendable, Hashable, Codable {
     public var deliveries: [DeliveryResponse]
+    public var next: String?
 
-    public init(deliveries: [DeliveryResponse]) { self.deliveries = deliveries }
+    public init(deliveries: [DeliveryResponse], next: String? = nil) {
+        self.deliveries = deliveries
+        self.next = next
+    }
 }

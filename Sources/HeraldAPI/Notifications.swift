@@ -128,11 +128,18 @@ public struct SendResponse: Sendable, Hashable, Codable {
     /// Deliveries created now (an expanding audience grows later).
     public var deliveries: Int
     public var duplicate: Bool
+    /// For a token audience (202 only): distinct listed tokens with no device in the app.
+    public var unknownTokens: Int?
+    /// For a token audience (202 only): distinct listed tokens whose device is inactive (APNs
+    /// called it dead).
+    public var inactiveTokens: Int?
 
-    public init(id: String, deliveries: Int, duplicate: Bool) {
+    public init(id: String, deliveries: Int, duplicate: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil) {
         self.id = id
         self.deliveries = deliveries
         self.duplicate = duplicate
+        self.unknownTokens = unknownTokens
+        self.inactiveTokens = inactiveTokens
     }
 }
 
@@ -157,11 +164,16 @@ public struct NotificationSummaryResponse: Sendable, Hashable, Codable {
     }
 }
 
-/// `GET /v1/apps/{app}/notifications`.
+/// `GET /v1/apps/{app}/notifications`: newest first; `next` is the opaque `cursor` of the next
+/// page, null at the end.
 public struct NotificationList: Sendable, Hashable, Codable {
     public var notifications: [NotificationSummaryResponse]
+    public var next: String?
 
-    public init(notifications: [NotificationSummaryResponse]) { self.notifications = notifications }
+    public init(notifications: [NotificationSummaryResponse], next: String? = nil) {
+        self.notifications = notifications
+        self.next = next
+    }
 }
 
 /// `GET /v1/apps/{app}/notifications/{id}`: the summary, counts by state and (up to 1000) deliveries.

@@ -66,9 +66,14 @@ public struct WebhookMessageResponse: Sendable, Hashable, Codable {
     }
 }
 
-/// `GET /v1/apps/{app}/webhooks/{id}/messages`.
+/// `GET /v1/apps/{app}/webhooks/{id}/messages`: newest first; `next` is the opaque `cursor` of
+/// the next page, null at the end.
 public struct WebhookMessageList: Sendable, Hashable, Codable {
     public var messages: [WebhookMessageResponse]
+    public var next: String?
 
-    public init(messages: [WebhookMessageResponse]) { self.messages = messages }
+    public init(messages: [WebhookMessageResponse], next: String? = nil) {
+        self.messages = messages
+        self.next = next
+    }
 }

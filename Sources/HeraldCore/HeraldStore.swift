@@ -39,12 +39,15 @@ public struct DeviceQuery: Sendable, Hashable {
     public var tag: String?
     public var tokenPrefix: String?
     public var limit: Int
+    /// Paging: only devices with a larger id (the list is in id order, ids are unique).
+    public var afterID: Int64?
 
-    public init(userID: String? = nil, tag: String? = nil, tokenPrefix: String? = nil, limit: Int = 100) {
+    public init(userID: String? = nil, tag: String? = nil, tokenPrefix: String? = nil, limit: Int = 100, afterID: Int64? = nil) {
         self.userID = userID
         self.tag = tag
         self.tokenPrefix = tokenPrefix
         self.limit = limit
+        self.afterID = afterID
     }
 }
 
@@ -87,6 +90,7 @@ public protocol HeraldStore: WebhookStore {
     /// same transaction.
     func register(appID: String, _ registration: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device
     func unregister(appID: String, token: String) async throws -> Bool
+    /// Devices in id order, up to `query.limit`, after `query.afterID` when given.
     func devices(appID: String, _ query: DeviceQuery) async throws -> [Device]
     func device(appID: String, token: String) async throws -> Device?
     func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation]
@@ -94,14 +98,19 @@ public protocol HeraldStore: WebhookStore {
     /// Commits the notification with its targeting and the size of its audience (the active
     /// devices that match it now); deliveries are created chunk by chunk by `claimDeliveries`,
     /// from the devices that existed at acceptance. An idempotency key already used returns the
-    /// first notification instead.
+    /// first notification instead. For a token audience, the listed tokens that are unknown or
+    /// inactive are counted in the same transaction (one set-based query).
     func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
-        -> (id: String, deliveries: Int, existing: Bool)
+        -> CreatedNotification
     func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
-    /// The app's notifications, newest first, created before `before` (ms) when given.
-    func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary]
-    /// A device's deliveries, newest first, among the app's 1000 most recent notifications.
-    func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord]
+    /// The app's notifications, newest first (by creation, then id: a total order), created
+    /// before `before` (ms) when given, and coming after `after` (a previous page's last) when given.
+    func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary]
+    /// A device's deliveries, newest first (by id), among the app's 1000 most recent
+    /// notifications; only those with an id below `beforeID` when given.
+    func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord]
+    /// A webhook's messages, newest first (by id); only those with an id below `beforeID` when given.
+    func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord]
     /// Cancels a notification's pending deliveries; false when nothing was pending.
     func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool
 
@@ -143,5 +152,15 @@ extension HeraldStore {
     /// A registration by the app's backend (send and admin keys): it may bind any user and tag.
     public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
         try await self.register(appID: appID, registration, authority: .backend, now: now)
+    }
+
+    /// The first page of the app's notifications (created before `before` when given).
+    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+        try await self.notifications(appID: appID, limit: limit, before: before, after: nil)
+    }
+
+    /// A device's most recent deliveries.
+    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+        try await self.deliveries(appID: appID, token: token, limit: limit, beforeID: nil)
     }
 }

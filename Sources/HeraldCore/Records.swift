@@ -338,6 +338,47 @@ public struct NotificationSummary: Sendable, Hashable {
     }
 }
 
+/// Where a page of an app's notifications ended: the next page holds those that sort after it
+/// (newest first: an earlier creation, or the same millisecond and a smaller id).
+public struct NotificationPosition: Sendable, Hashable {
+    public var createdAt: Int64
+    public var id: String
+
+    public init(createdAt: Int64, id: String) {
+        self.createdAt = createdAt
+        self.id = id
+    }
+
+    /// The one bound a page's query needs, `(created_at, id) < (bound.createdAt, bound.id)`:
+    /// the tighter of "created before `before`" — `(before, "")`, the empty id sorting first in
+    /// every collation — and "after the previous page's last". One row-value bound lets SQLite
+    /// seek the index to it (with a separate `created_at <` it scanned from the newest).
+    public static func bound(before: Int64?, after: NotificationPosition?) -> NotificationPosition {
+        let time = NotificationPosition(createdAt: before ?? Int64.max, id: "")
+        guard let after else { return time }
+        return after.createdAt < time.createdAt ? after : time
+    }
+}
+
+/// What a send committed: the notification (or the first one with its idempotency key), and
+/// for a new notification to a token audience how many distinct listed tokens have no device in
+/// the app (`unknownTokens`) or only an inactive one (`inactiveTokens`).
+public struct CreatedNotification: Sendable, Hashable {
+    public var id: String
+    public var deliveries: Int
+    public var existing: Bool
+    public var unknownTokens: Int?
+    public var inactiveTokens: Int?
+
+    public init(id: String, deliveries: Int, existing: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil) {
+        self.id = id
+        self.deliveries = deliveries
+        self.existing = existing
+        self.unknownTokens = unknownTokens
+        self.inactiveTokens = inactiveTokens
+    }
+}
+
 /// A notification and its deliveries' states.
 public struct NotificationStatus: Sendable, Hashable {
     public var summary: NotificationSummary

@@ -40,7 +40,7 @@ extension PostgresStore {
     }
 
     public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
-        -> (id: String, deliveries: Int, existing: Bool)
+        -> CreatedNotification
     {
         // The audience is every matching device that exists now (ids up to the newest). A list
         // (tokens, users, one activity) is resolved to device ids once; "all" and tags are
@@ -68,7 +68,7 @@ extension PostgresStore {
         // first notification could be deleted (retention) between the insert and the lookup: then
         // the insert is tried again.
         for _ in 0..<3 {
-            let outcome = try await self.write { db -> (id: String, deliveries: Int, existing: Bool)? in
+            let outcome = try await self.write { db -> CreatedNotification? in
                 let inserted = try await db.query(
                     """
                     INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
@@ -86,17 +86,36 @@ extension PostgresStore {
                         .bytes(spec.placeholder),
                     ]
                 )
-                guard inserted.isEmpty else { return (id, Int(size), false) }
+                guard inserted.isEmpty else {
+                    let listed = try await Self.listedTokens(db, appID: appID, spec.audience)
+                    return CreatedNotification(
+                        id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive
+                    )
+                }
                 guard let key = spec.idempotencyKey,
                     let existing = try await db.query(
                         "SELECT id, audience_size FROM notifications WHERE app_id = $1 AND idempotency_key = $2", [.text(appID), .text(key)]
                     ).first, let existingID = existing.string(0)
                 else { return nil }
-                return (existingID, Int(existing.int(1) ?? 0), true)
+                return CreatedNotification(id: existingID, deliveries: Int(existing.int(1) ?? 0), existing: true)
             }
             if let outcome { return outcome }
         }
         throw HeraldError(code: "database_unavailable", "the notification could not be stored; try again")
+    }
+
+    /// For a token audience: how many distinct listed tokens have no device in the app, and how
+    /// many only an inactive one; one statement over the list (each token one index lookup).
+    static func listedTokens(_ db: Connection, appID: String, _ audience: Audience) async throws -> (unknown: Int, inactive: Int)? {
+        guard case .tokens(let tokens) = audience else { return nil }
+        let row = try await db.query(
+            """
+            SELECT count(*) - count(d.id), count(*) FILTER (WHERE NOT d.active)
+            FROM (SELECT DISTINCT unnest($1::text[]) AS token) t LEFT JOIN devices d ON d.app_id = $2 AND d.token = t.token
+            """,
+            [.texts(tokens), .text(appID)]
+        ).first
+        return (Int(row?.int(0) ?? 0), Int(row?.int(1) ?? 0))
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
@@ -121,25 +140,32 @@ extension PostgresStore {
         }
     }
 
-    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+    public func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
         try await self.read { db in
-            try await db.query(
-                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND created_at < $2 ORDER BY created_at DESC, id DESC LIMIT $3",
-                [.text(appID), .int(before ?? Int64.max), .int(Int64(limit))]
+            // (created_at, id) is unique: a page ends at a row and the next starts right after it,
+            // even among notifications created in the same millisecond (index notifications_page).
+            // The ids compare in the column's collation, in the WHERE as in the ORDER BY.
+            let bound = NotificationPosition.bound(before: before, after: after)
+            return try await db.query(
+                """
+                SELECT \(StoreSQL.summaryColumns) FROM notifications
+                WHERE app_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4
+                """,
+                [.text(appID), .int(bound.createdAt), .text(bound.id), .int(Int64(limit))]
             ).map(NotificationSummary.init(row:))
         }
     }
 
-    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+    public func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
         try await self.read { db in
             try await db.query(
                 """
                 SELECT \(StoreSQL.deliveryColumns) FROM devices d
                 JOIN (SELECT id FROM notifications WHERE app_id = $1 ORDER BY created_at DESC LIMIT $3) n ON TRUE
                 JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
-                WHERE d.app_id = $1 AND d.token = $2 ORDER BY x.id DESC LIMIT $4
+                WHERE d.app_id = $1 AND d.token = $2 AND x.id < $5 ORDER BY x.id DESC LIMIT $4
                 """,
-                [.text(appID), .text(token), .int(Int64(NotificationPolicy.historyDepth)), .int(Int64(limit))]
+                [.text(appID), .text(token), .int(Int64(NotificationPolicy.historyDepth)), .int(Int64(limit)), .int(beforeID ?? Int64.max)]
             ).map(DeliveryRecord.init(row:))
         }
     }

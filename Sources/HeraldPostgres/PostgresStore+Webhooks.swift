@@ -87,10 +87,14 @@ extension PostgresStore {
     }
 
     public func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
+        try await self.webhookMessages(webhookID: webhookID, limit: limit, beforeID: nil)
+    }
+
+    public func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
         try await self.read { db in
             try await db.query(
-                "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2",
-                [.text(webhookID), .int(Int64(limit))]
+                "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
+                [.text(webhookID), .int(beforeID ?? Int64.max), .int(Int64(limit))]
             ).map { WebhookMessageRecord(row: $0) }
         }
     }

@@ -253,6 +253,11 @@ public final class PostgresStore: HeraldStore {
             "ALTER TABLE api_keys ADD COLUMN expires_at BIGINT",
             "ALTER TABLE api_keys ADD COLUMN last_used_at BIGINT",
         ],
+        // 6: notifications listed (and paged) by (created_at, id), as in SQLite's.
+        [
+            "CREATE INDEX notifications_page ON notifications (app_id, created_at, id)",
+            "DROP INDEX notifications_recent",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -520,7 +525,10 @@ public final class PostgresStore: HeraldStore {
             if let prefix = query.tokenPrefix {
                 sql.sql += " AND starts_with(token, \(sql.bind(.text(prefix))))"
             }
-            sql.sql += " ORDER BY id LIMIT \(sql.bind(.int(Int64(max(1, min(query.limit, 1000))))))"
+            if let afterID = query.afterID {
+                sql.sql += " AND id > \(sql.bind(.int(afterID)))"
+            }
+            sql.sql += " ORDER BY id LIMIT \(sql.bind(.int(Int64(max(1, query.limit)))))"
             var devices: [Device] = []
             for row in try await db.query(sql) {
                 devices.append(Self.device(row, tags: try await Self.tags(db, row.int(0) ?? 0)))

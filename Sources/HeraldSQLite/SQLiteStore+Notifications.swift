@@ -53,7 +53,7 @@ extension SQLiteStore {
     }
 
     public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
-        -> (id: String, deliveries: Int, existing: Bool)
+        -> CreatedNotification
     {
         // The audience is every matching device that exists now (ids up to the newest). A list
         // (tokens, users, one activity) is resolved to device ids, once; "all" and tags are
@@ -90,8 +90,9 @@ extension SQLiteStore {
                 let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
                 let existingID = existing[0].string
             {
-                return (existingID, Int(existing[1].int ?? 0), true)
+                return CreatedNotification(id: existingID, deliveries: Int(existing[1].int ?? 0), existing: true)
             }
+            let listed = try Self.listedTokens(db, appID: appID, spec.audience)
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
@@ -109,8 +110,31 @@ extension SQLiteStore {
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                 ]
             )
-            return (id, Int(size), false)
+            return CreatedNotification(id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive)
         }
+    }
+
+    /// For a token audience: how many distinct listed tokens have no device in the app, and how
+    /// many only an inactive one; one statement over the list (each token one index lookup).
+    static func listedTokens(_ db: borrowing SQLiteDatabase.Connection, appID: String, _ audience: Audience) throws -> (unknown: Int, inactive: Int)? {
+        guard case .tokens(let tokens) = audience else { return nil }
+        let row = try db.query(
+            """
+            SELECT count(*) - count(d.id), coalesce(sum(d.active = 0), 0)
+            FROM (SELECT DISTINCT value AS token FROM json_each(?1)) t LEFT JOIN devices d ON d.app_id = ?2 AND d.token = t.token
+            """,
+            [.text(Self.jsonStrings(tokens)), .text(appID)]
+        ).first
+        return (Int(row?[0].int ?? 0), Int(row?[1].int ?? 0))
+    }
+
+    /// `values` as a JSON array of strings. Strings with nothing to escape (device tokens are
+    /// hex) are joined as they are, which is much cheaper for a list of 10,000 tokens than
+    /// building and serializing a JSON value.
+    static func jsonStrings(_ values: [String]) -> String {
+        let plain = values.allSatisfy { $0.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
+        guard plain else { return JSONValue.array(values.map(JSONValue.string)).jsonString }
+        return "[\"" + values.joined(separator: "\",\"") + "\"]"
     }
 
     public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
@@ -138,18 +162,24 @@ extension SQLiteStore {
         }
     }
 
-    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+    public func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
         try await self.database.read { db in
             var result: [NotificationSummary] = []
+            // (created_at, id) is unique: a page ends at a row and the next starts right after it,
+            // even among notifications created in the same millisecond (index notifications_page).
+            let bound = NotificationPosition.bound(before: before, after: after)
             try db.each(
-                "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?",
-                [.text(appID), .integer(before ?? Int64.max), .integer(Int64(limit))]
+                """
+                SELECT \(StoreSQL.summaryColumns) FROM notifications
+                WHERE app_id = ?1 AND (created_at, id) < (?2, ?3) ORDER BY created_at DESC, id DESC LIMIT ?4
+                """,
+                [.text(appID), .integer(bound.createdAt), .text(bound.id), .integer(Int64(limit))]
             ) { result.append(NotificationSummary(row: $0)) }
             return result
         }
     }
 
-    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+    public func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
         try await self.database.read { db in
             var result: [DeliveryRecord] = []
             // Through the app's most recent notifications: one (notification, device) lookup each.
@@ -158,9 +188,12 @@ extension SQLiteStore {
                 SELECT \(StoreSQL.deliveryColumns) FROM devices d
                 JOIN (SELECT id FROM notifications WHERE app_id = ?1 ORDER BY created_at DESC LIMIT ?3) n
                 JOIN deliveries x ON x.notification_id = n.id AND x.device_id = d.id
-                WHERE d.app_id = ?1 AND d.token = ?2 ORDER BY x.id DESC LIMIT ?4
+                WHERE d.app_id = ?1 AND d.token = ?2 AND x.id < ?5 ORDER BY x.id DESC LIMIT ?4
                 """,
-                [.text(appID), .text(token), .integer(Int64(NotificationPolicy.historyDepth)), .integer(Int64(limit))]
+                [
+                    .text(appID), .text(token), .integer(Int64(NotificationPolicy.historyDepth)), .integer(Int64(limit)),
+                    .integer(beforeID ?? Int64.max),
+                ]
             ) { result.append(DeliveryRecord(row: $0)) }
             return result
         }

@@ -96,11 +96,15 @@ extension SQLiteStore {
     }
 
     public func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
+        try await self.webhookMessages(webhookID: webhookID, limit: limit, beforeID: nil)
+    }
+
+    public func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
         try await self.database.read { db in
             var records: [WebhookMessageRecord] = []
             try db.each(
-                "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = ? ORDER BY id DESC LIMIT ?",
-                [.text(webhookID), .integer(Int64(limit))]
+                "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+                [.text(webhookID), .integer(beforeID ?? Int64.max), .integer(Int64(limit))]
             ) { records.append(WebhookMessageRecord(row: $0)) }
             return records
         }

@@ -126,6 +126,13 @@ public final class SQLiteStore: HeraldStore {
         ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
         ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
         """,
+        // 6: notifications are listed (and paged) by (created_at, id), a total order; the index
+        // holds it whole, so a page after a position is one range scan. It replaces
+        // notifications_recent, its prefix.
+        """
+        CREATE INDEX notifications_page ON notifications (app_id, created_at, id);
+        DROP INDEX notifications_recent;
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {
@@ -398,8 +405,12 @@ public final class SQLiteStore: HeraldStore {
                 bindings.append(.text(prefix))
                 bindings.append(.text(prefix + "\u{FFFF}"))
             }
+            if let afterID = query.afterID {
+                sql += " AND id > ?"
+                bindings.append(.integer(afterID))
+            }
             sql += " ORDER BY id LIMIT ?"
-            bindings.append(.integer(Int64(max(1, min(query.limit, 1000)))))
+            bindings.append(.integer(Int64(max(1, query.limit))))
             return try db.query(sql, bindings).map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
         }
     }

@@ -5,7 +5,21 @@ import HeraldCore
 
 /// The body of `POST /v1/apps/{app}/notifications`, checked: what can never be sent is refused
 /// here with a stable code, before anything is written.
+///
+/// Times Herald accepts (milliseconds for `scheduledAt`, UNIX seconds for `expiration`), with
+/// `now` the server's clock:
+/// - `scheduledAt`: from ``scheduledPast`` before now (a client's clock or queue may lag; a
+///   time in the past means at once) to ``horizon`` after now. Older is a mistake such as
+///   seconds given for milliseconds; later, Herald does not hold a notification that long.
+/// - `expiration`: 0 (one attempt), or from the send time (`scheduledAt`, or now) to
+///   ``horizon`` after it, since APNs stores a notification for at most 30 days; `ttl` is 0 to
+///   30 days from now and must also reach the send time.
 enum NotificationRequest {
+    /// How far ahead a notification may be scheduled, and how long APNs keeps one: 30 days (ms).
+    static let horizon: Int64 = 30 * 86_400_000
+    /// How far in the past `scheduledAt` may be: 24 hours (ms).
+    static let scheduledPast: Int64 = 86_400_000
+
     /// A body the dashboard built as JSON: decoded as the API decodes it, then checked.
     static func parse(_ body: JSONValue, now: Int64) throws -> NotificationSpec {
         try self.spec(try APIRequestDecoder.decode(SendRequest.self, json: body), now: now)
@@ -40,6 +54,21 @@ enum NotificationRequest {
         case .tokens, .activity:
             break
         }
+        if let pushType {
+            // The kinds the audience can reach (named, or every kind; an activity's update
+            // tokens only), and whether any of them takes this push type.
+            var reachable = kinds.isEmpty ? Set(DeviceKind.allCases) : kinds
+            if case .activity = audience { reachable.formIntersection([.liveActivity]) }
+            guard reachable.contains(where: { $0.pushTypes.contains(pushType) }) else {
+                let takers = DeviceKind.allCases.filter { $0.pushTypes.contains(pushType) }.map(\.rawValue)
+                throw bad(
+                    takers.isEmpty
+                        ? "no kind of token Herald registers takes pushType \(pushType.rawValue)"
+                        : "pushType \(pushType.rawValue) goes only to \(takers.joined(separator: ", ")) tokens, which this audience does not reach",
+                    "bad_push_type"
+                )
+            }
+        }
         var priority: Priority?
         if let value = body.priority {
             guard let parsed = Priority(rawValue: value) else { throw HeraldError.unprocessable("priority must be 10, 5 or 1", code: "bad_priority") }
@@ -50,16 +79,32 @@ enum NotificationRequest {
         } else if pushType == .background {
             priority = .throttled
         }
+        if let milliseconds = body.scheduledAt {
+            guard milliseconds > 0 else { throw bad("scheduledAt is milliseconds since 1970", "bad_scheduled_at") }
+            guard milliseconds >= now - Self.scheduledPast, milliseconds <= now + Self.horizon else {
+                throw bad(
+                    "scheduledAt is milliseconds since 1970, from 24 hours ago to 30 days ahead (\(now - Self.scheduledPast) to \(now + Self.horizon))",
+                    "bad_scheduled_at"
+                )
+            }
+        }
+        // The earliest a send can happen, in UNIX seconds: an expiration before it could never be met.
+        let sendSeconds = max(now, body.scheduledAt ?? now) / 1000
         var expiration: Int64?
         if let seconds = body.expiration {
-            guard seconds >= 0 else { throw bad("expiration is UNIX seconds (0 = one attempt)", "bad_expiration") }
+            guard seconds == 0 || (sendSeconds...(sendSeconds + Self.horizon / 1000)).contains(seconds) else {
+                throw bad(
+                    "expiration is 0 (one attempt) or UNIX seconds from the send time to 30 days after it (\(sendSeconds) to \(sendSeconds + Self.horizon / 1000))",
+                    "bad_expiration"
+                )
+            }
             expiration = seconds
         } else if let seconds = body.ttl {
-            guard seconds >= 0, seconds <= 30 * 86_400 else { throw bad("ttl is 0 to 2592000 seconds", "bad_expiration") }
+            guard seconds >= 0, seconds <= Self.horizon / 1000 else { throw bad("ttl is 0 to 2592000 seconds", "bad_expiration") }
             expiration = seconds == 0 ? 0 : now / 1000 + seconds
+            if seconds > 0, now / 1000 + seconds < sendSeconds { throw bad("ttl ends before scheduledAt", "bad_expiration") }
         }
         if let text = body.collapseId, text.isEmpty || text.utf8.count > 64 { throw bad("collapseId is 1 to 64 bytes", "bad_collapse_id") }
-        if let milliseconds = body.scheduledAt, milliseconds <= 0 { throw bad("scheduledAt is milliseconds since 1970", "bad_scheduled_at") }
         var localTime: LocalTime?
         if let text = body.localTime {
             guard let parsed = LocalTime(text) else { throw bad("localTime is a wall-clock time like 2026-11-23T09:00 (no zone)", "bad_local_time") }
@@ -99,7 +144,18 @@ enum NotificationRequest {
             guard values.allSatisfy({ !$0.isEmpty }) else { throw bad("audience.\(key) must hold strings") }
             return values
         }
-        if let tokens = selector.tokens { return .tokens(try strings(tokens, "tokens").map { $0.lowercased() }) }
+        if let tokens = selector.tokens {
+            // Each a device token (hex): one that is not could never be sent to.
+            return .tokens(
+                try strings(tokens, "tokens").enumerated().map { index, text in
+                    do throws(APNSValidationError) {
+                        return try DeviceToken(hex: text).hex
+                    } catch {
+                        throw HeraldError.invalid("audience.tokens[\(index)] is not a device token: \(error.message)", code: "bad_device_token")
+                    }
+                }
+            )
+        }
         if let users = selector.users { return .users(try strings(users, "users")) }
         if let id = selector.activityId {
             guard !id.isEmpty, id.utf8.count <= 256 else { throw bad("audience.activityId must be a string") }

@@ -54,14 +54,17 @@ struct DevicesController {
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> DeviceList {
         let app = try context.requireApp()
         let query = request.uri.queryParameters
+        let limit = try Validate.limit(request, fallback: 100, maximum: 1000)
+        // In id order; `next` walks them all, page by page (the filters are given again with it).
         let devices = try await self.store.devices(
             appID: app.id,
             DeviceQuery(
                 userID: query["userId"].map(String.init), tag: query["tag"].map(String.init),
-                tokenPrefix: query["prefix"].map { String($0).lowercased() }, limit: try Validate.limit(request, fallback: 100, maximum: 1000)
+                tokenPrefix: query["prefix"].map { String($0).lowercased() }, limit: limit + 1, afterID: try PageCursor.id(request, .devices)
             )
         )
-        return DeviceList(devices: devices.map { DeviceResponse($0) })
+        let page = PageCursor.page(devices, limit: limit) { PageCursor.next(.devices, id: $0.id) }
+        return DeviceList(devices: page.items.map { DeviceResponse($0) }, next: page.next)
     }
 
     @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
@@ -74,9 +77,11 @@ struct DevicesController {
         let app = try context.requireApp()
         let token = try Validate.token(context)
         let limit = try Validate.limit(request, fallback: 50, maximum: 1000)
+        let beforeID = try PageCursor.id(request, .deliveries)
         guard try await self.store.device(appID: app.id, token: token.hex) != nil else { throw HeraldError.notFound("device") }
-        let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: limit)
-        return DeliveryList(deliveries: deliveries.map { DeliveryResponse($0, withNotification: true) })
+        let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: limit + 1, beforeID: beforeID)
+        let page = PageCursor.page(deliveries, limit: limit) { PageCursor.next(.deliveries, id: $0.id) }
+        return DeliveryList(deliveries: page.items.map { DeliveryResponse($0, withNotification: true) }, next: page.next)
     }
 
     /// A registration body, checked: kinds, environments, sizes, the encryption key, and what

@@ -25,7 +25,13 @@ struct NotificationsController {
         let spec = try NotificationRequest.spec(try await request.decode(as: SendRequest.self, context: context), now: now)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         if !created.existing { self.engine.ring() }
-        return Answer(created.existing ? .ok : .accepted, SendResponse(id: created.id, deliveries: created.deliveries, duplicate: created.existing))
+        return Answer(
+            created.existing ? .ok : .accepted,
+            SendResponse(
+                id: created.id, deliveries: created.deliveries, duplicate: created.existing, unknownTokens: created.unknownTokens,
+                inactiveTokens: created.inactiveTokens
+            )
+        )
     }
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> NotificationList {
@@ -38,8 +44,12 @@ struct NotificationsController {
             }
             before = value
         }
-        let summaries = try await self.store.notifications(appID: app.id, limit: limit, before: before)
-        return NotificationList(notifications: summaries.map(NotificationSummaryResponse.init))
+        // `before` (a time) still works; a page's `next` cursor goes on from its last notification,
+        // among those created in the same millisecond too.
+        let after = try PageCursor.notification(request)
+        let summaries = try await self.store.notifications(appID: app.id, limit: limit + 1, before: before, after: after)
+        let page = PageCursor.page(summaries, limit: limit) { PageCursor.next(NotificationPosition(createdAt: $0.createdAt, id: $0.id)) }
+        return NotificationList(notifications: page.items.map(NotificationSummaryResponse.init), next: page.next)
     }
 
     @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> NotificationDetail {

@@ -49,7 +49,9 @@ struct WebhooksController {
         let id = context.parameters.get("id") ?? ""
         guard try await self.store.webhooks(appID: app.id).contains(where: { $0.id == id }) else { throw HeraldError.notFound("webhook") }
         let limit = try Validate.limit(request, fallback: 50, maximum: 500)
-        return WebhookMessageList(messages: try await self.store.webhookMessages(webhookID: id, limit: limit).map(WebhookMessageResponse.init))
+        let messages = try await self.store.webhookMessages(webhookID: id, limit: limit + 1, beforeID: try PageCursor.id(request, .webhookMessages))
+        let page = PageCursor.page(messages, limit: limit) { PageCursor.next(.webhookMessages, id: $0.id) }
+        return WebhookMessageList(messages: page.items.map(WebhookMessageResponse.init), next: page.next)
     }
 
     /// A webhook for `appID` with a new secret (returned once, stored sealed).
