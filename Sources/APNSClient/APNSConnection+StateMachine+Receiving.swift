@@ -30,22 +30,18 @@ extension APNSConnection.StateMachine {
             guard streamID != 0, var data = Self.unpadded(payload, flags: flags) else {
                 return self.connectionError(.protocol, "bad DATA frame")
             }
-            guard var stream = self.streams[streamID] else { return .none }  // reset by us (deadline)
+            guard var stream = self.streams.removeValue(forKey: streamID) else { return .none }  // reset by us (deadline)
             if stream.body == nil {
                 stream.body = data
             } else {
                 stream.body!.writeBuffer(&data)
             }
             guard stream.body!.readableBytes <= 65_536 else {
-                self.streams[streamID] = nil
                 self.blocked.removeAll { $0 == streamID }
                 self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(0x8)) }
                 return .failed(stream.pending, APNSClientError(code: .connectionFailed, message: "APNs sent an oversized answer"))
             }
-            if flags & 0x1 != 0 {
-                self.streams[streamID] = nil
-                return self.finish(stream, streamID: streamID)
-            }
+            if flags & 0x1 != 0 { return self.finish(stream, streamID: streamID) }
             self.streams[streamID] = stream
             return .none
         case .headers:
@@ -111,6 +107,7 @@ extension APNSConnection.StateMachine {
         }
     }
 
+    @inline(__always)
     private mutating func headersComplete(streamID: UInt32, block: ByteBuffer, endStream: Bool) -> FrameAction {
         var block = block
         let headers: HPACKHeaders
@@ -119,7 +116,8 @@ extension APNSConnection.StateMachine {
         } catch {
             return self.connectionError(.compression, "undecodable header block")
         }
-        guard var stream = self.streams[streamID] else { return .none }  // reset by us; decoded to keep HPACK in step
+        // Taken out of the table (not copied): most answers end here, with END_STREAM.
+        guard var stream = self.streams.removeValue(forKey: streamID) else { return .none }  // reset by us; decoded to keep HPACK in step
         for (name, value, _) in headers {
             switch name {
             case ":status": stream.status = Int(value) ?? 0
@@ -133,17 +131,15 @@ extension APNSConnection.StateMachine {
             self.streams[streamID] = stream
             return .none
         }
-        if endStream {
-            self.streams[streamID] = nil
-            return self.finish(stream, streamID: streamID)
-        }
+        if endStream { return self.finish(stream, streamID: streamID) }
         self.streams[streamID] = stream
         return .none
     }
 
     /// Completes a stream whose answer is in. If part of its DATA is still held back by flow
     /// control, the stream is reset so the server does not wait for the rest.
-    mutating func finish(_ stream: Stream, streamID: UInt32? = nil) -> FrameAction {
+    @inline(__always)
+    mutating func finish(_ stream: consuming Stream, streamID: UInt32? = nil) -> FrameAction {
         if let streamID, stream.unsent != nil {
             self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(0x8)) }
             self.blocked.removeAll { $0 == streamID }

@@ -11,7 +11,7 @@ extension APNSConnection.StateMachine {
     mutating func submit(_ pending: Pending, authority: String, usesToken: Bool, sharedToken: ProviderToken?) -> SubmitAction {
         guard self.state == .ready, self.nextStreamID < Self.lastUsableStreamID else {
             let close = self.state == .ready && self.drain(reason: "stream ids used up")
-            return .resend(pending, close: close)
+            return .notSent(close: close)
         }
         var pending = pending
         var token: ProviderToken?
@@ -19,7 +19,7 @@ extension APNSConnection.StateMachine {
             token = self.currentToken(shared: sharedToken)
             if token == nil {
                 // This connection may not switch to the shared token yet: a fresh one will carry it.
-                return .resend(pending, close: self.isDrained)
+                return .notSent(close: self.isDrained)
             }
         }
         pending.sends += 1

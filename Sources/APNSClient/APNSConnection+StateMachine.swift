@@ -54,12 +54,13 @@ extension APNSConnection {
             var reason: String
         }
 
-        /// What the handler does with a request it submitted.
-        enum SubmitAction {
+        /// What the handler does with a request it submitted. (No payload: the request stays
+        /// with the caller, so the hot path copies nothing.)
+        enum SubmitAction: Equatable {
             /// Written into the outgoing buffer.
             case sent
-            /// Not written: give it back to the pool, after closing when `close` is set.
-            case resend(Pending, close: Bool)
+            /// Not written: give it back to the pool as it was, after closing when `close` is set.
+            case notSent(close: Bool)
         }
 
         /// Every stream handed back once when the connection ends.

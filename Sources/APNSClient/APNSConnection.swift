@@ -148,7 +148,7 @@ final class APNSConnection: ChannelInboundHandler {
         switch action {
         case .sent:
             break
-        case .resend(let pending, let close):
+        case .notSent(let close):
             if close { self.context?.close(promise: nil) }
             self.pool.resend(pending, countingSend: false)
         }
@@ -202,7 +202,8 @@ final class APNSConnection: ChannelInboundHandler {
         self.closeIfDrained()
     }
 
-    private func perform(_ action: StateMachine.FrameAction) {
+    @inline(__always)
+    private func perform(_ action: consuming StateMachine.FrameAction) {
         switch action {
         case .none:
             break

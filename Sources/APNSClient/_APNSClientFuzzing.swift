@@ -53,7 +53,7 @@ public enum _APNSClientFuzzing {
                     )
                     switch machine.submit(pending, authority: "api.push.apple.com", usesToken: false, sharedToken: nil) {
                     case .sent: submitted += 1
-                    case .resend: break
+                    case .notSent: break
                     }
                 }
                 if frames % 16 == 0 { handedBack += machine.expire(now: start + .seconds(Int64(frames / 16))).count }

@@ -71,7 +71,7 @@ struct ClientConnectionHarness {
         )
         switch self.machine.submit(pending, authority: "api.push.apple.com", usesToken: false, sharedToken: nil) {
         case .sent: return true
-        case .resend: return false
+        case .notSent: return false
         }
     }
 
