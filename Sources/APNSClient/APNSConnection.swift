@@ -17,6 +17,10 @@ import CoreMetrics
 /// Stream capacity follows the server's SETTINGS. On token connections it is one stream until
 /// the first answer that is not an authentication failure, as APNs itself allows.
 /// Everything runs on the pool's event loop.
+///
+/// The protocol lives in ``HTTP2FrameReader`` (bytes to frames) and ``StateMachine`` (frames,
+/// requests, timeouts and the close in; actions out), on plain values; this handler feeds them
+/// and performs their actions: the pool's callbacks, writes and closing.
 final class APNSConnection: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
