@@ -9,22 +9,11 @@ import NIOTLS
 /// One APNs connection. It works on HTTP/2 frames directly (no child channel per stream), reads
 /// each request to its end, lets ``RequestProcessor`` judge it, and writes the answer framed as
 /// APNs frames it. It also plays APNs's connection behaviour: the stream-limit ramp, GOAWAY with
-/// a JSON reason, idle timeouts and the injected faults.
+/// a JSON reason, idle timeouts and the injected faults. The stream bookkeeping behind that is
+/// ``StateMachine``, on plain values; this handler judges requests, runs the timers and writes.
 final class APNSConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
-
-    struct PendingStream {
-        var headers: HPACKHeaders
-        var body: ByteBuffer
-        /// The body passed the largest size any APNs request may have; the rest is not kept.
-        var oversized = false
-        /// Flow-controlled bytes received on the stream so far.
-        var received = 0
-    }
-
-    /// No APNs request body may be larger (broadcasts and VoIP allow 5120 bytes).
-    static let bodyCap = 5120
 
     private let processor: RequestProcessor
     private let listener: APNSEmulator.Listener
@@ -32,15 +21,10 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private let seed: UInt64
     private var connection: ConnectionContext?
     private var context: ChannelHandlerContext?
-    private var streams: [HTTP2StreamID: PendingStream] = [:]
+    private var stateMachine: StateMachine
+    /// Answers held back by injected latency (the state machine knows their streams).
     private var delayed: [HTTP2StreamID: Scheduled<Void>] = [:]
-    private var advertisedLimit = 1
-    private var loweredByFault = false
     private var needsFlush = false
-    private var highestStreamID: HTTP2StreamID = .rootStream
-    private var highestProcessedStreamID: HTTP2StreamID = .rootStream
-    private var goAwaySent = false
-    private var goAwayBoundary: HTTP2StreamID?
     private var lastActivity = NIODeadline.now()
     private var idleCheck: Scheduled<Void>?
 
@@ -51,6 +35,11 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         self.listener = listener
         self.connectionID = connectionID
         self.seed = seed
+        self.stateMachine = StateMachine(
+            maxConcurrentStreams: processor.configuration.maxConcurrentStreams,
+            dropStreamLimitAfterRejection: processor.configuration.dropStreamLimitAfterRejection,
+            allocator: ByteBufferAllocator()
+        )
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -104,7 +93,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 return
             }
             // Certificate connections get the full stream limit right after the handshake.
-            self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
+            self.announceStreamLimit(context: context, self.stateMachine.streamLimit(self.configuration.maxConcurrentStreams))
         }
         self.flushIfNeeded(context: context)
         self.scheduleIdleCheck(context: context)
@@ -112,39 +101,18 @@ final class APNSConnectionHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            if frame.streamID > self.highestStreamID { self.highestStreamID = frame.streamID }
-            if self.streams[frame.streamID] == nil {
-                self.streams[frame.streamID] = PendingStream(headers: headers.headers, body: context.channel.allocator.buffer(capacity: 0))
+        switch self.stateMachine.frameReceived(frame) {
+        case .none:
+            break
+        case .windowUpdate(let increment):
+            self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: increment)))
+        case .requestComplete(let pending, let windowUpdate):
+            if let windowUpdate {
+                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate)))
             }
-            if headers.endStream { self.complete(context: context, streamID: frame.streamID) }  // (trailers end a stream too)
-        case .data(let data):
-            let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-            guard var pending = self.streams[frame.streamID] else { return }
-            pending.received += length
-            if case .byteBuffer(var buffer) = data.data, !pending.oversized {
-                let room = Self.bodyCap + 1 - pending.body.readableBytes
-                if buffer.readableBytes > room {
-                    pending.oversized = true
-                    if room > 0, let slice = buffer.readSlice(length: room) { pending.body.writeImmutableBuffer(slice) }
-                    // Larger than any APNs request: keep no more of it, but let the client finish
-                    // its upload (granting window as it comes) and answer 413 at its end. Clients
-                    // handle an answer before the end of their upload badly (curl 7.88 hangs).
-                    self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: pending.received)))
-                } else {
-                    pending.body.writeBuffer(&buffer)
-                }
-            } else if pending.oversized, length > 0, !data.endStream {
-                self.write(context: context, HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: length)))
-            }
-            self.streams[frame.streamID] = pending
-            if data.endStream { self.complete(context: context, streamID: frame.streamID) }
-        case .rstStream:
-            self.streams[frame.streamID] = nil
+            self.complete(context: context, streamID: frame.streamID, pending: pending)
+        case .reset:
             self.delayed.removeValue(forKey: frame.streamID)?.cancel()
-        default:
-            break  // SETTINGS and PING are answered by the codec; PRIORITY is ignored, as APNs does.
         }
     }
 
@@ -164,10 +132,10 @@ final class APNSConnectionHandler: ChannelInboundHandler {
 
     // MARK: requests
 
-    private func complete(context: ChannelHandlerContext, streamID: HTTP2StreamID) {
-        guard let pending = self.streams.removeValue(forKey: streamID), var connection = self.connection else { return }
+    private func complete(context: ChannelHandlerContext, streamID: HTTP2StreamID, pending: PendingStream) {
+        guard var connection = self.connection else { return }
         self.lastActivity = .now()
-        if let boundary = self.goAwayBoundary, streamID > boundary {
+        guard self.stateMachine.admit(streamID) else {
             // Above GOAWAY's last-stream-id: never processed; the client may send it elsewhere.
             self.refuse(context: context, streamID: streamID)
             return
@@ -189,14 +157,13 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 delay = milliseconds
             case .goAway(let reason):
                 // Everything processed so far is at or below last-stream-id; this stream is not.
-                if self.highestProcessedStreamID > streamID {
+                let (answerFirst, boundary) = self.stateMachine.goAwayFault(streamID)
+                if answerFirst {
                     // Answered out of order above it: this one cannot be marked unprocessed.
                     let outcome = self.processor.reject(.shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &connection))
                     self.connection = connection
                     self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
                 }
-                let boundary = max(self.highestProcessedStreamID, HTTP2StreamID(max(0, Int(streamID) - 2)))
-                self.goAwayBoundary = boundary
                 self.sendGoAway(context: context, reason: reason, code: .noError, lastStreamID: boundary)
                 self.flushIfNeeded(context: context)
                 self.closeWhenDrained(context: context)
@@ -208,13 +175,11 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 self.refuse(context: context, streamID: streamID)
                 return
             case .streamLimit(let limit):
-                self.loweredByFault = limit < self.configuration.maxConcurrentStreams
-                self.setStreamLimit(context: context, max(0, limit))
                 // Streams already processed (answers held back by latency) count against the
                 // limit but are never refused: they were delivered. Unprocessed ones beyond it are.
-                let processed = self.delayed.count + 1
-                let unprocessed = self.streams.keys.sorted()
-                for excess in unprocessed.dropFirst(max(0, limit - processed)) { self.refuse(context: context, streamID: excess) }
+                let (announced, excess) = self.stateMachine.streamLimitFault(limit)
+                self.announceStreamLimit(context: context, announced)
+                for streamID in excess { self.refuse(context: context, streamID: streamID) }
                 if limit == 0 {
                     self.refuse(context: context, streamID: streamID)
                     return
@@ -223,24 +188,20 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         }
         let outcome = self.processor.process(headers, body: pending.body, connection: &connection)
         self.connection = connection
-        if streamID > self.highestProcessedStreamID { self.highestProcessedStreamID = streamID }
-        if outcome.firstAuthentication, !self.loweredByFault, self.advertisedLimit < self.configuration.maxConcurrentStreams {
-            self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
-        }
-        if self.configuration.dropStreamLimitAfterRejection, !self.loweredByFault, connection.authenticated {
-            if !outcome.accepted, outcome.status != 410 {
-                if self.advertisedLimit != 1 { self.setStreamLimit(context: context, 1) }
-            } else if outcome.accepted, self.advertisedLimit != self.configuration.maxConcurrentStreams {
-                self.setStreamLimit(context: context, self.configuration.maxConcurrentStreams)
-            }
-        }
+        let limits = self.stateMachine.processed(
+            streamID, accepted: outcome.accepted, status: outcome.status, firstAuthentication: outcome.firstAuthentication,
+            authenticated: connection.authenticated
+        )
+        for limit in limits { self.announceStreamLimit(context: context, limit) }
         guard delay > 0 else {
             self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
             return
         }
         let loop = context.eventLoop.assumeIsolated()
+        self.stateMachine.answerDelayed(streamID)
         self.delayed[streamID] = loop.scheduleTask(in: .milliseconds(delay)) {
-            guard self.delayed.removeValue(forKey: streamID) != nil, let context = self.context else { return }
+            self.delayed[streamID] = nil
+            guard self.stateMachine.delayedAnswerDue(streamID), let context = self.context else { return }
             self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
             self.flushIfNeeded(context: context)
         }
@@ -268,11 +229,11 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 apnsID: outcome.headers.first(where: { $0.0 == "apns-id" || $0.0 == "apns-request-id" })?.1
             )
         )
-        if self.goAwayBoundary != nil { self.closeWhenDrained(context: context) }
+        if self.stateMachine.goAwayBoundary != nil { self.closeWhenDrained(context: context) }
     }
 
     private func refuse(context: ChannelHandlerContext, streamID: HTTP2StreamID) {
-        self.streams[streamID] = nil
+        self.stateMachine.refused(streamID)
         self.delayed.removeValue(forKey: streamID)?.cancel()
         self.processor.state.count { $0.refusedStreams += 1 }
         self.write(context: context, HTTP2Frame(streamID: streamID, payload: .rstStream(.refusedStream)))
@@ -280,8 +241,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
 
     // MARK: connection control
 
-    private func setStreamLimit(context: ChannelHandlerContext, _ limit: Int) {
-        self.advertisedLimit = limit
+    /// SETTINGS with `limit` as MAX_CONCURRENT_STREAMS (the state machine has recorded it).
+    private func announceStreamLimit(context: ChannelHandlerContext, _ limit: Int) {
         self.write(
             context: context,
             HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: limit)])))
@@ -289,8 +250,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     }
 
     private func sendGoAway(context: ChannelHandlerContext, reason: APNSReason, code: HTTP2ErrorCode, lastStreamID: HTTP2StreamID) {
-        guard !self.goAwaySent else { return }
-        self.goAwaySent = true
+        guard self.stateMachine.sendGoAway() else { return }
         let debug = context.channel.allocator.buffer(bytes: APNSErrorResponse(reason: reason).body)
         self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: code, opaqueData: debug)))
     }
@@ -298,16 +258,14 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     /// Graceful shutdown: GOAWAY `{"reason":"Shutdown"}`, answer what was already received, close.
     func shutdown() {
         guard let context = self.context else { return }
-        self.goAwayBoundary = self.highestStreamID
-        self.sendGoAway(context: context, reason: .shutdown, code: .noError, lastStreamID: self.highestStreamID)
+        let lastStreamID = self.stateMachine.closing()
+        self.sendGoAway(context: context, reason: .shutdown, code: .noError, lastStreamID: lastStreamID)
         self.flushIfNeeded(context: context)
         self.closeWhenDrained(context: context)
     }
 
     private func closeWhenDrained(context: ChannelHandlerContext) {
-        let boundary = self.goAwayBoundary ?? .rootStream
-        let waiting = self.streams.keys.contains { $0 <= boundary } || self.delayed.keys.contains { $0 <= boundary }
-        if !waiting {
+        if !self.stateMachine.waitingBelowBoundary {
             self.flushIfNeeded(context: context)
             context.close(promise: nil)
             return
@@ -325,13 +283,13 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         let deadline = max(self.lastActivity + timeout, .now() + .milliseconds(100))
         self.idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             guard let context = self.context else { return }
-            if self.streams.isEmpty, self.delayed.isEmpty, self.lastActivity + timeout <= .now() {
-                self.goAwayBoundary = self.highestStreamID
-                self.sendGoAway(context: context, reason: .idleTimeout, code: .noError, lastStreamID: self.highestStreamID)
+            if self.stateMachine.isIdle, self.lastActivity + timeout <= .now() {
+                let lastStreamID = self.stateMachine.closing()
+                self.sendGoAway(context: context, reason: .idleTimeout, code: .noError, lastStreamID: lastStreamID)
                 self.flushIfNeeded(context: context)
                 context.close(promise: nil)
             } else {
-                if !self.streams.isEmpty || !self.delayed.isEmpty { self.lastActivity = .now() }
+                if !self.stateMachine.isIdle { self.lastActivity = .now() }
                 self.scheduleIdleCheck(context: context)
             }
         }
