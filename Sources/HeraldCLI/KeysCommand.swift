@@ -24,18 +24,17 @@ struct KeysCommand: AsyncParsableCommand {
         @Option(help: "register, send or admin.") var scope: String
         @Option(help: "The app the key belongs to (required for register).") var app: String?
         @Option(help: "A name to recognise the key by.") var name: String?
-        @Option(help: "Data directory.") var dataDir = ".herald"
-        @Option(help: "A SQLite file or a postgres:// URL [HERALD_DATABASE; <data-dir>/herald.sqlite].") var database: String?
+        @OptionGroup var store: StoreOptions
 
         func run() async throws {
             guard let scope = APIScope(rawValue: self.scope) else { throw ValidationError("--scope must be register, send or admin") }
             if scope == .register, self.app == nil { throw ValidationError("a register key belongs to one app: give --app") }
-            let database = self.database ?? ProcessInfo.processInfo.environment["HERALD_DATABASE"]
-            let path = database ?? self.dataDir + "/herald.sqlite"
+            let (database, dataDir) = (self.store.resolvedDatabase, self.store.resolvedDataDir)
+            let path = database ?? dataDir + "/herald.sqlite"
             guard isShared(database: database) || FileManager.default.fileExists(atPath: path) else {
                 throw ValidationError("no database at \(path); run herald serve first")
             }
-            let token = try await withHeraldStore(database: database, dataDirectory: self.dataDir, logger: Logger(label: "herald")) { store in
+            let token = try await withHeraldStore(database: database, dataDirectory: dataDir, logger: Logger(label: "herald")) { store in
                 if let app = self.app, try await store.app(app) == nil { throw ValidationError("no app '\(app)'") }
                 let secret = APIKeySecret.generate()
                 try await store.createAPIKey(

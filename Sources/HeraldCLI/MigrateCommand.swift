@@ -16,13 +16,10 @@ struct MigrateCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "A SQLite file or a postgres:// URL [HERALD_DATABASE; <data-dir>/herald.sqlite].") var database: String?
-    @Option(help: "Data directory [HERALD_DATA_DIR; .herald].") var dataDir: String?
+    @OptionGroup var store: StoreOptions
 
     func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let database = self.database ?? environment["HERALD_DATABASE"]
-        let dataDir = self.dataDir ?? environment["HERALD_DATA_DIR"] ?? ".herald"
+        let (database, dataDir) = (self.store.resolvedDatabase, self.store.resolvedDataDir)
         let version = try await withHeraldStore(database: database, dataDirectory: dataDir, logger: Logger(label: "herald")) { store in
             try await store.schemaVersion()
         }
