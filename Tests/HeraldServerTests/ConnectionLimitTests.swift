@@ -37,6 +37,9 @@ import Testing
             s = connect()
             s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             print(until_closed(s))
+        elif mode == "silent":
+            s = connect()
+            print(until_closed(s))
         elif mode == "idle":
             s = connect()
             s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -98,6 +101,15 @@ import Testing
             configuration.idleTimeout = .milliseconds(200)
         }
         #expect(seen == "EOF HTTP/1.1 200 OK")
+    }
+
+    @Test("a new connection that sends nothing is closed after the idle timeout")
+    func silent() async throws {
+        let seen = try await self.run("silent") { configuration in
+            configuration.requestHeadTimeout = nil
+            configuration.idleTimeout = .milliseconds(200)
+        }
+        #expect(seen == "EOF")
     }
 
     @Test("a connection over the cap is closed at once; one closing makes room")
