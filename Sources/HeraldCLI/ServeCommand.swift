@@ -42,6 +42,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].") var webhookExpiryHours: Int?
     @Flag(help: "Let webhooks reach loopback, private and link-local addresses [HERALD_WEBHOOK_ALLOW_INTERNAL=1, webhookAllowInternal].") var webhookAllowInternal = false
     @Flag(help: "Do not serve the dashboard at /dashboard [HERALD_NO_DASHBOARD=1, noDashboard].") var noDashboard = false
+    @Option(help: "Seconds a client has, from a request's first byte, to send the whole head (then 408 and close); 0: no bound [HERALD_REQUEST_HEAD_TIMEOUT_SECONDS, requestHeadTimeoutSeconds; 10].") var requestHeadTimeoutSeconds: Int?
+    @Option(help: "Seconds an API connection with no request in progress stays open; 0: no bound [HERALD_IDLE_TIMEOUT_SECONDS, idleTimeoutSeconds; 60].") var idleTimeoutSeconds: Int?
+    @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].") var maxConnections: Int?
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
@@ -85,6 +88,15 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.webhookExpiry = .seconds(Int64(webhookExpiry) * 3600)
         configuration.dashboard = !(self.noDashboard || settings.flag("noDashboard"))
         configuration.webhookAllowInternal = self.webhookAllowInternal || settings.flag("webhookAllowInternal")
+        let headTimeout = try settings.int(self.requestHeadTimeoutSeconds, "requestHeadTimeoutSeconds") ?? 10
+        guard (0...3600).contains(headTimeout) else { throw ValidationError("requestHeadTimeoutSeconds must be 0 (no bound) to 3600") }
+        configuration.requestHeadTimeout = headTimeout == 0 ? nil : .seconds(headTimeout)
+        let idleTimeout = try settings.int(self.idleTimeoutSeconds, "idleTimeoutSeconds") ?? 60
+        guard (0...86_400).contains(idleTimeout) else { throw ValidationError("idleTimeoutSeconds must be 0 (no bound) to 86400") }
+        configuration.idleTimeout = idleTimeout == 0 ? nil : .seconds(idleTimeout)
+        let maxConnections = try settings.int(self.maxConnections, "maxConnections") ?? 512
+        guard (0...1_000_000).contains(maxConnections) else { throw ValidationError("maxConnections must be 0 (no cap) to 1000000") }
+        configuration.maxConnections = maxConnections == 0 ? nil : maxConnections
         for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }

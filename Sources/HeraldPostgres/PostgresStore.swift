@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 public import APNSModels
+import Foundation
 public import HeraldCore
 public import Logging
 import NIOCore
@@ -12,10 +13,13 @@ import PostgresNIO
 public final class PostgresStore: HeraldStore {
     let client: PostgresClient
     let logger: Logger
+    /// Where the pool connects, for ``check()`` to find out why it cannot.
+    let location: PostgresLocation?
 
-    init(client: PostgresClient, logger: Logger) {
+    init(client: PostgresClient, logger: Logger, location: PostgresLocation? = nil) {
         self.client = client
         self.logger = logger
+        self.location = location
     }
 
     /// Connects to the database at `url`, applies pending migrations, and runs `body` with the
@@ -33,7 +37,7 @@ public final class PostgresStore: HeraldStore {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             do {
-                let store = PostgresStore(client: client, logger: logger)
+                let store = PostgresStore(client: client, logger: logger, location: location)
                 try await store.migrate()
                 let result = try await body(store)
                 logger.debug("closing the PostgreSQL connection pool")
@@ -127,9 +131,93 @@ public final class PostgresStore: HeraldStore {
         try await self.read { db in Int(try await db.query("SELECT coalesce(max(version), 0) FROM schema_version").first?.int(0) ?? 0) }
     }
 
-    /// A round trip to the database, for `/health`.
+    /// A round trip to the database, for `/health`. The pool, when it cannot connect, only
+    /// keeps its callers waiting (up to `leaseTimeout`); so when it has not answered within a
+    /// second, a connection of the check's own finds out why — refused, authentication failed, no
+    /// such database — and that is thrown as `database_unavailable` (the full error is logged).
     public func check() async throws {
-        try await self.read { db in _ = try await db.query("SELECT 1") }
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await self.read { db in _ = try await db.query("SELECT 1") }
+                return true
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(1))
+                try await self.connectionFailure()
+                return false
+            }
+            // The first to answer decides, unless it is the diagnosis finding nothing wrong.
+            while let answered = try await group.next() {
+                if answered {
+                    group.cancelAll()
+                    return
+                }
+            }
+        }
+    }
+
+    /// Throws why a new connection to the database fails, or returns when one can be made.
+    func connectionFailure() async throws {
+        guard let location = self.location else { return }
+        let configuration: PostgresConnection.Configuration
+        if let socketPath = location.socketPath {
+            configuration = .init(unixSocketPath: socketPath, username: location.username, password: location.password, database: location.database)
+        } else {
+            // The same TLS as the pool's (see `PostgresLocation.clientConfiguration`).
+            var unchecked = TLSConfiguration.makeClientConfiguration()
+            unchecked.certificateVerification = .none
+            let tls: PostgresConnection.Configuration.TLS =
+                switch location.sslMode {
+                case "disable": .disable
+                case "require": .require(try NIOSSLContext(configuration: unchecked))
+                case "verify-full": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+                default: .prefer(try NIOSSLContext(configuration: unchecked))
+                }
+            configuration = .init(
+                host: location.host, port: location.port, username: location.username, password: location.password,
+                database: location.database, tls: tls
+            )
+        }
+        var connect = configuration
+        connect.options.connectTimeout = .seconds(2)
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: connect, id: 0, logger: self.logger)
+        } catch {
+            let cause = Self.connectionCause(error)
+            self.logger.warning("health: cannot connect to PostgreSQL", metadata: ["herald.cause": "\(cause)", "error": "\(String(reflecting: error))"])
+            throw Self.unavailable(cause)
+        }
+        try? await connection.close()
+    }
+
+    /// Why a connection failed, in words that name no host, user or database (`/health` is
+    /// public): a network error's errno, or the server's SQLSTATE and its condition.
+    static func connectionCause(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let state = error.serverInfo?[.sqlState] {
+                let condition: String? =
+                    switch state {
+                    case "28P01", "28000": "authentication failed"
+                    case "3D000": "the database does not exist"
+                    case "53300": "too many connections"
+                    case "57P03": "the server is starting up or shutting down"
+                    case "57P01": "the server is shutting down"
+                    default: nil
+                    }
+                return "PostgreSQL refused the connection: \(state)" + (condition.map { " \($0)" } ?? "")
+            }
+            if let underlying = error.underlying { return connectionCause(underlying) }
+            return "PostgreSQL \(error.code)"
+        }
+        if let error = error as? NIOConnectionError {
+            if let failure = error.connectionErrors.first { return connectionCause(failure.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name does not resolve" }
+        }
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
+        if let error = error as? ChannelError, case .connectTimeout = error { return "no connection within 2 s" }
+        if error is NIOSSLError { return "TLS failed" }
+        return "\(type(of: error))"
     }
 
     // MARK: migrations

@@ -46,6 +46,17 @@ public struct ServerConfiguration: Sendable {
     public var dashboard = true
     /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
     public var metrics: PrometheusCollectorRegistry?
+    /// How long a client has, from the first byte of a request, to send the whole request head;
+    /// past it the connection is answered 408 and closed. nil: no bound (a client could hold a
+    /// connection open for ever by sending its head a byte at a time).
+    public var requestHeadTimeout: Duration? = .seconds(10)
+    /// A connection with no request in progress is closed after this long without traffic
+    /// (a new one that sends nothing too). A streaming response (`/v1/events`) is not idle.
+    /// nil: kept open for as long as the client likes.
+    public var idleTimeout: Duration? = .seconds(60)
+    /// Open API connections at most; one over it is closed at once. Keep it below the process's
+    /// file-descriptor limit (`ulimit -n`) minus the database and APNs connections. nil: no cap.
+    public var maxConnections: Int? = 512
     /// For tests: an API answer whose status its operation does not declare (as `openapi.yaml`
     /// must) becomes a 500 `undeclared_status`.
     public var refuseUndeclaredStatuses = false
@@ -134,6 +145,7 @@ private func runHeraldServer<Result: Sendable>(
         let listening = ListeningPort()
         let application = Application(
             router: router,
+            server: configuration.httpServer(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
             onServerRunning: { channel in listening.resume(.success(channel.localAddress?.port ?? 0)) },
             logger: logger
