@@ -126,6 +126,12 @@ public final class SQLiteStore: HeraldStore {
         ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
         ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
         """,
+        // 6: the audit trail of data governance (a user's data exported or erased, an app deleted).
+        """
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY, at INTEGER NOT NULL, key_id TEXT, action TEXT NOT NULL, app_id TEXT, subject TEXT);
+        CREATE INDEX audit_app ON audit (app_id, id);
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {
