@@ -73,7 +73,7 @@ extension ServerTests {
 
             let audit = try await context.api.call("GET", "/v1/audit?app=demo", key: context.admin)
             let records = try #require(audit.body["records"] as? [[String: Any]], "\(audit)")
-            #expect(records.compactMap { $0["action"] as? String } == ["user.erase", "user.export", "user.export"])
+            #expect(records.compactMap { $0["action"] as? String } == ["user.export", "user.erase", "user.export"], "newest first")
             #expect(records.allSatisfy { $0["subject"] as? String == "ann" && ($0["keyId"] as? String)?.isEmpty == false })
             #expect(try await context.api.call("GET", "/v1/audit", key: keys.send).status == 403)
             #expect(try await context.api.call("GET", "/v1/audit?limit=0", key: context.admin).status == 400)
@@ -89,8 +89,8 @@ extension ServerTests {
                 let token = String(repeating: "0", count: 62) + String(format: "%02x", n)
                 #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"sandbox","tags":["t\#(n % 3)"]}"#).status == 200)
             }
-            let big = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"all":true},"title":"All"}"#)
-            _ = try await self.settled(context, key: keys.send, id: try #require(big.body["id"] as? String))
+            let big = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"All"}"#)
+            _ = try await self.settled(context, key: keys.send, id: try #require(big.body["id"] as? String, "\(big)"))
 
             #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status == 201)
             let device = try #require(try await context.control.call(
@@ -99,7 +99,7 @@ extension ServerTests {
             #expect(try await context.api.call("PUT", "/v1/apps/other/devices/\(device)", key: context.admin, json: #"{"environment":"sandbox"}"#).status == 200)
 
             async let deleted = context.api.call("DELETE", "/v1/apps/demo", key: context.admin)
-            let sent = try await context.api.call("POST", "/v1/apps/other/notifications", key: context.admin, json: #"{"audience":{"all":true},"title":"Still here"}"#)
+            let sent = try await context.api.call("POST", "/v1/apps/other/notifications", key: context.admin, json: #"{"audience":"all","title":"Still here"}"#)
             #expect(sent.body["deliveries"] as? Int == 1)
             #expect(try await deleted.status == 204)
             var received = false
