@@ -75,6 +75,8 @@ extension ServerTests {
             let records = try #require(audit.body["records"] as? [[String: Any]], "\(audit)")
             #expect(records.compactMap { $0["action"] as? String } == ["user.export", "user.erase", "user.export"], "newest first")
             #expect(records.allSatisfy { $0["subject"] as? String == "ann" && ($0["keyId"] as? String)?.isEmpty == false })
+            let encoded = try await context.api.call("GET", "/v1/apps/demo/users/bob%20o%2Fbrien", key: context.admin)
+            #expect(encoded.status == 200 && encoded.body["userId"] as? String == "bob o/brien", "user ids are percent-decoded")
             #expect(try await context.api.call("GET", "/v1/audit", key: keys.send).status == 403)
             #expect(try await context.api.call("GET", "/v1/audit?limit=0", key: context.admin).status == 400)
         }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import Foundation
 import HeraldAPI
 import HeraldCore
 import Hummingbird
@@ -108,7 +109,8 @@ struct GovernanceController {
     }
 
     static func userID(_ context: APIRequestContext) throws -> String {
-        guard let user = context.parameters.get("userId"), !user.isEmpty, user.utf8.count <= 256 else {
+        // The path's segment as sent: a user id may hold any character, percent-encoded ("/" as %2F).
+        guard let user = context.parameters.get("userId")?.removingPercentEncoding, !user.isEmpty, user.utf8.count <= 256 else {
             throw HeraldError.invalid("the user id is 1 to 256 bytes", code: "bad_userId")
         }
         return user
