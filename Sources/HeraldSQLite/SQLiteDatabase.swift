@@ -104,6 +104,18 @@ public final class SQLiteDatabase: Sendable {
         }
     }
 
+    /// Copies the WAL's pages into the database file and truncates the WAL to zero bytes
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), on the writer's thread, between transactions. False
+    /// when a reader's snapshot held it back (the WAL then keeps frames until the next one).
+    @discardableResult
+    public func checkpoint() async throws -> Bool {
+        try await self.writerThread.runIfActive {
+            try self.writer.withLock { connection in
+                try connection.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first?.int == 0
+            }
+        }
+    }
+
     /// Runs `body` on a reader connection, in one read transaction (one consistent snapshot).
     @discardableResult
     public func read<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {

@@ -133,6 +133,12 @@ public final class SQLiteStore: HeraldStore {
         CREATE INDEX notifications_page ON notifications (app_id, created_at, id);
         DROP INDEX notifications_recent;
         """,
+        // 7: the audit trail of data governance (a user's data exported or erased, an app deleted).
+        """
+        CREATE TABLE audit (
+            id INTEGER PRIMARY KEY, at INTEGER NOT NULL, key_id TEXT, action TEXT NOT NULL, app_id TEXT, subject TEXT);
+        CREATE INDEX audit_app ON audit (app_id, id);
+        """,
     ]
 
     public func schemaVersion() async throws -> Int {

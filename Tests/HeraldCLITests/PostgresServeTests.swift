@@ -188,7 +188,7 @@ extension HeavyProcessTests {
                 let herald = BackgroundProcess.heraldExecutable
                 for _ in 0..<2 {
                     let migrated = try await ProcessRunner.run(herald, ["migrate", "--database", database.url])
-                    #expect(migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 6"), "\(migrated.standardOutput)\(migrated.standardError)")
+                    #expect(migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 7"), "\(migrated.standardOutput)\(migrated.standardError)")
                 }
                 let key = try await ProcessRunner.run(herald, ["keys", "create", "--scope", "admin", "--name", "ops", "--database", database.url])
                 #expect(key.exitCode == 0 && key.standardOutput.hasPrefix("hk_"), "\(key.standardError)")

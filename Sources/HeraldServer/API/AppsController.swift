@@ -19,6 +19,7 @@ struct AppsController {
         admin.patch(":app", use: self.update)
         admin.put(":app/credentials/:environment", use: self.setCredentials)
         admin.post(":app/user-secret", use: self.newUserSecret)
+        GovernanceController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         v1.group("apps/:app/user-assertions").add(middleware: RequireScope(.send, store: self.store)).post(use: self.newUserAssertion)
     }
 

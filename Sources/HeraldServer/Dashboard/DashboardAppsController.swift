@@ -3,8 +3,6 @@ import APNSModels
 import Foundation
 import HeraldCore
 import Hummingbird
-import SwiftASN1
-import X509
 
 /// The apps and their credentials; an app's page with its recent notifications and webhooks.
 struct DashboardAppsController: Sendable {
@@ -146,7 +144,7 @@ struct DashboardAppsController: Sendable {
                     keyID: keyID, teamID: teamID, restricted: restriction != nil, restriction: restriction.map { DashboardFormat.environmentName($0.rawValue) } ?? ""
                 ))
             case .certificate(let pem, _):
-                guard let certificate = try? Certificate(pemEncoded: pem) else { return Credential(certificateUnreadable: true) }
+                guard let certificate = CertificateSummary(pem: pem) else { return Credential(certificateUnreadable: true) }
                 let expiry = certificate.notValidAfter
                 let days = Int(expiry.timeIntervalSince(now) / 86_400)
                 let date = String(expiry.formatted(.iso8601).prefix(10))

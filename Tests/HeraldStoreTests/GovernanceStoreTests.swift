@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldCore
+@testable import HeraldPostgres
+import HeraldSQLite
+import HeraldTesting
+import Testing
+
+/// Data governance, on every driver: an app deleted chunk by chunk, credentials as metadata, a
+/// user's data exported and erased.
+@Suite struct GovernanceStoreTests {
+    let contract = StoreContractTests()
+
+    func token(_ n: Int) throws -> DeviceToken { try self.contract.token(n) }
+
+    /// Rows of `table` (every app's), straight from the database.
+    func rows(_ store: any HeraldStore, _ table: String) async throws -> Int64 {
+        if let store = store as? SQLiteStore {
+            return try await store.database.read { db in try db.query("SELECT count(*) FROM \(table)").first?.first?.int ?? -1 }
+        }
+        let store = try #require(store as? PostgresStore)
+        return try await store.read { db in try await db.query("SELECT count(*)::bigint FROM \(table)").first?.int(0) ?? -1 }
+    }
+
+    /// Every webhook message's body, as text.
+    func webhookBodies(_ store: any HeraldStore) async throws -> [String] {
+        if let store = store as? SQLiteStore {
+            return try await store.database.read { db in
+                try db.query("SELECT body FROM webhook_messages ORDER BY id").map { String(decoding: $0[0].bytes ?? [], as: UTF8.self) }
+            }
+        }
+        let store = try #require(store as? PostgresStore)
+        return try await store.read { db in
+            try await db.query("SELECT body FROM webhook_messages ORDER BY id").map { String(decoding: $0.bytes(0) ?? [], as: UTF8.self) }
+        }
+    }
+
+    /// Sends `id` to `audience` of `app` and records every claimed delivery as sent (or as told).
+    func sendAndRecord(
+        _ store: any HeraldStore, app: String = "demo", id: String, _ audience: Audience, payload: String = "{}", now: Int64,
+        outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
+    ) async throws {
+        _ = try await store.createNotification(
+            appID: app, id: id, bundleID: "com.example.app", NotificationSpec(audience: audience, payload: Array(payload.utf8)), now: now)
+        while true {
+            let claimed = try await store.claimDeliveries(limit: 5000, now: now, leaseMilliseconds: 60_000)
+            if claimed.isEmpty { return }
+            try await store.record(claimed.map { DeliveryResult($0, outcome: outcome($0), latencyMilliseconds: 1) }, now: now)
+        }
+    }
+
+    @Test("erasing a user: devices gone, tokens scrubbed from deliveries (counts kept) and webhook messages, plaintext only they got emptied; audited", arguments: Driver.enabled)
+    func erase(driver: Driver) async throws {
+        try await driver.withStore { store in
+            let ann = [try self.token(0xA1), try self.token(0xA2)].map(\.hex)
+            let bob = try self.token(0xB1).hex
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xA1), userID: "ann", tags: ["x"]), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xA2), userID: "ann"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xB1), userID: "bob"), now: 1)
+            try await self.sendAndRecord(store, id: "all", .all, payload: #"{"aps":{"alert":"for everyone"}}"#, now: 10)
+            try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{"alert":"for ann only"}}"#, now: 20) { claimed in
+                claimed.token == ann[1] ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
+            }
+            try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
+            try await store.enqueueWebhookMessages(
+                [WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"},{"token":"\#(bob)"}]"#.utf8), events: 2)], now: 30, expiresAt: 10_000
+            )
+
+            let before = try await store.userData(appID: "demo", userID: "ann")
+            #expect(before.devices.map(\.registration.token.hex) == ann)
+            #expect(before.deliveries.count == 4 && Set(before.deliveries.map(\.token)) == Set(ann))
+            #expect(before.invalidations.count == 1 && before.invalidations.first?.reason == "Unregistered")
+
+            let erased = try await store.eraseUser(
+                appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: "hk_admin", action: "user.erase", appID: "demo", subject: "ann")
+            )
+            #expect(erased == UserErasure(devices: 2, deliveries: 4, notifications: 1, webhookMessages: 1))
+
+            let after = try await store.userData(appID: "demo", userID: "ann")
+            #expect(after.devices.isEmpty && after.deliveries.isEmpty && after.invalidations.isEmpty)
+            #expect(try await store.device(appID: "demo", token: bob) != nil, "another user's device stays")
+            let all = try #require(try await store.notification(appID: "demo", id: "all", deliveryLimit: 10))
+            #expect(all.counts[.sent] == 3, "counts are kept")
+            #expect(all.deliveries.filter { $0.token.isEmpty }.count == 2 && all.deliveries.contains { $0.token == bob })
+            let mine = try #require(try await store.notification(appID: "demo", id: "mine", deliveryLimit: 10))
+            #expect(mine.counts[.sent] == 1 && mine.counts[.failed] == 1)
+            #expect(try await self.contract.payloadLength(store, notificationID: "mine") == 0, "only ann was to receive it")
+            #expect(try await self.contract.payloadLength(store, notificationID: "all") ?? 0 > 0, "bob received it too")
+            let body = try await self.webhookBodies(store).joined()
+            #expect(!body.contains(ann[0]) && body.contains(bob))
+            #expect(try await self.rows(store, "invalidations") == 0)
+
+            let audit = try await store.auditRecords(appID: "demo", limit: 10)
+            #expect(audit.map(\.action) == ["user.erase"] && audit.first?.keyID == "hk_admin" && audit.first?.subject == "ann" && audit.first?.at == 40)
+            #expect(try await store.auditRecords(appID: "other", limit: 10).isEmpty)
+            #expect(try await store.eraseUser(appID: "demo", userID: "ann", audit: AuditRecord(at: 50, keyID: nil, action: "user.erase", appID: "demo", subject: "ann")) == UserErasure())
+        }
+    }
+
+    @Test("credentials listed with when they were set, and deleted per environment", arguments: Driver.enabled)
+    func credentials(driver: Driver) async throws {
+        try await driver.withStore { store in
+            try await store.setCredential(appID: "demo", environment: .development, sealed: [1], now: 5)
+            try await store.setCredential(appID: "demo", environment: .production, sealed: [2], now: 6)
+            let listed = try await store.credentialRecords(appID: "demo")
+            #expect(listed == [CredentialRecord(environment: .development, sealed: [1], updatedAt: 5), CredentialRecord(environment: .production, sealed: [2], updatedAt: 6)])
+            #expect(try await store.deleteCredential(appID: "demo", environment: .development))
+            #expect(try await !store.deleteCredential(appID: "demo", environment: .development))
+            #expect(try await store.credentials(appID: "demo").keys.sorted { $0.rawValue < $1.rawValue } == [.production])
+        }
+    }
+
+    @Test("an app is deleted in bounded chunks, every row of it, while another app's notification is sent and recorded", arguments: Driver.enabled)
+    func deleteApp(driver: Driver) async throws {
+        try await driver.withStore { store in
+            try await store.createApp(App(id: "other", bundleID: "com.example.other", createdAt: 1))
+            _ = try await store.register(appID: "other", DeviceRegistration(token: try self.token(1)), now: 1)
+            let tables = [
+                "devices", "device_tags", "notifications", "deliveries", "delivery_chunks", "invalidations", "credentials", "api_keys", "webhooks",
+                "webhook_messages",
+            ]
+            var otherRows: [String: Int64] = [:]
+            for table in tables { otherRows[table] = try await self.rows(store, table) }
+
+            let devices = 600
+            for n in 1...devices {
+                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1000 + n), userID: "u\(n % 50)", tags: ["t\(n % 3)", "all"]), now: 2)
+            }
+            try await self.sendAndRecord(store, id: "big", .all, now: 10) { claimed in
+                claimed.token.hasSuffix("7") ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
+            }
+            try await store.setCredential(appID: "demo", environment: .production, sealed: [9], now: 3)
+            try await store.createAPIKey(id: "hk_demo", hash: [1], scope: .send, appID: "demo", name: nil, now: 3)
+            try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
+            try await store.enqueueWebhookMessages((0..<20).map { _ in WebhookMessage(webhookID: "wh", body: [0x7B, 0x7D], events: 1) }, now: 30, expiresAt: 10_000)
+            #expect(try await self.rows(store, "deliveries") == Int64(devices))
+            #expect(try await self.rows(store, "invalidations") > 0)
+
+            // The deletion and another app's send, at once: each chunk is a short transaction of its own.
+            let chunk = 100
+            let (chunks, sent) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                group.addTask {
+                    var chunks = 0
+                    while true {
+                        let deleted = try await store.deleteAppRows(appID: "demo", limit: chunk, now: 40)
+                        if deleted == 0 { return (chunks, 0) }
+                        #expect(deleted <= chunk)
+                        chunks += 1
+                    }
+                }
+                group.addTask {
+                    try await self.sendAndRecord(store, app: "other", id: "other-1", .all, now: 50)
+                    let status = try await store.notification(appID: "other", id: "other-1", deliveryLimit: 5)
+                    return (0, status?.counts[.sent] ?? 0)
+                }
+                var chunks = 0
+                var sent = 0
+                for try await (c, s) in group {
+                    chunks += c
+                    sent += s
+                }
+                return (chunks, sent)
+            }
+            #expect(sent == 1, "the other app's notification went out")
+            #expect(chunks >= 3 * devices / chunk, "deliveries, tags, devices, … went chunk by chunk")
+            #expect(try await store.app("demo") == nil)
+            for table in tables {
+                let expected = (otherRows[table] ?? 0) + (["notifications", "deliveries", "delivery_chunks"].contains(table) ? 1 : 0)
+                let found = try await self.rows(store, table)
+                #expect(found == expected || (table == "delivery_chunks" && found <= expected), "\(table): \(found) rows")
+            }
+            #expect(try await store.app("other") != nil)
+        }
+    }
+
+    @Test("SQLite: after an erasure and a checkpoint, no token of the user is in the database file or its WAL")
+    func erasureLeavesNoBytes() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-erasure")
+        defer { directory.remove() }
+        let path = directory.path + "/herald.sqlite"
+        let store = try await SQLiteStore(path: path)
+        try await store.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+        // Enough of ann's devices side by side that whole pages hold only hers and are freed by the erasure.
+        let ann = try (0..<120).map { try self.token(0xA11CE000 + $0).hex }
+        for (n, token) in ann.enumerated() {
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try DeviceToken(hex: token), userID: "ann", tags: ["t\(n)"]), now: 1)
+        }
+        // Neighbours on the same pages, so that the erased rows sit among rows that stay.
+        for n in 1...200 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), userID: "u\(n)"), now: 1) }
+        for round in 0..<3 {
+            try await self.sendAndRecord(store, id: "all-\(round)", .all, now: 10 + Int64(round))
+        }
+        try await self.sendAndRecord(store, id: "ann", .users(["ann"]), payload: #"{"aps":{"alert":"secret for ann"}}"#, now: 20)
+        try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
+        try await store.enqueueWebhookMessages([WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"}]"#.utf8), events: 1)], now: 30, expiresAt: 10_000)
+
+        func found() throws -> [String] {
+            var hits: [String] = []
+            for file in [path, path + "-wal"] where FileManager.default.fileExists(atPath: file) {
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+                for token in ann where bytes.range(of: Data(token.utf8)) != nil { hits.append("\(file): \(token.prefix(8))…") }
+                if bytes.range(of: Data("secret for ann".utf8)) != nil { hits.append("\(file): the plaintext") }
+            }
+            return hits
+        }
+        try await store.database.checkpoint()
+        #expect(try found().count == ann.count + 1, "the check sees the tokens and the plaintext while they are there")
+
+        _ = try await store.eraseUser(appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: nil, action: "user.erase", appID: "demo", subject: "ann"))
+        #expect(try found() == [], "the erasure checkpoints by itself")
+        #expect(try await store.database.checkpoint(), "no reader held the checkpoint back")
+        #expect(try found() == [])
+        #expect(try await store.devices(appID: "demo", DeviceQuery(limit: 500)).count == 200)
+    }
+}
