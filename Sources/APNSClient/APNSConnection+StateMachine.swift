@@ -215,7 +215,8 @@ extension APNSConnection {
                     termination.outcomes.append(
                         .failed(
                             stream.pending,
-                            APNSClientError(code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered")
+                            APNSClientError(
+                                code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered")
                         )
                     )
                 } else {

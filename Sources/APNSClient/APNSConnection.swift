@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import CoreMetrics
 import Logging
 import NIOCore
 import NIOTLS
-import CoreMetrics
 
 /// One HTTP/2 connection to APNs: the client side of RFC 9113, cut to what APNs needs, written
 /// straight onto the TLS handler without a generic stream layer.

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import CoreMetrics
 import DequeModule
 import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-import CoreMetrics
 
 /// The connections of one client and everything that decides what goes on which, confined to
 /// one event loop: no locks inside, only the ``Intake`` at its door.
@@ -105,7 +105,8 @@ final class ConnectionPool {
     private func start() {
         self.started = true
         let interval = Self.sweepInterval(for: self.configuration)
-        self.sweeper = self.loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [bound = NIOLoopBound(self, eventLoop: self.loop)] _ in
+        self.sweeper = self.loop.scheduleRepeatedTask(initialDelay: interval, delay: interval) {
+            [bound = NIOLoopBound(self, eventLoop: self.loop)] _ in
             bound.value.sweep()
         }
     }
@@ -276,7 +277,8 @@ final class ConnectionPool {
         guard !pending.tokenRetried, let source = self.tokenSource, let token else {
             return self.failed(
                 pending,
-                APNSClientError(code: .rejected, message: "APNs answered 403 ExpiredProviderToken after a refresh", status: 403, reason: .expiredProviderToken)
+                APNSClientError(
+                    code: .rejected, message: "APNs answered 403 ExpiredProviderToken after a refresh", status: 403, reason: .expiredProviderToken)
             )
         }
         do {

@@ -160,7 +160,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 let (answerFirst, boundary) = self.stateMachine.goAwayFault(streamID)
                 if answerFirst {
                     // Answered out of order above it: this one cannot be marked unprocessed.
-                    let outcome = self.processor.reject(.shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &connection))
+                    let outcome = self.processor.reject(
+                        .shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &connection))
                     self.connection = connection
                     self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
                 }
@@ -252,7 +253,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     private func sendGoAway(context: ChannelHandlerContext, reason: APNSReason, code: HTTP2ErrorCode, lastStreamID: HTTP2StreamID) {
         guard self.stateMachine.sendGoAway() else { return }
         let debug = context.channel.allocator.buffer(bytes: APNSErrorResponse(reason: reason).body)
-        self.write(context: context, HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: code, opaqueData: debug)))
+        self.write(
+            context: context, HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: code, opaqueData: debug)))
     }
 
     /// Graceful shutdown: GOAWAY `{"reason":"Shutdown"}`, answer what was already received, close.

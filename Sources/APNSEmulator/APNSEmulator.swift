@@ -80,10 +80,12 @@ public final class APNSEmulator: Service, Sendable {
 
     /// Binds every listener. Throws if a port cannot be bound (nothing stays bound then).
     public func start() async throws {
-        guard self.runtime.withLock({ state in
-            defer { state.started = true }
-            return !state.started
-        }) else { return }
+        guard
+            self.runtime.withLock({ state in
+                defer { state.started = true }
+                return !state.started
+            })
+        else { return }
         do {
             let tlsContext = try self.makeTLSContext()
             for listener in self.configuration.listeners {

@@ -159,10 +159,11 @@ struct ControlAPI: Sendable {
                 guard RequestProcessor.isWellFormedTopic(Substring(bundleID)) else {
                     throw Failure.invalid("bundleId is not a bundle identifier")
                 }
-                let environment = try object["environment"].map { value -> APNSEnvironment in
-                    guard let text = value.stringValue else { throw Failure.invalid("environment must be a string") }
-                    return try Self.environment(text)
-                } ?? .development
+                let environment =
+                    try object["environment"].map { value -> APNSEnvironment in
+                        guard let text = value.stringValue else { throw Failure.invalid("environment must be a string") }
+                        return try Self.environment(text)
+                    } ?? .development
                 let kindText = object["kind"]?.stringValue ?? "device"
                 guard let kind = TokenKind(rawValue: kindText) else {
                     throw Failure.invalid("kind must be one of \(TokenKind.allCases.map(\.rawValue).joined(separator: ", "))")

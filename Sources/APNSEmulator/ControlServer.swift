@@ -96,7 +96,8 @@ final class ControlHTTPHandler: ChannelInboundHandler {
             let channel = context.channel
             let onRemoved: @Sendable () -> Void = {
                 channel.eventLoop.execute {
-                    channel.write(HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: "event: removed\ndata: {}\n\n"))), promise: nil)
+                    channel.write(
+                        HTTPServerResponsePart.body(.byteBuffer(channel.allocator.buffer(string: "event: removed\ndata: {}\n\n"))), promise: nil)
                     channel.writeAndFlush(HTTPServerResponsePart.end(nil)).whenComplete { _ in channel.close(promise: nil) }
                 }
             }

@@ -53,7 +53,8 @@ extension HTTP2ServerCodec.StateMachine {
                 self.closeIfDone(streamID)
             }
             let content = data.readSlice(length: data.readableBytes)!
-            return .forward(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(content), endStream: endStream, paddingBytes: padding))))
+            return .forward(
+                HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(content), endStream: endStream, paddingBytes: padding))))
         case .headers:
             guard streamID != .rootStream, var block = Self.unpadded(payload, flags: flags) else {
                 return self.connectionError(.protocolError)

@@ -101,7 +101,11 @@ public struct APNSHeaderEncoder: Sendable {
             let entry = Entry(name: name, value: value)
             guard entry.size <= self.maxTableSize else {
                 // Too large to keep: send it literally without indexing.
-                if let nameIndex { self.writeLiteral(nameIndex: nameIndex, value: value, into: &buffer) } else { self.writeLiteral(name: name, value: value, flags: 0x00, into: &buffer) }
+                if let nameIndex {
+                    self.writeLiteral(nameIndex: nameIndex, value: value, into: &buffer)
+                } else {
+                    self.writeLiteral(name: name, value: value, flags: 0x00, into: &buffer)
+                }
                 return
             }
             if let nameIndex {

@@ -100,7 +100,9 @@ public enum EncryptedPayload {
             throw Failure(code: "unknown_key_type")
         }
         let symmetric = secret.hkdfDerivedSymmetricKey(using: SHA256.self, salt: ephemeral + recipient, sharedInfo: Self.info, outputByteCount: 32)
-        let sealed: Data = type == "x25519" ? try ChaChaPoly.seal(payload, using: symmetric).combined : try AES.GCM.seal(payload, using: symmetric).combined ?? Data()
+        let sealed: Data =
+            type == "x25519"
+            ? try ChaChaPoly.seal(payload, using: symmetric).combined : try AES.GCM.seal(payload, using: symmetric).combined ?? Data()
         return (ephemeral.base64EncodedString(), sealed.base64EncodedString())
     }
 }

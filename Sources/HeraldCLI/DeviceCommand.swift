@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import HeraldKit
 import Synchronization
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -36,7 +37,10 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The app's bundle id (default: read from Herald is not possible with a register key, so give it).") var bundleId = "com.example.app"
     @Option(help: "A register-scoped API key for the app.") var key: String
     @Option(help: "The signed-in user.") var user: String?
-    @Option(help: "The app's backend route that hands a signed-in user their assertion: GET <url>?user=<id> answers the assertion as text (needed to bind the device to --user when the app verifies users).")
+    @Option(
+        help:
+            "The app's backend route that hands a signed-in user their assertion: GET <url>?user=<id> answers the assertion as text (needed to bind the device to --user when the app verifies users)."
+    )
     var userAssertionUrl: String?
     @Option(help: "Tags, comma-separated.") var tags: String?
     @Option(help: "sandbox or production.") var environment = "sandbox"
@@ -47,7 +51,10 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "Tap this action on every notification that offers it (reported on standard output).") var tap: String?
     @Option(help: "Exit after this many notifications (default: run until interrupted).") var count: Int?
     @Flag(help: "Also register a PushKit VoIP token (incoming calls).") var voip = false
-    @Option(help: "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token).")
+    @Option(
+        help:
+            "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token)."
+    )
     var liveActivities: String?
 
     /// Asks the app's backend for a user assertion, as a signed-in app would.
@@ -83,7 +90,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         withKey.encryptionKey = privateKey?.publicKey
         let token = try await self.token(controlURL, kind: "device") { data in .device(data) }
         try await Self.register(client, token.push, withKey)
-        say("device \(token.hex.prefix(8))… registered\(self.user.map { " for \($0)" } ?? "") (\(self.authorization.rawValue)\(self.foreground ? ", in the foreground" : "")\(self.encrypt ? ", end-to-end key" : ""))")
+        say(
+            "device \(token.hex.prefix(8))… registered\(self.user.map { " for \($0)" } ?? "") (\(self.authorization.rawValue)\(self.foreground ? ", in the foreground" : "")\(self.encrypt ? ", end-to-end key" : ""))"
+        )
         var streams: [(hex: String, role: Role)] = [(token.hex, .app)]
         if self.voip {
             let call = try await self.token(controlURL, kind: "voip") { data in .voip(data) }
@@ -109,7 +118,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             for await stream in added {
                 group.addTask {
                     do {
-                        try await self.follow(stream, control: controlURL, client: client, details: details, handler: handler,
+                        try await self.follow(
+                            stream, control: controlURL, client: client, details: details, handler: handler,
                             categories: categories, tally: tally, expected: expected, more: addedContinuation)
                     } catch {
                         say("[stream of \(stream.hex.prefix(8))… ended: \(error)]")
@@ -123,7 +133,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
 
     /// Shows what arrives on one token's stream; a start adds the new activity's stream to `more`.
     func follow(
-        _ stream: (hex: String, role: Role), control controlURL: URL, client: HeraldClient, details: DeviceDetails, handler: NotificationServiceHandler,
+        _ stream: (hex: String, role: Role), control controlURL: URL, client: HeraldClient, details: DeviceDetails,
+        handler: NotificationServiceHandler,
         categories: [String: [String]], tally: Tally, expected: Int, more addedContinuation: AsyncStream<(hex: String, role: Role)>.Continuation
     ) async throws {
         let url = controlURL.appendingPathComponent("v1/devices/\(stream.hex)/events")
@@ -153,7 +164,12 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                 say("[Live Activity \(started)] update token \(update.hex.prefix(8))… registered")
                 addedContinuation.yield((update.hex, .activity(started)))
             }
-            if let count = self.count, tally.shown.withLock({ $0 += 1; return $0 }) >= count {
+            if let count = self.count,
+                tally.shown.withLock({
+                    $0 += 1
+                    return $0
+                }) >= count
+            {
                 addedContinuation.finish()
                 return
             }
@@ -177,9 +193,11 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
 
     /// A fresh token of `kind` from the emulator.
     func token(_ control: URL, kind: String, _ push: (Data) -> PushToken) async throws -> (hex: String, push: PushToken) {
-        let created = try await Self.json("POST", control.appendingPathComponent("v1/devices"), body: [
-            "bundleId": self.bundleId, "environment": self.environment == "production" ? "production" : "development", "kind": kind,
-        ])
+        let created = try await Self.json(
+            "POST", control.appendingPathComponent("v1/devices"),
+            body: [
+                "bundleId": self.bundleId, "environment": self.environment == "production" ? "production" : "development", "kind": kind,
+            ])
         guard let hex = created["token"] as? String, let data = PushToken.data(hex: hex) else {
             throw ValidationError("the emulator did not create a \(kind) device: \(created)")
         }
@@ -214,7 +232,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         guard let received = try? ReceivedNotification(jsonData: payload) else { return ("[unreadable payload]", nil, false) }
         if pushType == "voip" {
             // PushKit wakes the app, which must report the call to CallKit at once.
-            let fields = received.custom.keys.sorted().map { key in "\(key)=\(received.custom[key]?.string ?? received.custom[key].map { "\($0)" } ?? "")" }
+            let fields = received.custom.keys.sorted().map { key in
+                "\(key)=\(received.custom[key]?.string ?? received.custom[key].map { "\($0)" } ?? "")"
+            }
             return ("[VoIP] incoming call, reported to CallKit: \(fields.joined(separator: " "))", nil, false)
         }
         if pushType == "liveactivity" {
@@ -237,7 +257,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         return (await self.renderAlert(received, payload: payload, handler: handler, categories: categories), nil, false)
     }
 
-    func renderAlert(_ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]]) async -> String {
+    func renderAlert(
+        _ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]]
+    ) async -> String {
         if received.alert == nil, received.badge == nil, received.sound == nil {
             let custom = received.custom.keys.sorted().joined(separator: ", ")
             return received.contentAvailable ? "[background] the app was woken" + (custom.isEmpty ? "" : " with \(custom)") : "[empty notification]"
@@ -255,7 +277,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             note = content == before ? " (service extension: left as sent)" : " (service extension: rewritten)"
         }
         var lines: [String] = []
-        let place = self.authorization == .provisional ? "delivered quietly to Notification Center" : self.foreground ? "banner over the running app" : "banner"
+        let place =
+            self.authorization == .provisional
+            ? "delivered quietly to Notification Center" : self.foreground ? "banner over the running app" : "banner"
         var header = "┌ \(self.bundleId) — \(place)"
         if let level = received.interruptionLevel { header += " • \(level)" }
         lines.append(header + note)

@@ -71,7 +71,8 @@ struct EmulatorCommand: AsyncParsableCommand {
             return handler
         }
         let logger = Logger(label: "herald.emulator")
-        var configuration = APNSEmulator.Configuration(listeners: [], controlHost: self.host, controlPort: self.controlPort, dataDirectory: self.dataDir)
+        var configuration = APNSEmulator.Configuration(
+            listeners: [], controlHost: self.host, controlPort: self.controlPort, dataDirectory: self.dataDir)
         configuration.listeners.append(.init(environment: .development, host: self.host, port: self.port))
         if !self.noProduction {
             configuration.listeners.append(.init(environment: .production, host: self.host, port: self.productionPort))

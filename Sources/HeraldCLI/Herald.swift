@@ -6,6 +6,9 @@ struct Herald: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald",
         abstract: "Herald: a self-hosted push-notification provider for Apple platforms.",
-        subcommands: [ServeCommand.self, MigrateCommand.self, RekeyCommand.self, EmulatorCommand.self, SendCommand.self, KeysCommand.self, TokenCommand.self, DeviceCommand.self]
+        subcommands: [
+            ServeCommand.self, MigrateCommand.self, RekeyCommand.self, EmulatorCommand.self, SendCommand.self, KeysCommand.self, TokenCommand.self,
+            DeviceCommand.self,
+        ]
     )
 }

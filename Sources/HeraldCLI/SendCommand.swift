@@ -96,7 +96,8 @@ struct SendCommand: AsyncParsableCommand {
             throw ValidationError("the payload must be a JSON object")
         }
         members.removeAll { $0.0 == "Simulator Target Bundle" }
-        members.append(("Simulator Target Bundle", .string(defaults.headers.pushType.bundleID(fromTopic: defaults.headers.topic) ?? defaults.headers.topic)))
+        members.append(
+            ("Simulator Target Bundle", .string(defaults.headers.pushType.bundleID(fromTopic: defaults.headers.topic) ?? defaults.headers.topic)))
         let bytes = JSONValue.object(members).serialized()
         guard bytes.count <= Self.simulatorLimit else {
             throw ValidationError("the .apns file would be \(bytes.count) bytes; xcrun simctl push takes at most \(Self.simulatorLimit)")
@@ -200,7 +201,6 @@ struct Target: ParsableArguments {
     @Option(help: "Port (default 443).") var port: Int?
     @Option(help: "Trust only the certificates in this PEM file (an emulator's CA).") var caFile: String?
 }
-
 
 struct NotificationOptions: ParsableArguments {
     @Option(help: "Topic: the bundle id, plus the push type's suffix (.voip, …).") var topic: String
@@ -310,7 +310,9 @@ struct NotificationDefaults: Sendable {
             headers.topic = topic
         }
         if let value = object["priority"] {
-            guard let priority = value.intValue.flatMap({ Priority(rawValue: Int($0)) }) else { throw LineError(description: "priority must be 10, 5 or 1") }
+            guard let priority = value.intValue.flatMap({ Priority(rawValue: Int($0)) }) else {
+                throw LineError(description: "priority must be 10, 5 or 1")
+            }
             headers.priority = priority
         }
         if let value = object["expiration"] {

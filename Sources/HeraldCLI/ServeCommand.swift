@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
-import ArgumentParser
-import Foundation
 import APNSModels
+import ArgumentParser
+import CoreMetrics
+import Foundation
 import HeraldServer
 import Logging
-import CoreMetrics
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -27,24 +27,40 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to listen on [HERALD_HOST, host; 127.0.0.1].") var host: String?
     @Option(help: "API port, 0 for a free one [HERALD_PORT, port; 8080].") var port: Int?
     @Option(help: "Data directory [HERALD_DATA_DIR, dataDir; .herald].") var dataDir: String?
-    @Option(help: "A SQLite file, or a postgres://user:password@host:port/database URL shared by several processes [HERALD_DATABASE, database; <data-dir>/herald.sqlite].") var database: String?
+    @Option(
+        help:
+            "A SQLite file, or a postgres://user:password@host:port/database URL shared by several processes [HERALD_DATABASE, database; <data-dir>/herald.sqlite]."
+    ) var database: String?
     @Flag(help: "Do not start the built-in APNs emulator [HERALD_NO_EMULATOR=1, noEmulator].") var noEmulator = false
     @Option(help: "Built-in emulator: development port [HERALD_EMULATOR_PORT, emulatorPort; 2197].") var emulatorPort: Int?
-    @Option(help: "Built-in emulator: production port [HERALD_EMULATOR_PRODUCTION_PORT, emulatorProductionPort; 2196].") var emulatorProductionPort: Int?
+    @Option(help: "Built-in emulator: production port [HERALD_EMULATOR_PRODUCTION_PORT, emulatorProductionPort; 2196].") var emulatorProductionPort:
+        Int?
     @Option(help: "Built-in emulator: control API port [HERALD_EMULATOR_CONTROL_PORT, emulatorControlPort; 2198].") var emulatorControlPort: Int?
-    @Option(help: "Send every app's pushes to this host instead of Apple's: a proxy, an external emulator [HERALD_APNS_HOST, apnsHost].") var apnsHost: String?
+    @Option(help: "Send every app's pushes to this host instead of Apple's: a proxy, an external emulator [HERALD_APNS_HOST, apnsHost].")
+    var apnsHost: String?
     @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
     @Option(help: "CA (PEM) to trust for --apns-host [HERALD_APNS_CA_FILE, apnsCaFile].") var apnsCaFile: String?
     @Option(help: "Seconds a claimed delivery stays leased [HERALD_LEASE_SECONDS, leaseSeconds; 60].") var leaseSeconds: Int?
-    @Option(help: "Seconds to wait for APNs to answer a request, at most half the lease [HERALD_APNS_TIMEOUT_SECONDS, apnsTimeoutSeconds; 10, or half the lease if shorter].") var apnsTimeoutSeconds: Int?
+    @Option(
+        help:
+            "Seconds to wait for APNs to answer a request, at most half the lease [HERALD_APNS_TIMEOUT_SECONDS, apnsTimeoutSeconds; 10, or half the lease if shorter]."
+    ) var apnsTimeoutSeconds: Int?
     @Option(help: "Delivery workers, each with a batch of up to 1000 in flight [HERALD_WORKERS, workers; 4].") var workers: Int?
     @Option(help: "Days finished delivery records are kept, 0 for ever [HERALD_RETENTION_DAYS, retentionDays; 30].") var retentionDays: Int?
-    @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].") var webhookExpiryHours: Int?
-    @Flag(help: "Let webhooks reach loopback, private and link-local addresses [HERALD_WEBHOOK_ALLOW_INTERNAL=1, webhookAllowInternal].") var webhookAllowInternal = false
+    @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].")
+    var webhookExpiryHours: Int?
+    @Flag(help: "Let webhooks reach loopback, private and link-local addresses [HERALD_WEBHOOK_ALLOW_INTERNAL=1, webhookAllowInternal].")
+    var webhookAllowInternal = false
     @Flag(help: "Do not serve the dashboard at /dashboard [HERALD_NO_DASHBOARD=1, noDashboard].") var noDashboard = false
-    @Option(help: "Seconds a client has, from a request's first byte, to send the whole head (then 408 and close); 0: no bound [HERALD_REQUEST_HEAD_TIMEOUT_SECONDS, requestHeadTimeoutSeconds; 10].") var requestHeadTimeoutSeconds: Int?
-    @Option(help: "Seconds an API connection with no request in progress stays open; 0: no bound [HERALD_IDLE_TIMEOUT_SECONDS, idleTimeoutSeconds; 60].") var idleTimeoutSeconds: Int?
-    @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].") var maxConnections: Int?
+    @Option(
+        help:
+            "Seconds a client has, from a request's first byte, to send the whole head (then 408 and close); 0: no bound [HERALD_REQUEST_HEAD_TIMEOUT_SECONDS, requestHeadTimeoutSeconds; 10]."
+    ) var requestHeadTimeoutSeconds: Int?
+    @Option(
+        help: "Seconds an API connection with no request in progress stays open; 0: no bound [HERALD_IDLE_TIMEOUT_SECONDS, idleTimeoutSeconds; 60].")
+    var idleTimeoutSeconds: Int?
+    @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].")
+    var maxConnections: Int?
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
@@ -115,7 +131,8 @@ struct ServeCommand: AsyncParsableCommand {
                 for await signal in signals {
                     received += 1
                     if received == 1 {
-                        signalLogger.info("shutting down: finishing the work in flight (a second signal exits at once)", metadata: ["signal": "\(signal)"])
+                        signalLogger.info(
+                            "shutting down: finishing the work in flight (a second signal exits at once)", metadata: ["signal": "\(signal)"])
                         stopping.finish()
                     } else {
                         signalLogger.warning("second signal: exiting now; deliveries in flight are sent again after their lease")
@@ -169,10 +186,11 @@ struct Settings {
 
     /// `logLevel` → `HERALD_LOG_LEVEL`.
     private static func variable(_ key: String) -> String {
-        "HERALD_" + key.reduce(into: "") { name, character in
-            if character.isUppercase { name += "_" }
-            name += character.uppercased()
-        }
+        "HERALD_"
+            + key.reduce(into: "") { name, character in
+                if character.isUppercase { name += "_" }
+                name += character.uppercased()
+            }
     }
 
     func string(_ flag: String?, _ key: String) -> String? {

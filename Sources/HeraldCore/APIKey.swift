@@ -4,7 +4,7 @@ import Foundation
 import Synchronization
 
 /// What an API key may do.
-public enum APIScope: String, Sendable, Hashable, CaseIterable, Codable {
+package enum APIScope: String, Sendable, Hashable, CaseIterable, Codable {
     /// Register and unregister devices of one app, nothing else: safe to ship inside the app.
     case register
     /// Send notifications (and everything `register` can) for one app, or every app.
@@ -13,7 +13,7 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable, Codable {
     case admin
 
     /// Whether a key of this scope may do what `needed` allows.
-    public func allows(_ needed: APIScope) -> Bool {
+    package func allows(_ needed: APIScope) -> Bool {
         switch (self, needed) {
         case (.admin, _): return true
         case (.send, .send), (.send, .register): return true
@@ -24,14 +24,14 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable, Codable {
 }
 
 /// A new API key's secret (shown once) and what is stored of it (a SHA-256 hash).
-public struct APIKeySecret: Sendable {
+package struct APIKeySecret: Sendable {
     /// `hk_<id>_<secret>`: the id finds the row, the secret is checked against its hash.
-    public let token: String
-    public let id: String
-    public let hash: [UInt8]
+    package let token: String
+    package let id: String
+    package let hash: [UInt8]
 
     /// A fresh key: 8 random bytes of id, 32 of secret.
-    public static func generate() -> APIKeySecret {
+    package static func generate() -> APIKeySecret {
         let id = Self.hex(SymmetricKey(size: .bits128).withUnsafeBytes { Array($0.prefix(8)) })
         let secret = Self.hex(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })
         let token = "hk_\(id)_\(secret)"
@@ -39,18 +39,18 @@ public struct APIKeySecret: Sendable {
     }
 
     /// Splits a presented token into its id, or nil when it is not shaped like one of ours.
-    public static func id(of token: String) -> String? {
+    package static func id(of token: String) -> String? {
         let parts = token.split(separator: "_", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == "hk", parts[1].count == 16, parts[2].count == 64 else { return nil }
         return String(parts[1])
     }
 
-    public static func hash(_ token: String) -> [UInt8] {
+    package static func hash(_ token: String) -> [UInt8] {
         Array(SHA256.hash(data: Array(token.utf8)))
     }
 
     /// Compares a presented token with a stored hash in constant time.
-    public static func matches(_ token: String, hash: [UInt8]) -> Bool {
+    package static func matches(_ token: String, hash: [UInt8]) -> Bool {
         let presented = Self.hash(token)
         guard presented.count == hash.count else { return false }
         var difference: UInt8 = 0
@@ -58,7 +58,7 @@ public struct APIKeySecret: Sendable {
         return difference == 0
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
+    package static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)
@@ -75,7 +75,7 @@ public struct APIKeySecret: Sendable {
 /// It seals with the current master key and opens with the current one or, during a change of
 /// master key, a previous one; ``replaceKeys(current:previous:)`` changes them in a running
 /// process, and every holder of this box sees the change.
-public final class SecretBox: Sendable {
+package final class SecretBox: Sendable {
     private struct Keys {
         var current: SymmetricKey
         var previous: [SymmetricKey]
@@ -86,7 +86,7 @@ public final class SecretBox: Sendable {
     /// - Parameters:
     ///   - masterKey: 32 bytes, e.g. from `HERALD_MASTER_KEY` (64 hex digits or base64).
     ///   - previous: keys that may still have sealed what is stored (a change of master key under way).
-    public init(masterKey: [UInt8], previous: [[UInt8]] = []) throws(HeraldError) {
+    package init(masterKey: [UInt8], previous: [[UInt8]] = []) throws(HeraldError) {
         self.keys = Mutex(try Self.keys(current: masterKey, previous: previous))
     }
 
@@ -98,23 +98,23 @@ public final class SecretBox: Sendable {
     }
 
     /// Seals with `current` from now on; opens with it or any of `previous`.
-    public func replaceKeys(current: [UInt8], previous: [[UInt8]]) throws(HeraldError) {
+    package func replaceKeys(current: [UInt8], previous: [[UInt8]]) throws(HeraldError) {
         let keys = try Self.keys(current: current, previous: previous)
         self.keys.withLock { $0 = keys }
     }
 
     /// The key this box seals with, as bytes: kept for opening when it is replaced.
-    public func currentKeyForOpening() -> [[UInt8]] {
+    package func currentKeyForOpening() -> [[UInt8]] {
         [self.keys.withLock { $0.current.withUnsafeBytes { Array($0) } }]
     }
 
     /// Whether `masterKey` is the key this box seals with.
-    public func seals(with masterKey: [UInt8]) -> Bool {
+    package func seals(with masterKey: [UInt8]) -> Bool {
         self.keys.withLock { $0.current == SymmetricKey(data: masterKey) }
     }
 
     /// Parses 64 hex digits or base64 of 32 bytes.
-    public static func parseMasterKey(_ text: String) -> [UInt8]? {
+    package static func parseMasterKey(_ text: String) -> [UInt8]? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.count == 64, trimmed.allSatisfy(\.isHexDigit) {
             var bytes: [UInt8] = []
@@ -130,17 +130,17 @@ public final class SecretBox: Sendable {
         return nil
     }
 
-    public static func generateMasterKey() -> [UInt8] {
+    package static func generateMasterKey() -> [UInt8] {
         SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
     }
 
-    public func seal(_ plaintext: [UInt8]) throws -> [UInt8] {
+    package func seal(_ plaintext: [UInt8]) throws -> [UInt8] {
         let key = self.keys.withLock { $0.current }
         return Array(try AES.GCM.seal(plaintext, using: key).combined!)
     }
 
     /// Opens with the current key, else the previous ones (AES-GCM tells a wrong key by its tag).
-    public func open(_ sealed: [UInt8]) throws -> [UInt8] {
+    package func open(_ sealed: [UInt8]) throws -> [UInt8] {
         let keys = self.keys.withLock { [$0.current] + $0.previous }
         let box = try AES.GCM.SealedBox(combined: sealed)
         var failure: (any Error)?
@@ -155,13 +155,13 @@ public final class SecretBox: Sendable {
     }
 
     /// `sealed` sealed again under the current key.
-    public func reseal(_ sealed: [UInt8]) throws -> [UInt8] {
+    package func reseal(_ sealed: [UInt8]) throws -> [UInt8] {
         try self.seal(try self.open(sealed))
     }
 
     /// HMAC-SHA256 of `message` under a key derived (HKDF) from the master key for `purpose`:
     /// every process with the same master key computes the same, no other key material needed.
-    public func authenticationCode(_ message: [UInt8], purpose: String) -> [UInt8] {
+    package func authenticationCode(_ message: [UInt8], purpose: String) -> [UInt8] {
         let key = self.keys.withLock { $0.current }
         let derived = HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: Array(purpose.utf8), outputByteCount: 32)
         return Array(HMAC<SHA256>.authenticationCode(for: message, using: derived))

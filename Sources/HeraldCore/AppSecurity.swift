@@ -3,19 +3,19 @@ import APNSModels
 
 /// An app's rules for what the register key — the one shipped inside the app, so held by anyone
 /// with a copy of it — may do to the registry beyond registering its own token.
-public struct AppSecurity: Sendable, Hashable {
+package struct AppSecurity: Sendable, Hashable {
     /// Binding a device to a user (or moving it to another) with a register key needs a user
     /// assertion signed by the app's backend. On for new apps; off only while migrating apps
     /// that cannot send assertions yet.
-    public var userVerification: Bool
+    package var userVerification: Bool
     /// Tags only the backend (send and admin keys) may set: a register key can neither add nor
     /// remove them, and a registration with a register key keeps them as they are.
-    public var protectedTags: [String]
+    package var protectedTags: [String]
     /// The secret user assertions are signed with (HMAC-SHA256), sealed under the master key;
     /// nil until the app's admin makes one.
-    public var sealedUserSecret: [UInt8]?
+    package var sealedUserSecret: [UInt8]?
 
-    public init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil) {
+    package init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil) {
         self.userVerification = userVerification
         self.protectedTags = protectedTags
         self.sealedUserSecret = sealedUserSecret
@@ -23,31 +23,31 @@ public struct AppSecurity: Sendable, Hashable {
 }
 
 /// What the caller of a registration may change beyond its token's own details.
-public struct RegistrationAuthority: Sendable, Hashable {
+package struct RegistrationAuthority: Sendable, Hashable {
     /// May set the device's user to the registration's user (a send or admin key, an app without
     /// user verification, or a user assertion verified for exactly that user).
-    public var mayBindUser: Bool
+    package var mayBindUser: Bool
     /// Tags the caller may neither add nor remove (empty for send and admin keys).
-    public var protectedTags: Set<String>
+    package var protectedTags: Set<String>
 
-    public init(mayBindUser: Bool, protectedTags: Set<String>) {
+    package init(mayBindUser: Bool, protectedTags: Set<String>) {
         self.mayBindUser = mayBindUser
         self.protectedTags = protectedTags
     }
 
     /// The app's backend: send and admin keys.
-    public static let backend = RegistrationAuthority(mayBindUser: true, protectedTags: [])
+    package static let backend = RegistrationAuthority(mayBindUser: true, protectedTags: [])
 }
 
 /// The registry's rules for a registration, given what the device holds now. Both store drivers
 /// call it inside the registration's transaction, after reading the device.
-public enum RegistrationPolicy {
+package enum RegistrationPolicy {
     /// `registration` as it may be stored over `existing` (nil for a new token), or the refusal:
     /// - binding a token to a user, or moving it to another, needs ``RegistrationAuthority/mayBindUser``
     ///   (`user_assertion_required`); keeping the user it has, or dropping it (a logout, as an
     ///   unregister and a new anonymous registration could do anyway), does not;
     /// - a protected tag cannot be asked for (`tag_protected`), and the device's protected tags are kept.
-    public static func apply(
+    package static func apply(
         _ registration: DeviceRegistration, existing: (userID: String?, tags: [String])?, authority: RegistrationAuthority
     ) throws -> DeviceRegistration {
         if !authority.mayBindUser, let user = registration.userID, user != existing?.userID {
@@ -68,12 +68,12 @@ public enum RegistrationPolicy {
 }
 
 /// A list of tags as one column: a JSON array of strings.
-public enum StoredTags {
-    public static func encode(_ tags: [String]) -> String {
+package enum StoredTags {
+    package static func encode(_ tags: [String]) -> String {
         String(decoding: JSONValue.array(tags.map(JSONValue.string)).serialized(), as: UTF8.self)
     }
 
-    public static func decode(_ text: String?) -> [String] {
+    package static func decode(_ text: String?) -> [String] {
         guard let text, let value = try? JSONValue.parse(Array(text.utf8)) else { return [] }
         return value.arrayValue?.compactMap(\.stringValue) ?? []
     }

@@ -6,9 +6,9 @@
 ///
 /// A claim is a small state machine: the driver asks ``nextStep(claimed:)`` what to do, does it,
 /// and asks again with how many deliveries it now holds, until it gets nil.
-public struct ClaimPolicy: Sendable, Hashable {
+package struct ClaimPolicy: Sendable, Hashable {
     /// What a claim does next.
-    public enum Step: Sendable, Hashable {
+    package enum Step: Sendable, Hashable {
         /// Claim up to `room` deliveries that exist and are due.
         case claimDue(room: Int)
         /// Claim chunks again whose lease ran out, then expand due notifications' audiences.
@@ -23,10 +23,10 @@ public struct ClaimPolicy: Sendable, Hashable {
     }
 
     /// The most deliveries the claim hands out.
-    public let limit: Int
+    package let limit: Int
     private var state: State = .start
 
-    public init(limit: Int) {
+    package init(limit: Int) {
         self.limit = limit
     }
 
@@ -35,7 +35,7 @@ public struct ClaimPolicy: Sendable, Hashable {
     /// First the deliveries that exist and are due, half the batch at most (at least one), so a
     /// backlog of retries cannot starve new notifications; then chunks and new audiences; then
     /// due deliveries again, in whatever room is left.
-    public mutating func nextStep(claimed: Int) -> Step? {
+    package mutating func nextStep(claimed: Int) -> Step? {
         switch self.state {
         case .start:
             self.state = .claimedRetries
@@ -59,13 +59,13 @@ public struct ClaimPolicy: Sendable, Hashable {
     }
 
     /// Whether a batch holding `claimed` deliveries has room for more.
-    public func hasRoom(claimed: Int) -> Bool {
+    package func hasRoom(claimed: Int) -> Bool {
         claimed < self.limit
     }
 
     /// How many more deliveries a batch holding `claimed` may take: the size of the next
     /// audience chunk, or of a chunk claimed again.
-    public func room(claimed: Int) -> Int {
+    package func room(claimed: Int) -> Int {
         self.limit - claimed
     }
 
@@ -74,26 +74,26 @@ public struct ClaimPolicy: Sendable, Hashable {
     /// Whether to expand another chunk, with `claimed` deliveries in the batch and `expanded`
     /// audience members expanded by this claim so far (a local-time notification's are created
     /// pending, outside the batch: this bounds the work of one claim all the same).
-    public func mayExpand(claimed: Int, expanded: Int) -> Bool {
+    package func mayExpand(claimed: Int, expanded: Int) -> Bool {
         self.hasRoom(claimed: claimed) && expanded < self.limit
     }
 
     /// Where a notification's expansion goes on after a chunk that asked for `asked` devices
     /// found `found`, the last of them `last`: after it, or nil when the audience is exhausted
     /// (fewer found than asked for).
-    public static func expandAfter(found: Int, asked: Int, last: Int64) -> Int64? {
+    package static func expandAfter(found: Int, asked: Int, last: Int64) -> Int64? {
         Self.isExhausted(found: found, asked: asked) ? nil : last
     }
 
     /// Whether a chunk that asked for `asked` devices and found `found` was the audience's last.
-    public static func isExhausted(found: Int, asked: Int) -> Bool {
+    package static func isExhausted(found: Int, asked: Int) -> Bool {
         found < asked
     }
 
     // MARK: Chunks whose lease ran out
 
     /// What becomes of a chunk whose lease ran out.
-    public enum Reclaim: Sendable, Hashable {
+    package enum Reclaim: Sendable, Hashable {
         /// Nothing of it is left to send: the chunk ends (and an encrypted notification may lose
         /// its plaintext). With `recordCancelled`, the devices found are first recorded as failed
         /// ("Cancelled"), never sent.
@@ -106,14 +106,14 @@ public struct ClaimPolicy: Sendable, Hashable {
 
     /// How many devices to look for in a chunk claimed again: the room left, or all of them
     /// for a cancelled notification (they are recorded, not sent).
-    public func reclaimLimit(claimed: Int, cancelled: Bool) -> Int {
+    package func reclaimLimit(claimed: Int, cancelled: Bool) -> Int {
         cancelled ? Int(Int32.max) : self.room(claimed: claimed)
     }
 
     /// The fate of a chunk at attempt `attempts`, ending at device `through`, claimed again
     /// when the batch held `claimed`: `found` of its devices have no delivery yet (nil when its
     /// notification is gone or its audience cannot be read), the last of them `lastFound`.
-    public func reclaim(found: Int?, lastFound: Int64?, through: Int64, attempts: Int, cancelled: Bool, claimed: Int) -> Reclaim {
+    package func reclaim(found: Int?, lastFound: Int64?, through: Int64, attempts: Int, cancelled: Bool, claimed: Int) -> Reclaim {
         guard let found else { return .end(recordCancelled: false) }
         if cancelled || found == 0 { return .end(recordCancelled: found > 0) }
         // More than there is room for: the rest becomes a chunk of its own.
@@ -122,19 +122,19 @@ public struct ClaimPolicy: Sendable, Hashable {
     }
 
     /// The attempt of a chunk when first claimed.
-    public static let firstAttempt = 1
+    package static let firstAttempt = 1
 
     // MARK: Encrypted notifications
 
     /// The devices whose public key the claimed deliveries need (those of encrypted
     /// notifications), read as they are now.
-    public static func sealedDevices(_ claimed: [ClaimedDelivery]) -> [Int64] {
+    package static func sealedDevices(_ claimed: [ClaimedDelivery]) -> [Int64] {
         claimed.compactMap { $0.placeholder != nil ? $0.deviceID : nil }
     }
 
     /// Gives each claimed delivery of an encrypted notification its device's key from `keys`
     /// (none if the device has none now).
-    public static func attach(_ keys: [Int64: DevicePublicKey], to claimed: inout [ClaimedDelivery]) {
+    package static func attach(_ keys: [Int64: DevicePublicKey], to claimed: inout [ClaimedDelivery]) {
         for index in claimed.indices where claimed[index].placeholder != nil {
             claimed[index].publicKey = keys[claimed[index].deviceID]
         }

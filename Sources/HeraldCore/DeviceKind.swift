@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// What a registered token is, and so which push type and topic reach it.
-public enum DeviceKind: String, Sendable, Hashable, CaseIterable, Codable {
+package enum DeviceKind: String, Sendable, Hashable, CaseIterable, Codable {
     /// The app's remote-notification token (alerts, badges, background updates).
     case device
     /// A PushKit VoIP token.
@@ -19,7 +19,7 @@ public enum DeviceKind: String, Sendable, Hashable, CaseIterable, Codable {
     case controls
 
     /// The push type sent to this kind when the sender names none.
-    public var defaultPushType: PushType {
+    package var defaultPushType: PushType {
         switch self {
         case .device: return .alert
         case .voip: return .voip
@@ -34,7 +34,7 @@ public enum DeviceKind: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// Push types this kind of token can receive.
-    public var pushTypes: Set<PushType> {
+    package var pushTypes: Set<PushType> {
         self == .device ? [.alert, .background] : [self.defaultPushType]
     }
 }
@@ -42,7 +42,7 @@ public enum DeviceKind: String, Sendable, Hashable, CaseIterable, Codable {
 /// A registry environment: which APNs host a token belongs to.
 extension APNSEnvironment {
     /// Accepts Apple's "sandbox" as a name for development.
-    public init?(name: String) {
+    package init?(name: String) {
         switch name {
         case "sandbox", "development": self = .development
         case "production": self = .production

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// One environment's stored credential, as kept: sealed, with when it was set.
-public struct CredentialRecord: Sendable, Hashable {
-    public var environment: APNSEnvironment
-    public var sealed: [UInt8]
-    public var updatedAt: Int64
+package struct CredentialRecord: Sendable, Hashable {
+    package var environment: APNSEnvironment
+    package var sealed: [UInt8]
+    package var updatedAt: Int64
 
-    public init(environment: APNSEnvironment, sealed: [UInt8], updatedAt: Int64) {
+    package init(environment: APNSEnvironment, sealed: [UInt8], updatedAt: Int64) {
         self.environment = environment
         self.sealed = sealed
         self.updatedAt = updatedAt
@@ -16,12 +16,12 @@ public struct CredentialRecord: Sendable, Hashable {
 
 /// Everything Herald holds about one user of an app: their devices (with tags and keys), the
 /// deliveries to those devices, and the invalidations of those devices.
-public struct UserData: Sendable, Hashable {
-    public var devices: [Device]
-    public var deliveries: [DeliveryRecord]
-    public var invalidations: [Invalidation]
+package struct UserData: Sendable, Hashable {
+    package var devices: [Device]
+    package var deliveries: [DeliveryRecord]
+    package var invalidations: [Invalidation]
 
-    public init(devices: [Device], deliveries: [DeliveryRecord], invalidations: [Invalidation]) {
+    package init(devices: [Device], deliveries: [DeliveryRecord], invalidations: [Invalidation]) {
         self.devices = devices
         self.deliveries = deliveries
         self.invalidations = invalidations
@@ -31,13 +31,13 @@ public struct UserData: Sendable, Hashable {
 /// What an erasure changed: devices removed, delivery records scrubbed (kept, without their
 /// token, for the counts), notifications whose plaintext only this user was to receive emptied,
 /// webhook messages scrubbed of the user's tokens.
-public struct UserErasure: Sendable, Hashable {
-    public var devices: Int
-    public var deliveries: Int
-    public var notifications: Int
-    public var webhookMessages: Int
+package struct UserErasure: Sendable, Hashable {
+    package var devices: Int
+    package var deliveries: Int
+    package var notifications: Int
+    package var webhookMessages: Int
 
-    public init(devices: Int = 0, deliveries: Int = 0, notifications: Int = 0, webhookMessages: Int = 0) {
+    package init(devices: Int = 0, deliveries: Int = 0, notifications: Int = 0, webhookMessages: Int = 0) {
         self.devices = devices
         self.deliveries = deliveries
         self.notifications = notifications
@@ -47,15 +47,15 @@ public struct UserErasure: Sendable, Hashable {
 
 /// An audit record: who (the API key's id), what (the action), when (ms), about what (the app
 /// and the subject, e.g. the user id).
-public struct AuditRecord: Sendable, Hashable {
-    public var id: Int64
-    public var at: Int64
-    public var keyID: String?
-    public var action: String
-    public var appID: String?
-    public var subject: String?
+package struct AuditRecord: Sendable, Hashable {
+    package var id: Int64
+    package var at: Int64
+    package var keyID: String?
+    package var action: String
+    package var appID: String?
+    package var subject: String?
 
-    public init(id: Int64 = 0, at: Int64, keyID: String?, action: String, appID: String?, subject: String?) {
+    package init(id: Int64 = 0, at: Int64, keyID: String?, action: String, appID: String?, subject: String?) {
         self.id = id
         self.at = at
         self.keyID = keyID
@@ -67,7 +67,7 @@ public struct AuditRecord: Sendable, Hashable {
 
 /// Data governance: deleting a whole app in bounded chunks, credentials as metadata, a user's
 /// data exported or erased, and the audit trail of those acts.
-public protocol GovernanceStore: Sendable {
+package protocol GovernanceStore: Sendable {
     /// The app's stored credentials with when each was set.
     func credentialRecords(appID: String) async throws -> [CredentialRecord]
     /// Removes one environment's credential; false when there was none.
@@ -98,7 +98,7 @@ public protocol GovernanceStore: Sendable {
 extension GovernanceStore {
     /// Deletes the app chunk by chunk (each its own short transaction); returns the rows deleted.
     @discardableResult
-    public func deleteApp(id: String, chunkSize: Int = 2000, now: Int64) async throws -> Int {
+    package func deleteApp(id: String, chunkSize: Int = 2000, now: Int64) async throws -> Int {
         var total = 0
         while true {
             let deleted = try await self.deleteAppRows(appID: id, limit: chunkSize, now: now)
@@ -110,7 +110,7 @@ extension GovernanceStore {
 
 extension HeraldStore {
     /// Everything held about the user: devices, their deliveries and invalidations.
-    public func userData(appID: String, userID: String) async throws -> UserData {
+    package func userData(appID: String, userID: String) async throws -> UserData {
         let devices = try await self.userDevices(appID: appID, userID: userID)
         var invalidations: [Invalidation] = []
         for device in devices { invalidations += try await self.invalidations(appID: appID, deviceID: device.id) }
@@ -120,9 +120,9 @@ extension HeraldStore {
 }
 
 /// The SQL-free parts of governance.
-public enum GovernancePolicy {
+package enum GovernancePolicy {
     /// Rows per transaction when an app is deleted: short enough for others' writes to interleave.
-    public static let deletionChunk = 2000
+    package static let deletionChunk = 2000
     /// What a scrubbed delivery's reason becomes when it was still pending.
-    public static let erasedReason = "Erased"
+    package static let erasedReason = "Erased"
 }

@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// A stored API key, as needed to check a presented one.
-public struct StoredAPIKey: Sendable, Hashable {
-    public var id: String
-    public var hash: [UInt8]
-    public var scope: APIScope
+package struct StoredAPIKey: Sendable, Hashable {
+    package var id: String
+    package var hash: [UInt8]
+    package var scope: APIScope
     /// The one app a `register`/`send` key is bound to; nil for keys valid for every app.
-    public var appID: String?
-    public var name: String?
-    public var createdAt: Int64
+    package var appID: String?
+    package var name: String?
+    package var createdAt: Int64
     /// When it was revoked; a revoked key authorizes nothing.
-    public var revokedAt: Int64?
+    package var revokedAt: Int64?
     /// When it stops working (ms); nil for never. Rotation sets it on the key it replaces.
-    public var expiresAt: Int64?
+    package var expiresAt: Int64?
     /// When it last authorized a request (ms), to the minute.
-    public var lastUsedAt: Int64?
+    package var lastUsedAt: Int64?
 
-    public init(
+    package init(
         id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, createdAt: Int64 = 0, revokedAt: Int64? = nil,
         expiresAt: Int64? = nil, lastUsedAt: Int64? = nil
     ) {
@@ -34,15 +34,15 @@ public struct StoredAPIKey: Sendable, Hashable {
 }
 
 /// Filters for listing devices.
-public struct DeviceQuery: Sendable, Hashable {
-    public var userID: String?
-    public var tag: String?
-    public var tokenPrefix: String?
-    public var limit: Int
+package struct DeviceQuery: Sendable, Hashable {
+    package var userID: String?
+    package var tag: String?
+    package var tokenPrefix: String?
+    package var limit: Int
     /// Paging: only devices with a larger id (the list is in id order, ids are unique).
-    public var afterID: Int64?
+    package var afterID: Int64?
 
-    public init(userID: String? = nil, tag: String? = nil, tokenPrefix: String? = nil, limit: Int = 100, afterID: Int64? = nil) {
+    package init(userID: String? = nil, tag: String? = nil, tokenPrefix: String? = nil, limit: Int = 100, afterID: Int64? = nil) {
         self.userID = userID
         self.tag = tag
         self.tokenPrefix = tokenPrefix
@@ -54,7 +54,7 @@ public struct DeviceQuery: Sendable, Hashable {
 /// Everything Herald keeps: apps and their sealed credentials, API keys, the device registry,
 /// notifications and their deliveries (the durable outbox), and the invalidation audit trail.
 /// SQLite is the embedded driver; PostgreSQL shares this contract.
-public protocol HeraldStore: WebhookStore, GovernanceStore {
+package protocol HeraldStore: WebhookStore, GovernanceStore {
     func createApp(_ app: App) async throws
     func app(_ id: String) async throws -> App?
     func apps() async throws -> [App]
@@ -100,7 +100,9 @@ public protocol HeraldStore: WebhookStore, GovernanceStore {
     /// from the devices that existed at acceptance. An idempotency key already used returns the
     /// first notification instead. For a token audience, the listed tokens that are unknown or
     /// inactive are counted in the same transaction (one set-based query).
-    func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+    func createNotification(
+        appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64
+    ) async throws
         -> CreatedNotification
     func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
     /// The app's notifications, newest first (by creation, then id: a total order), created
@@ -145,22 +147,22 @@ public protocol HeraldStore: WebhookStore, GovernanceStore {
 
 extension HeraldStore {
     /// A key that never expires.
-    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
+    package func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, now: Int64) async throws {
         try await self.createAPIKey(id: id, hash: hash, scope: scope, appID: appID, name: name, expiresAt: nil, now: now)
     }
 
     /// A registration by the app's backend (send and admin keys): it may bind any user and tag.
-    public func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
+    package func register(appID: String, _ registration: DeviceRegistration, now: Int64) async throws -> Device {
         try await self.register(appID: appID, registration, authority: .backend, now: now)
     }
 
     /// The first page of the app's notifications (created before `before` when given).
-    public func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
+    package func notifications(appID: String, limit: Int, before: Int64?) async throws -> [NotificationSummary] {
         try await self.notifications(appID: appID, limit: limit, before: before, after: nil)
     }
 
     /// A device's most recent deliveries.
-    public func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
+    package func deliveries(appID: String, token: String, limit: Int) async throws -> [DeliveryRecord] {
         try await self.deliveries(appID: appID, token: token, limit: limit, beforeID: nil)
     }
 }

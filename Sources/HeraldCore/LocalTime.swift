@@ -3,16 +3,16 @@ import Foundation
 
 /// A wall-clock time without a zone ("9:00 on 23 November"), delivered at that time in each
 /// device's own time zone.
-public struct LocalTime: Sendable, Hashable, CustomStringConvertible {
-    public var year: Int
-    public var month: Int
-    public var day: Int
-    public var hour: Int
-    public var minute: Int
-    public var second: Int
+package struct LocalTime: Sendable, Hashable, CustomStringConvertible {
+    package var year: Int
+    package var month: Int
+    package var day: Int
+    package var hour: Int
+    package var minute: Int
+    package var second: Int
 
     /// Parses `YYYY-MM-DDTHH:MM[:SS]` (no zone).
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let parts = text.split(separator: "T")
         guard parts.count == 2 else { return nil }
         let date = parts[0].split(separator: "-").compactMap { Int($0) }
@@ -25,13 +25,13 @@ public struct LocalTime: Sendable, Hashable, CustomStringConvertible {
         (self.hour, self.minute, self.second) = (time[0], time[1], time.count == 3 ? time[2] : 0)
     }
 
-    public var description: String {
+    package var description: String {
         String(format: "%04d-%02d-%02dT%02d:%02d:%02d", self.year, self.month, self.day, self.hour, self.minute, self.second)
     }
 
     /// The instant (ms since 1970) this wall time has in `timeZone` (an IANA name); UTC when the
     /// name is missing or unknown.
-    public func instant(timeZone name: String?) -> Int64 {
+    package func instant(timeZone name: String?) -> Int64 {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = name.flatMap(TimeZone.init(identifier:)) ?? TimeZone(identifier: "UTC")!
         let components = DateComponents(year: self.year, month: self.month, day: self.day, hour: self.hour, minute: self.minute, second: self.second)

@@ -9,39 +9,41 @@
 /// its audience is empty, when it is cancelled, when its audience is exhausted by an expansion,
 /// and when a chunk of it ends; each time only if no delivery is pending and no chunk in flight
 /// (the drivers' `forgetPlaintext` checks that in SQL).
-public enum NotificationPolicy {
+package enum NotificationPolicy {
     /// How many of an app's newest notifications a device's delivery history looks through.
-    public static let historyDepth = 1000
+    package static let historyDepth = 1000
 
     /// The payload a notification is stored with: an encrypted one (with a placeholder) with
     /// nobody to send to keeps no plaintext at all.
-    public static func storedPayload(_ spec: NotificationSpec, audienceSize: Int64) -> [UInt8] {
+    package static func storedPayload(_ spec: NotificationSpec, audienceSize: Int64) -> [UInt8] {
         spec.placeholder != nil && audienceSize == 0 ? [] : spec.payload
     }
 
     /// Where a new notification's expansion starts: before the first device, or nowhere for an
     /// empty audience.
-    public static func expandAfter(audienceSize: Int64) -> Int64? {
+    package static func expandAfter(audienceSize: Int64) -> Int64? {
         audienceSize > 0 ? 0 : nil
     }
 
     /// Whether a cancel did anything: it stopped the expansion, failed pending deliveries, or
     /// marked a notification with chunks in flight (which finish; one whose lease runs out is
     /// recorded as cancelled). A cancelled notification's plaintext goes at once.
-    public static func cancelled(stoppedExpansion: Bool, failedPending: Bool, chunksInFlight: Int64, alreadyCancelled: Bool) -> Bool {
+    package static func cancelled(stoppedExpansion: Bool, failedPending: Bool, chunksInFlight: Int64, alreadyCancelled: Bool) -> Bool {
         stoppedExpansion || failedPending || (chunksInFlight > 0 && !alreadyCancelled)
     }
 
     /// Whether an expansion that exhausted its audience (or not) forgets the plaintext of a
     /// notification, `encrypted` or not.
-    public static func forgetsPlaintext(exhausted: Bool, encrypted: Bool) -> Bool {
+    package static func forgetsPlaintext(exhausted: Bool, encrypted: Bool) -> Bool {
         exhausted && encrypted
     }
 
     /// A notification's deliveries per state, from the rows it has (`created` of them): the
     /// audience members with no row yet (not expanded, or in a chunk in flight, whose
     /// deliveries get rows when recorded) count as pending.
-    public static func counts(_ rows: [DeliveryState: Int], created: Int, summary: NotificationSummary, chunksInFlight: Int64) -> [DeliveryState: Int] {
+    package static func counts(
+        _ rows: [DeliveryState: Int], created: Int, summary: NotificationSummary, chunksInFlight: Int64
+    ) -> [DeliveryState: Int] {
         var counts = rows
         if summary.expanding || chunksInFlight > 0 { counts[.pending, default: 0] += max(0, summary.audienceSize - created) }
         return counts
@@ -49,7 +51,7 @@ public enum NotificationPolicy {
 
     /// When a local-time delivery is due for a device in `timeZone` (nil: the server's): its
     /// local time, never before the notification's scheduled time.
-    public static func localDue(_ localTime: LocalTime, timeZone: String?, scheduledAt: Int64) -> Int64 {
+    package static func localDue(_ localTime: LocalTime, timeZone: String?, scheduledAt: Int64) -> Int64 {
         max(scheduledAt, localTime.instant(timeZone: timeZone))
     }
 }

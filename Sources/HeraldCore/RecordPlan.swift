@@ -10,35 +10,35 @@
 ///    notification cancelled meanwhile are failed; then ``chunkEnds``;
 /// 2. ``sent``, in one statement;
 /// 3. ``singles``, in the order of the results, each fenced by its attempt.
-public struct RecordPlan: Sendable, Hashable {
+package struct RecordPlan: Sendable, Hashable {
     /// A delivery APNs accepted, recorded with the others in one statement.
-    public struct Sent: Sendable, Hashable {
-        public var deliveryID: Int64
-        public var apnsID: String?
-        public var latencyMilliseconds: Int64
+    package struct Sent: Sendable, Hashable {
+        package var deliveryID: Int64
+        package var apnsID: String?
+        package var latencyMilliseconds: Int64
         /// The claim it answers; nil: unfenced.
-        public var attempt: Int?
+        package var attempt: Int?
     }
 
     /// An outcome written on its own: a retry, or a failure (which may deactivate its device).
-    public struct Single: Sendable, Hashable {
-        public var deliveryID: Int64
-        public var outcome: DeliveryResult.Outcome
-        public var latencyMilliseconds: Int64
+    package struct Single: Sendable, Hashable {
+        package var deliveryID: Int64
+        package var outcome: DeliveryResult.Outcome
+        package var latencyMilliseconds: Int64
         /// The claim it answers; nil: unfenced.
-        public var attempt: Int?
+        package var attempt: Int?
         /// False for a chunk's delivery, whose row step 1 created with this outcome already.
-        public var updatesRow: Bool
+        package var updatesRow: Bool
     }
 
     /// A chunk some of whose deliveries the batch created: it is done if its claim is still
     /// attempt `attempt` and `recorded` covers its size (with what earlier attempts recorded).
-    public struct ChunkEnd: Sendable, Hashable {
-        public var chunk: Int64
-        public var attempt: Int
-        public var recorded: Int
+    package struct ChunkEnd: Sendable, Hashable {
+        package var chunk: Int64
+        package var attempt: Int
+        package var recorded: Int
 
-        public init(chunk: Int64, attempt: Int, recorded: Int) {
+        package init(chunk: Int64, attempt: Int, recorded: Int) {
             self.chunk = chunk
             self.attempt = attempt
             self.recorded = recorded
@@ -46,17 +46,17 @@ public struct RecordPlan: Sendable, Hashable {
     }
 
     /// Whether step 1 creates any rows.
-    public private(set) var createsRows: Bool
+    package private(set) var createsRows: Bool
     /// Chunk deliveries told to retry: created pending, unless their notification was
     /// cancelled meanwhile.
-    public private(set) var retriedChunkDeliveries: [Int64]
+    package private(set) var retriedChunkDeliveries: [Int64]
     /// In chunk id order (the order PostgreSQL locks them in).
-    public private(set) var chunkEnds: [ChunkEnd]
-    public private(set) var sent: [Sent]
-    public private(set) var singles: [Single]
+    package private(set) var chunkEnds: [ChunkEnd]
+    package private(set) var sent: [Sent]
+    package private(set) var singles: [Single]
 
     /// Plans the recording of `results` at `now`, adding to `created` the rows it creates.
-    public init(_ results: [DeliveryResult], now: Int64, creating created: inout some NewDeliveryRows) {
+    package init(_ results: [DeliveryResult], now: Int64, creating created: inout some NewDeliveryRows) {
         let chunks = created.addCreated(results, now: now)
         self.createsRows = !chunks.isEmpty
         self.chunkEnds = chunks.map { ChunkEnd(chunk: $0.key, attempt: $0.value.attempt, recorded: $0.value.count) }.sorted { $0.chunk < $1.chunk }
@@ -68,7 +68,8 @@ public struct RecordPlan: Sendable, Hashable {
             switch result.outcome {
             case .sent(let apnsID):
                 guard !isCreated else { continue }
-                self.sent.append(Sent(deliveryID: result.deliveryID, apnsID: apnsID, latencyMilliseconds: result.latencyMilliseconds, attempt: result.attempt))
+                self.sent.append(
+                    Sent(deliveryID: result.deliveryID, apnsID: apnsID, latencyMilliseconds: result.latencyMilliseconds, attempt: result.attempt))
             case .retry:
                 guard !isCreated else { continue }
                 self.singles.append(Single(result, updatesRow: true))
@@ -82,7 +83,7 @@ public struct RecordPlan: Sendable, Hashable {
 
     /// Whether `single`'s failure deactivates its device, its outcome written or not
     /// (`applied`): fenced out, a newer claim answers for the delivery, and its device.
-    public static func invalidates(_ single: Single, applied: Set<Int64>) -> Bool {
+    package static func invalidates(_ single: Single, applied: Set<Int64>) -> Bool {
         guard case .failed(_, _, true, _) = single.outcome else { return false }
         return applied.contains(single.deliveryID)
     }

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// An app: a bundle id with APNs credentials per environment.
-public struct App: Sendable, Hashable {
-    public var id: String
-    public var bundleID: String
-    public var createdAt: Int64
+package struct App: Sendable, Hashable {
+    package var id: String
+    package var bundleID: String
+    package var createdAt: Int64
     /// Who may bind devices to users and set which tags.
-    public var security: AppSecurity
+    package var security: AppSecurity
 
-    public init(id: String, bundleID: String, createdAt: Int64, security: AppSecurity = AppSecurity()) {
+    package init(id: String, bundleID: String, createdAt: Int64, security: AppSecurity = AppSecurity()) {
         self.id = id
         self.bundleID = bundleID
         self.createdAt = createdAt
@@ -18,7 +18,7 @@ public struct App: Sendable, Hashable {
 }
 
 /// How Herald authenticates to APNs for one app and environment.
-public enum CredentialMaterial: Sendable, Hashable {
+package enum CredentialMaterial: Sendable, Hashable {
     /// A `.p8` key; `restrictedTo` for Apple's environment-restricted keys.
     case token(keyID: String, teamID: String, privateKeyPEM: String, restrictedTo: APNSEnvironment?)
     /// A client certificate (chain) and its key, both PEM.
@@ -26,25 +26,25 @@ public enum CredentialMaterial: Sendable, Hashable {
 }
 
 /// What an app or SDK sends to register a token.
-public struct DeviceRegistration: Sendable, Hashable {
-    public var token: DeviceToken
-    public var kind: DeviceKind
-    public var environment: APNSEnvironment
-    public var userID: String?
-    public var tags: [String]
-    public var locale: String?
-    public var timeZone: String?
-    public var appVersion: String?
-    public var platform: String?
+package struct DeviceRegistration: Sendable, Hashable {
+    package var token: DeviceToken
+    package var kind: DeviceKind
+    package var environment: APNSEnvironment
+    package var userID: String?
+    package var tags: [String]
+    package var locale: String?
+    package var timeZone: String?
+    package var appVersion: String?
+    package var platform: String?
     /// Live Activity update tokens: the activity they update.
-    public var activityID: String?
+    package var activityID: String?
     /// Push-to-start tokens: the ActivityAttributes type they start.
-    public var attributesType: String?
+    package var attributesType: String?
     /// End-to-end encryption: the device's public key (`x25519` raw or `p256` X9.63) and its type.
-    public var publicKey: [UInt8]?
-    public var publicKeyType: String?
+    package var publicKey: [UInt8]?
+    package var publicKeyType: String?
 
-    public init(
+    package init(
         token: DeviceToken, kind: DeviceKind = .device, environment: APNSEnvironment = .production, userID: String? = nil,
         tags: [String] = [], locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
         platform: String? = nil, activityID: String? = nil, attributesType: String? = nil, publicKey: [UInt8]? = nil, publicKeyType: String? = nil
@@ -66,17 +66,20 @@ public struct DeviceRegistration: Sendable, Hashable {
 }
 
 /// A registered token.
-public struct Device: Sendable, Hashable {
-    public var id: Int64
-    public var appID: String
-    public var registration: DeviceRegistration
-    public var active: Bool
-    public var createdAt: Int64
-    public var lastRegisteredAt: Int64
-    public var invalidatedAt: Int64?
-    public var invalidationReason: String?
+package struct Device: Sendable, Hashable {
+    package var id: Int64
+    package var appID: String
+    package var registration: DeviceRegistration
+    package var active: Bool
+    package var createdAt: Int64
+    package var lastRegisteredAt: Int64
+    package var invalidatedAt: Int64?
+    package var invalidationReason: String?
 
-    public init(id: Int64, appID: String, registration: DeviceRegistration, active: Bool, createdAt: Int64, lastRegisteredAt: Int64, invalidatedAt: Int64?, invalidationReason: String?) {
+    package init(
+        id: Int64, appID: String, registration: DeviceRegistration, active: Bool, createdAt: Int64, lastRegisteredAt: Int64, invalidatedAt: Int64?,
+        invalidationReason: String?
+    ) {
         self.id = id
         self.appID = appID
         self.registration = registration
@@ -89,7 +92,7 @@ public struct Device: Sendable, Hashable {
 }
 
 /// Who a notification goes to.
-public enum Audience: Sendable, Hashable {
+package enum Audience: Sendable, Hashable {
     case tokens([String])
     case users([String])
     case tags([String], matchAll: Bool)
@@ -99,31 +102,31 @@ public enum Audience: Sendable, Hashable {
 }
 
 /// A notification as accepted: what to send and to whom.
-public struct NotificationSpec: Sendable, Hashable {
-    public var audience: Audience
+package struct NotificationSpec: Sendable, Hashable {
+    package var audience: Audience
     /// Only devices of these kinds (all kinds when empty).
-    public var kinds: Set<DeviceKind>
+    package var kinds: Set<DeviceKind>
     /// Only devices in this environment (both when nil).
-    public var environment: APNSEnvironment?
+    package var environment: APNSEnvironment?
     /// The push type; derived from each device's kind when nil.
-    public var pushType: PushType?
-    public var priority: Priority?
+    package var pushType: PushType?
+    package var priority: Priority?
     /// Absolute UNIX seconds; 0 = one attempt only; nil = APNs's storage policy.
-    public var expiration: Int64?
-    public var collapseID: String?
-    public var payload: [UInt8]
+    package var expiration: Int64?
+    package var collapseID: String?
+    package var payload: [UInt8]
     /// When to send (ms since 1970); now when nil.
-    public var scheduledAt: Int64?
+    package var scheduledAt: Int64?
     /// Send at this wall-clock time in each device's time zone (UTC when it has none); devices
     /// for which it has passed get it at once.
-    public var localTime: LocalTime?
-    public var idempotencyKey: String?
+    package var localTime: LocalTime?
+    package var idempotencyKey: String?
     /// End-to-end encryption: sent only to devices with a public key, each sealed for its
     /// device, APNs carrying this placeholder payload (JSON, `mutable-content` set) beside the
     /// envelope; `payload` is then the plaintext, forgotten once the deliveries are done.
-    public var placeholder: [UInt8]?
+    package var placeholder: [UInt8]?
 
-    public init(
+    package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
         priority: Priority? = nil, expiration: Int64? = nil, collapseID: String? = nil, payload: [UInt8],
         scheduledAt: Int64? = nil, localTime: LocalTime? = nil, idempotencyKey: String? = nil
@@ -143,7 +146,7 @@ public struct NotificationSpec: Sendable, Hashable {
 }
 
 /// Where a delivery stands.
-public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
+package enum DeliveryState: String, Sendable, Hashable, CaseIterable {
     /// Waiting to be sent (or to be retried).
     case pending
     /// Accepted by APNs.
@@ -153,32 +156,34 @@ public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
 }
 
 /// One notification to one device, as claimed for sending.
-public struct ClaimedDelivery: Sendable, Hashable {
-    public var id: Int64
-    public var notificationID: String
-    public var appID: String
-    public var deviceID: Int64
-    public var token: String
-    public var environment: APNSEnvironment
-    public var pushType: PushType
-    public var topic: String
-    public var priority: Priority?
-    public var expiration: Int64?
-    public var collapseID: String?
-    public var payload: [UInt8]
-    public var attempts: Int
+package struct ClaimedDelivery: Sendable, Hashable {
+    package var id: Int64
+    package var notificationID: String
+    package var appID: String
+    package var deviceID: Int64
+    package var token: String
+    package var environment: APNSEnvironment
+    package var pushType: PushType
+    package var topic: String
+    package var priority: Priority?
+    package var expiration: Int64?
+    package var collapseID: String?
+    package var payload: [UInt8]
+    package var attempts: Int
     /// Set for an end-to-end encrypted notification: what APNs carries around the envelope.
-    public var placeholder: [UInt8]?
+    package var placeholder: [UInt8]?
     /// The device's public key, for an encrypted notification.
-    public var publicKey: DevicePublicKey?
+    package var publicKey: DevicePublicKey?
     /// Set when the delivery was claimed as part of an audience chunk: it has no row yet, and
     /// recording its outcome creates one (each delivery of a broadcast is written once). If the
     /// process dies first, the chunk's lease runs out and its devices are claimed again.
-    public var chunk: Int64?
+    package var chunk: Int64?
 
-    public init(
-        id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType, topic: String,
-        priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil, chunk: Int64? = nil
+    package init(
+        id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,
+        topic: String,
+        priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil,
+        chunk: Int64? = nil
     ) {
         self.chunk = chunk
         self.placeholder = placeholder
@@ -199,19 +204,19 @@ public struct ClaimedDelivery: Sendable, Hashable {
 }
 
 /// A device's end-to-end public key: `x25519` (raw) or `p256` (X9.63).
-public struct DevicePublicKey: Sendable, Hashable {
-    public var type: String
-    public var key: [UInt8]
+package struct DevicePublicKey: Sendable, Hashable {
+    package var type: String
+    package var key: [UInt8]
 
-    public init(type: String, key: [UInt8]) {
+    package init(type: String, key: [UInt8]) {
         self.type = type
         self.key = key
     }
 }
 
 /// What became of one send.
-public struct DeliveryResult: Sendable, Hashable {
-    public enum Outcome: Sendable, Hashable {
+package struct DeliveryResult: Sendable, Hashable {
+    package enum Outcome: Sendable, Hashable {
         case sent(apnsID: String?)
         /// Try again at `retryAt` (ms), unless out of attempts or past expiration.
         case retry(status: Int?, reason: String, retryAt: Int64)
@@ -219,16 +224,16 @@ public struct DeliveryResult: Sendable, Hashable {
         case failed(status: Int?, reason: String, invalidate: Bool, timestamp: Int64?)
     }
 
-    public var deliveryID: Int64
-    public var outcome: Outcome
-    public var latencyMilliseconds: Int64
+    package var deliveryID: Int64
+    package var outcome: Outcome
+    package var latencyMilliseconds: Int64
     /// The claim this answers (its `attempts`): recorded only if the delivery has not been claimed
     /// again since — a batch that outlived its lease cannot overwrite the newer claim. Nil: unfenced.
-    public var attempt: Int?
+    package var attempt: Int?
     /// For a delivery claimed in an audience chunk, the row its outcome creates.
-    public var created: NewDelivery?
+    package var created: NewDelivery?
 
-    public init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64, attempt: Int? = nil) {
+    package init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64, attempt: Int? = nil) {
         self.deliveryID = deliveryID
         self.outcome = outcome
         self.latencyMilliseconds = latencyMilliseconds
@@ -237,24 +242,24 @@ public struct DeliveryResult: Sendable, Hashable {
 
     /// The outcome of `claimed`, answering that claim (fenced by its attempt; created if the
     /// claim came from an audience chunk).
-    public init(_ claimed: ClaimedDelivery, outcome: Outcome, latencyMilliseconds: Int64) {
+    package init(_ claimed: ClaimedDelivery, outcome: Outcome, latencyMilliseconds: Int64) {
         self.init(deliveryID: claimed.id, outcome: outcome, latencyMilliseconds: latencyMilliseconds, attempt: claimed.attempts)
         self.created = NewDelivery(claimed)
     }
 }
 
 /// What a delivery claimed in an audience chunk is made of, to create its row with its outcome.
-public struct NewDelivery: Sendable, Hashable {
-    public var chunk: Int64
-    public var notificationID: String
-    public var deviceID: Int64
-    public var token: String
-    public var environment: APNSEnvironment
-    public var pushType: PushType
-    public var topic: String
+package struct NewDelivery: Sendable, Hashable {
+    package var chunk: Int64
+    package var notificationID: String
+    package var deviceID: Int64
+    package var token: String
+    package var environment: APNSEnvironment
+    package var pushType: PushType
+    package var topic: String
 
     /// Nil unless `claimed` came from an audience chunk.
-    public init?(_ claimed: ClaimedDelivery) {
+    package init?(_ claimed: ClaimedDelivery) {
         guard let chunk = claimed.chunk else { return nil }
         self.chunk = chunk
         self.notificationID = claimed.notificationID
@@ -268,34 +273,34 @@ public struct NewDelivery: Sendable, Hashable {
 
 /// What `record` applied: the deliveries whose outcome was written (not fenced out), and those
 /// whose failure deactivated their device.
-public struct RecordedOutcomes: Sendable, Hashable {
-    public var applied: Set<Int64>
-    public var invalidated: Set<Int64>
+package struct RecordedOutcomes: Sendable, Hashable {
+    package var applied: Set<Int64>
+    package var invalidated: Set<Int64>
 
-    public init(applied: Set<Int64> = [], invalidated: Set<Int64> = []) {
+    package init(applied: Set<Int64> = [], invalidated: Set<Int64> = []) {
         self.applied = applied
         self.invalidated = invalidated
     }
 }
 
 /// One delivery as reported by the API.
-public struct DeliveryRecord: Sendable, Hashable {
-    public var id: Int64
-    public var notificationID: String
-    public var token: String
-    public var kind: DeviceKind?
-    public var environment: APNSEnvironment
-    public var pushType: PushType
-    public var state: DeliveryState
-    public var attempts: Int
-    public var apnsID: String?
-    public var status: Int?
-    public var reason: String?
-    public var latencyMilliseconds: Int64?
+package struct DeliveryRecord: Sendable, Hashable {
+    package var id: Int64
+    package var notificationID: String
+    package var token: String
+    package var kind: DeviceKind?
+    package var environment: APNSEnvironment
+    package var pushType: PushType
+    package var state: DeliveryState
+    package var attempts: Int
+    package var apnsID: String?
+    package var status: Int?
+    package var reason: String?
+    package var latencyMilliseconds: Int64?
     /// When its state last changed (ms).
-    public var updatedAt: Int64
+    package var updatedAt: Int64
 
-    public init(
+    package init(
         id: Int64, notificationID: String, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState,
         attempts: Int, apnsID: String?, status: Int?, reason: String?, latencyMilliseconds: Int64?, updatedAt: Int64
     ) {
@@ -316,18 +321,18 @@ public struct DeliveryRecord: Sendable, Hashable {
 }
 
 /// A notification as listed: when, to how many, and whether it is still being expanded.
-public struct NotificationSummary: Sendable, Hashable {
-    public var id: String
-    public var appID: String
-    public var createdAt: Int64
-    public var scheduledAt: Int64
+package struct NotificationSummary: Sendable, Hashable {
+    package var id: String
+    package var appID: String
+    package var createdAt: Int64
+    package var scheduledAt: Int64
     /// The active devices its audience matched when it was accepted.
-    public var audienceSize: Int
+    package var audienceSize: Int
     /// Deliveries not created yet (the rest of the audience is still to be expanded).
-    public var expanding: Bool
-    public var cancelledAt: Int64?
+    package var expanding: Bool
+    package var cancelledAt: Int64?
 
-    public init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?) {
+    package init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?) {
         self.id = id
         self.appID = appID
         self.createdAt = createdAt
@@ -340,11 +345,11 @@ public struct NotificationSummary: Sendable, Hashable {
 
 /// Where a page of an app's notifications ended: the next page holds those that sort after it
 /// (newest first: an earlier creation, or the same millisecond and a smaller id).
-public struct NotificationPosition: Sendable, Hashable {
-    public var createdAt: Int64
-    public var id: String
+package struct NotificationPosition: Sendable, Hashable {
+    package var createdAt: Int64
+    package var id: String
 
-    public init(createdAt: Int64, id: String) {
+    package init(createdAt: Int64, id: String) {
         self.createdAt = createdAt
         self.id = id
     }
@@ -353,7 +358,7 @@ public struct NotificationPosition: Sendable, Hashable {
     /// the tighter of "created before `before`" — `(before, "")`, the empty id sorting first in
     /// every collation — and "after the previous page's last". One row-value bound lets SQLite
     /// seek the index to it (with a separate `created_at <` it scanned from the newest).
-    public static func bound(before: Int64?, after: NotificationPosition?) -> NotificationPosition {
+    package static func bound(before: Int64?, after: NotificationPosition?) -> NotificationPosition {
         let time = NotificationPosition(createdAt: before ?? Int64.max, id: "")
         guard let after else { return time }
         return after.createdAt < time.createdAt ? after : time
@@ -363,14 +368,14 @@ public struct NotificationPosition: Sendable, Hashable {
 /// What a send committed: the notification (or the first one with its idempotency key), and
 /// for a new notification to a token audience how many distinct listed tokens have no device in
 /// the app (`unknownTokens`) or only an inactive one (`inactiveTokens`).
-public struct CreatedNotification: Sendable, Hashable {
-    public var id: String
-    public var deliveries: Int
-    public var existing: Bool
-    public var unknownTokens: Int?
-    public var inactiveTokens: Int?
+package struct CreatedNotification: Sendable, Hashable {
+    package var id: String
+    package var deliveries: Int
+    package var existing: Bool
+    package var unknownTokens: Int?
+    package var inactiveTokens: Int?
 
-    public init(id: String, deliveries: Int, existing: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil) {
+    package init(id: String, deliveries: Int, existing: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil) {
         self.id = id
         self.deliveries = deliveries
         self.existing = existing
@@ -380,15 +385,15 @@ public struct CreatedNotification: Sendable, Hashable {
 }
 
 /// A notification and its deliveries' states.
-public struct NotificationStatus: Sendable, Hashable {
-    public var summary: NotificationSummary
+package struct NotificationStatus: Sendable, Hashable {
+    package var summary: NotificationSummary
     /// Deliveries per state; audience members not expanded yet count as pending.
-    public var counts: [DeliveryState: Int]
-    public var deliveries: [DeliveryRecord]
+    package var counts: [DeliveryState: Int]
+    package var deliveries: [DeliveryRecord]
 
-    public var id: String { self.summary.id }
+    package var id: String { self.summary.id }
 
-    public init(summary: NotificationSummary, counts: [DeliveryState: Int], deliveries: [DeliveryRecord]) {
+    package init(summary: NotificationSummary, counts: [DeliveryState: Int], deliveries: [DeliveryRecord]) {
         self.summary = summary
         self.counts = counts
         self.deliveries = deliveries
@@ -396,15 +401,15 @@ public struct NotificationStatus: Sendable, Hashable {
 }
 
 /// An invalidation as recorded (audit trail).
-public struct Invalidation: Sendable, Hashable {
-    public var deviceID: Int64
-    public var reason: String
-    public var apnsTimestamp: Int64?
-    public var at: Int64
+package struct Invalidation: Sendable, Hashable {
+    package var deviceID: Int64
+    package var reason: String
+    package var apnsTimestamp: Int64?
+    package var at: Int64
     /// False when the device was re-registered after APNs's timestamp and so kept.
-    public var applied: Bool
+    package var applied: Bool
 
-    public init(deviceID: Int64, reason: String, apnsTimestamp: Int64?, at: Int64, applied: Bool) {
+    package init(deviceID: Int64, reason: String, apnsTimestamp: Int64?, at: Int64, applied: Bool) {
         self.deviceID = deviceID
         self.reason = reason
         self.apnsTimestamp = apnsTimestamp
@@ -416,7 +421,7 @@ public struct Invalidation: Sendable, Hashable {
 extension DeliveryResult.Outcome {
     /// What the delivery's row says after this outcome: its state, next attempt (a retry's
     /// time; otherwise `now`), apns-id, status and reason.
-    public func row(now: Int64) -> (state: DeliveryState, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?) {
+    package func row(now: Int64) -> (state: DeliveryState, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?) {
         switch self {
         case .sent(let apnsID): (.sent, now, apnsID, 200, nil)
         case .retry(let status, let reason, let retryAt): (.pending, retryAt, nil, status, reason)
@@ -426,7 +431,7 @@ extension DeliveryResult.Outcome {
 }
 
 /// Rows of deliveries to create, as a driver binds them.
-public protocol NewDeliveryRows {
+package protocol NewDeliveryRows {
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
         state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
@@ -436,7 +441,7 @@ public protocol NewDeliveryRows {
 extension NewDeliveryRows {
     /// Adds the row of `device`'s delivery `id`, with no answer from APNs behind it (created
     /// pending for later, or failed without being sent).
-    public mutating func add(
+    package mutating func add(
         id: Int64, device: ChunkDevice, notificationID: String, state: DeliveryState, attempts: Int, nextAttemptAt: Int64, reason: String?
     ) {
         self.add(
@@ -448,7 +453,7 @@ extension NewDeliveryRows {
 
     /// Adds the row each chunk delivery among `results` creates; returns, per chunk, the attempt
     /// answered and how many of its deliveries `results` holds.
-    public mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> [Int64: (attempt: Int, count: Int)] {
+    package mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> [Int64: (attempt: Int, count: Int)] {
         var chunks: [Int64: (attempt: Int, count: Int)] = [:]
         for result in results {
             guard let new = result.created else { continue }
@@ -468,7 +473,7 @@ extension NewDeliveryRows {
 extension [DeliveryResult] {
     /// The chunk deliveries among these told to retry: their rows are created pending, unless
     /// their notification was cancelled meanwhile.
-    public var retriedChunkDeliveries: [Int64] {
+    package var retriedChunkDeliveries: [Int64] {
         self.compactMap { result in
             guard result.created != nil, case .retry = result.outcome else { return nil }
             return result.deliveryID

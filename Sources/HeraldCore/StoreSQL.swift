@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// A result row as both SQL drivers read it: by column number, nil for NULL.
-public protocol StoredRow {
+package protocol StoredRow {
     func isNull(_ column: Int) -> Bool
     func int(_ column: Int) -> Int64?
     func string(_ column: Int) -> String?
@@ -11,11 +11,11 @@ public protocol StoredRow {
 
 /// The SQL both drivers (SQLite and PostgreSQL) write the same way, and the records read back
 /// from it.
-public enum StoreSQL {
+package enum StoreSQL {
     /// `CASE` expressions giving each device's push type and topic from the kind table (enum
     /// values only, never caller input, go into the SQL text); `bundle` is the bundle id's
     /// placeholder (`?1`, `$1`).
-    public static func pushTypeAndTopic(fixed: PushType?, bundle: String) -> (pushType: String, topic: String) {
+    package static func pushTypeAndTopic(fixed: PushType?, bundle: String) -> (pushType: String, topic: String) {
         var pushTypeCases = "CASE d.kind"
         var topicCases = "CASE d.kind"
         for kind in DeviceKind.allCases {
@@ -27,11 +27,11 @@ public enum StoreSQL {
     }
 
     /// A notification's summary, from `notifications`; read with ``NotificationSummary/init(row:)``.
-    public static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
+    package static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
 
     /// A delivery with its device's kind, from `deliveries x LEFT JOIN devices d`; read with
     /// ``DeliveryRecord/init(row:)``.
-    public static let deliveryColumns = """
+    package static let deliveryColumns = """
         x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
         x.latency_ms, x.updated_at
         """
@@ -39,7 +39,7 @@ public enum StoreSQL {
 
 extension NotificationSummary {
     /// A row of ``StoreSQL/summaryColumns``.
-    public init(row: some StoredRow) {
+    package init(row: some StoredRow) {
         self.init(
             id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
             audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6)
@@ -49,9 +49,10 @@ extension NotificationSummary {
 
 extension DeliveryRecord {
     /// A row of ``StoreSQL/deliveryColumns``.
-    public init(row: some StoredRow) {
+    package init(row: some StoredRow) {
         self.init(
-            id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "", kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
+            id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "",
+            kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
             environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
             pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert,
             state: row.string(6).flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row.int(7) ?? 0),
@@ -62,19 +63,19 @@ extension DeliveryRecord {
 }
 
 /// What every delivery of one notification shares, read once per claim.
-public struct NotificationShared: Sendable {
-    public var appID: String
-    public var priority: Priority?
-    public var expiration: Int64?
-    public var collapseID: String?
-    public var payload: [UInt8]
-    public var placeholder: [UInt8]?
+package struct NotificationShared: Sendable {
+    package var appID: String
+    package var priority: Priority?
+    package var expiration: Int64?
+    package var collapseID: String?
+    package var payload: [UInt8]
+    package var placeholder: [UInt8]?
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    public static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder"
+    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
-    public init(row: some StoredRow, from first: Int) {
+    package init(row: some StoredRow, from first: Int) {
         self.appID = row.string(first) ?? ""
         self.priority = row.int(first + 1).flatMap { Priority(rawValue: Int($0)) }
         self.expiration = row.int(first + 2)
@@ -86,14 +87,14 @@ public struct NotificationShared: Sendable {
 
 /// A device of an audience chunk: what its delivery is made of. Read from `d.id, d.token,
 /// d.environment, <push type>, <topic>`.
-public struct ChunkDevice: Sendable {
-    public var id: Int64
-    public var token: String
-    public var environment: String
-    public var pushType: String
-    public var topic: String
+package struct ChunkDevice: Sendable {
+    package var id: Int64
+    package var token: String
+    package var environment: String
+    package var pushType: String
+    package var topic: String
 
-    public init(row: some StoredRow, from first: Int = 0) {
+    package init(row: some StoredRow, from first: Int = 0) {
         self.id = row.int(first) ?? 0
         self.token = row.string(first + 1) ?? ""
         self.environment = row.string(first + 2) ?? ""
@@ -104,7 +105,7 @@ public struct ChunkDevice: Sendable {
 
 extension ClaimedDelivery {
     /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
-    public init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
+    package init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
         self.init(
             id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
             token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
@@ -115,7 +116,7 @@ extension ClaimedDelivery {
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
-    public init(id: Int64, device: ChunkDevice, notificationID: String, shared: NotificationShared, attempts: Int, chunk: Int64) {
+    package init(id: Int64, device: ChunkDevice, notificationID: String, shared: NotificationShared, attempts: Int, chunk: Int64) {
         self.init(
             id: id, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
             environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,

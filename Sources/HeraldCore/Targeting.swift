@@ -1,19 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 
 /// Who a notification goes to, as stored with it: the audience and its filters. A notification
 /// is expanded into deliveries chunk by chunk after it is accepted, possibly by another process,
 /// so everything needed to find its devices again travels with it.
-public struct Targeting: Sendable, Hashable {
-    public var audience: Audience
-    public var kinds: Set<DeviceKind>
-    public var environment: APNSEnvironment?
-    public var pushType: PushType?
-    public var localTime: LocalTime?
+package struct Targeting: Sendable, Hashable {
+    package var audience: Audience
+    package var kinds: Set<DeviceKind>
+    package var environment: APNSEnvironment?
+    package var pushType: PushType?
+    package var localTime: LocalTime?
     /// End-to-end encrypted: only devices with a public key.
-    public var encrypted: Bool
+    package var encrypted: Bool
 
-    public init(
+    package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil,
         encrypted: Bool = false
     ) {
@@ -27,19 +27,19 @@ public struct Targeting: Sendable, Hashable {
 
     /// The kinds a device may have to be included: the requested ones, narrowed to those that
     /// can receive the fixed push type when one is given; empty means every kind.
-    public var eligibleKinds: Set<DeviceKind> {
+    package var eligibleKinds: Set<DeviceKind> {
         guard let fixed = self.pushType else { return self.kinds }
         let able = Set(DeviceKind.allCases.filter { $0.pushTypes.contains(fixed) })
         return self.kinds.isEmpty ? able : self.kinds.intersection(able)
     }
 
     /// The stored form (a JSON object).
-    public var jsonString: String { self.jsonString(listsAsCounts: false) }
+    package var jsonString: String { self.jsonString(listsAsCounts: false) }
 
     /// The stored form; with `listsAsCounts`, a list of tokens or users is kept as its length
     /// only (`{"tokenCount": 1000}`), for a notification whose list was resolved to device ids
     /// already — that form describes the audience but cannot be read back into a `Targeting`.
-    public func jsonString(listsAsCounts: Bool) -> String {
+    package func jsonString(listsAsCounts: Bool) -> String {
         var members: [(String, JSONValue)] = []
         func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
         switch self.audience {
@@ -58,7 +58,7 @@ public struct Targeting: Sendable, Hashable {
     }
 
     /// Reads the stored form back; nil when it is not one Herald wrote.
-    public init?(jsonString: String) {
+    package init?(jsonString: String) {
         guard let value = try? JSONValue.parse(jsonString) else { return nil }
         func strings(_ key: String) -> [String]? { value[key]?.arrayValue?.compactMap(\.stringValue) }
         if value["all"]?.boolValue == true {
@@ -83,7 +83,7 @@ public struct Targeting: Sendable, Hashable {
 }
 
 extension NotificationSpec {
-    public var targeting: Targeting {
+    package var targeting: Targeting {
         Targeting(
             audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime,
             encrypted: self.placeholder != nil

@@ -10,24 +10,24 @@ import Foundation
 /// `sub` (the user id), `exp` (UNIX seconds, at most ``maximumLifetime`` ahead) and optionally
 /// `iat`. The app receives one from its backend after login and hands it to Herald with the
 /// registration that binds the device to the user.
-public struct UserAssertion: Sendable, Hashable {
-    public var appID: String
-    public var userID: String
-    public var expiresAt: Int64
+package struct UserAssertion: Sendable, Hashable {
+    package var appID: String
+    package var userID: String
+    package var expiresAt: Int64
 
     /// How far ahead an assertion may expire: assertions are for binding, not sessions.
-    public static let maximumLifetime: Int64 = 3600
+    package static let maximumLifetime: Int64 = 3600
     /// Clock difference tolerated between the backend and Herald.
-    public static let leeway: Int64 = 60
+    package static let leeway: Int64 = 60
 
-    public init(appID: String, userID: String, expiresAt: Int64) {
+    package init(appID: String, userID: String, expiresAt: Int64) {
         self.appID = appID
         self.userID = userID
         self.expiresAt = expiresAt
     }
 
     /// The signed token.
-    public func signed(secret: [UInt8]) -> String {
+    package func signed(secret: [UInt8]) -> String {
         let header = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
         let claims = JSONValue.object([("app", .string(self.appID)), ("sub", .string(self.userID)), ("exp", .int(self.expiresAt))])
         let input = header + "." + Base64URL.encode(claims.serialized())
@@ -39,7 +39,7 @@ public struct UserAssertion: Sendable, Hashable {
     /// its app, its expiry. Each refusal has its own code: `bad_user_assertion` (not an HS256
     /// JWT with app, sub and exp), `user_assertion_invalid` (the signature), `user_assertion_wrong_app`,
     /// `user_assertion_expired`, `user_assertion_too_long` (expiring too far ahead).
-    public static func verify(_ token: String, secret: [UInt8], appID: String, now: Int64) throws -> UserAssertion {
+    package static func verify(_ token: String, secret: [UInt8], appID: String, now: Int64) throws -> UserAssertion {
         func malformed(_ why: String) -> HeraldError { HeraldError(code: "bad_user_assertion", "the user assertion is not valid: \(why)") }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard token.utf8.count <= 4096, parts.count == 3 else { throw malformed("a JWT has three parts") }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 /// What happened to a delivery, as told to SSE streams and webhooks.
-public enum DeliveryEventType: String, Sendable, CaseIterable, Hashable {
+package enum DeliveryEventType: String, Sendable, CaseIterable, Hashable {
     /// APNs accepted the push.
     case sent = "delivery.sent"
     /// APNs refused it for good (or it ran out of attempts or time).
@@ -11,16 +11,16 @@ public enum DeliveryEventType: String, Sendable, CaseIterable, Hashable {
 }
 
 /// A webhook: events of `types` for one app are POSTed to `url`, signed with its secret.
-public struct Webhook: Sendable, Hashable {
-    public var id: String
-    public var appID: String
-    public var url: String
+package struct Webhook: Sendable, Hashable {
+    package var id: String
+    package var appID: String
+    package var url: String
     /// The HMAC secret, sealed under the master key.
-    public var sealedSecret: [UInt8]
-    public var types: Set<DeliveryEventType>
-    public var createdAt: Int64
+    package var sealedSecret: [UInt8]
+    package var types: Set<DeliveryEventType>
+    package var createdAt: Int64
 
-    public init(id: String, appID: String, url: String, sealedSecret: [UInt8], types: Set<DeliveryEventType>, createdAt: Int64) {
+    package init(id: String, appID: String, url: String, sealedSecret: [UInt8], types: Set<DeliveryEventType>, createdAt: Int64) {
         self.id = id
         self.appID = appID
         self.url = url
@@ -30,21 +30,21 @@ public struct Webhook: Sendable, Hashable {
     }
 
     /// The stored form of `types`: names joined with commas, in a stable order.
-    public var typeList: String { DeliveryEventType.allCases.filter(self.types.contains).map(\.rawValue).joined(separator: ",") }
+    package var typeList: String { DeliveryEventType.allCases.filter(self.types.contains).map(\.rawValue).joined(separator: ",") }
 
-    public static func types(_ list: String) -> Set<DeliveryEventType> {
+    package static func types(_ list: String) -> Set<DeliveryEventType> {
         Set(list.split(separator: ",").compactMap { DeliveryEventType(rawValue: String($0)) })
     }
 }
 
 /// One POST waiting in the webhook outbox: a batch of events for one webhook.
-public struct WebhookMessage: Sendable, Hashable {
-    public var webhookID: String
+package struct WebhookMessage: Sendable, Hashable {
+    package var webhookID: String
     /// The JSON body, `{"events": [...]}`.
-    public var body: [UInt8]
-    public var events: Int
+    package var body: [UInt8]
+    package var events: Int
 
-    public init(webhookID: String, body: [UInt8], events: Int) {
+    package init(webhookID: String, body: [UInt8], events: Int) {
         self.webhookID = webhookID
         self.body = body
         self.events = events
@@ -52,15 +52,15 @@ public struct WebhookMessage: Sendable, Hashable {
 }
 
 /// A webhook message claimed for sending, with what is needed to send it.
-public struct ClaimedWebhookMessage: Sendable, Hashable {
-    public var id: Int64
-    public var webhook: Webhook
-    public var body: [UInt8]
+package struct ClaimedWebhookMessage: Sendable, Hashable {
+    package var id: Int64
+    package var webhook: Webhook
+    package var body: [UInt8]
     /// This claim's attempt number (1 for the first), which fences its record.
-    public var attempt: Int
-    public var expiresAt: Int64
+    package var attempt: Int
+    package var expiresAt: Int64
 
-    public init(id: Int64, webhook: Webhook, body: [UInt8], attempt: Int, expiresAt: Int64) {
+    package init(id: Int64, webhook: Webhook, body: [UInt8], attempt: Int, expiresAt: Int64) {
         self.id = id
         self.webhook = webhook
         self.body = body
@@ -70,18 +70,18 @@ public struct ClaimedWebhookMessage: Sendable, Hashable {
 }
 
 /// The outcome of one POST of a webhook message.
-public struct WebhookAttempt: Sendable, Hashable {
-    public var messageID: Int64
+package struct WebhookAttempt: Sendable, Hashable {
+    package var messageID: Int64
     /// The claim it answers: recorded only if the message was not claimed again since.
-    public var attempt: Int
+    package var attempt: Int
     /// Acknowledged (a 2xx answer): the message is done.
-    public var delivered: Bool
-    public var status: Int?
-    public var error: String?
+    package var delivered: Bool
+    package var status: Int?
+    package var error: String?
     /// When to try again; nil with `delivered == false` gives up (expired).
-    public var retryAt: Int64?
+    package var retryAt: Int64?
 
-    public init(messageID: Int64, attempt: Int, delivered: Bool, status: Int?, error: String?, retryAt: Int64?) {
+    package init(messageID: Int64, attempt: Int, delivered: Bool, status: Int?, error: String?, retryAt: Int64?) {
         self.messageID = messageID
         self.attempt = attempt
         self.delivered = delivered
@@ -92,24 +92,24 @@ public struct WebhookAttempt: Sendable, Hashable {
 }
 
 /// A webhook message as the dashboard and the API show it.
-public struct WebhookMessageRecord: Sendable, Hashable {
-    public enum State: String, Sendable {
+package struct WebhookMessageRecord: Sendable, Hashable {
+    package enum State: String, Sendable {
         case pending, delivered, expired
     }
 
-    public var id: Int64
-    public var webhookID: String
-    public var events: Int
-    public var createdAt: Int64
-    public var expiresAt: Int64
-    public var attempts: Int
-    public var state: State
-    public var nextAttemptAt: Int64?
-    public var deliveredAt: Int64?
-    public var lastStatus: Int?
-    public var lastError: String?
+    package var id: Int64
+    package var webhookID: String
+    package var events: Int
+    package var createdAt: Int64
+    package var expiresAt: Int64
+    package var attempts: Int
+    package var state: State
+    package var nextAttemptAt: Int64?
+    package var deliveredAt: Int64?
+    package var lastStatus: Int?
+    package var lastError: String?
 
-    public init(
+    package init(
         id: Int64, webhookID: String, events: Int, createdAt: Int64, expiresAt: Int64, attempts: Int, state: State, nextAttemptAt: Int64?,
         deliveredAt: Int64?, lastStatus: Int?, lastError: String?
     ) {
@@ -128,7 +128,7 @@ public struct WebhookMessageRecord: Sendable, Hashable {
 }
 
 /// Webhooks and their outbox; both drivers implement it beside ``HeraldStore``.
-public protocol WebhookStore: Sendable {
+package protocol WebhookStore: Sendable {
     func createWebhook(_ webhook: Webhook) async throws
     func webhooks(appID: String) async throws -> [Webhook]
     /// Every app's webhooks (for the dispatcher's cache).
@@ -149,9 +149,9 @@ public protocol WebhookStore: Sendable {
 /// What the stores share to read a webhook message row: id, webhook_id, events, created_at,
 /// expires_at, attempts, next_attempt_at, delivered_at, last_status, last_error.
 extension WebhookMessageRecord {
-    public static let columns = "id, webhook_id, events, created_at, expires_at, attempts, next_attempt_at, delivered_at, last_status, last_error"
+    package static let columns = "id, webhook_id, events, created_at, expires_at, attempts, next_attempt_at, delivered_at, last_status, last_error"
 
-    public init(row: some StoredRow) {
+    package init(row: some StoredRow) {
         let nextAttemptAt = row.int(6)
         let deliveredAt = row.int(7)
         self.init(
@@ -165,9 +165,9 @@ extension WebhookMessageRecord {
 
 extension Webhook {
     /// id, app_id, url, secret, types, created_at
-    public static let columns = "id, app_id, url, secret, types, created_at"
+    package static let columns = "id, app_id, url, secret, types, created_at"
 
-    public init(row: some StoredRow, from start: Int = 0) {
+    package init(row: some StoredRow, from start: Int = 0) {
         self.init(
             id: row.string(start) ?? "", appID: row.string(start + 1) ?? "", url: row.string(start + 2) ?? "",
             sealedSecret: row.bytes(start + 3) ?? [], types: Webhook.types(row.string(start + 4) ?? ""), createdAt: row.int(start + 5) ?? 0

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 public import Foundation
 import Synchronization
+
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -87,7 +88,8 @@ public final class HeraldClient: Sendable {
     /// user assertion from the app's backend: `userAssertion`, or one from the client's
     /// `userAssertions` when Herald asks for it.
     @discardableResult
-    public func register(_ token: PushToken, _ details: DeviceDetails, userAssertion: String? = nil) async throws(HeraldKitError) -> RegisteredDevice {
+    public func register(_ token: PushToken, _ details: DeviceDetails, userAssertion: String? = nil) async throws(HeraldKitError) -> RegisteredDevice
+    {
         var body = DeviceRegistrationRequest(
             kind: token.kind, environment: details.environment.rawValue, userId: details.userID, tags: details.tags, locale: details.locale,
             timeZone: details.timeZone, appVersion: details.appVersion, platform: details.platform,
@@ -103,7 +105,7 @@ public final class HeraldClient: Sendable {
         let answer: Data?
         do {
             answer = try await self.call("PUT", path, body: body)
-        } catch where ["user_assertion_required", "user_assertion_expired"].contains(error.code) {
+        } catch  where ["user_assertion_required", "user_assertion_expired"].contains(error.code) {
             // Herald wants the backend's word for this user: ask for it once, then try again.
             guard let provider = self.userAssertions, let user = details.userID else { throw error }
             do {
@@ -129,7 +131,7 @@ public final class HeraldClient: Sendable {
     public func unregister(_ token: PushToken) async throws(HeraldKitError) {
         do {
             _ = try await self.call("DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil as DeviceRegistrationRequest?)
-        } catch where error.status == 404 {
+        } catch  where error.status == 404 {
             // Already gone.
         }
         self.registered.withLock { _ = $0.removeValue(forKey: token) }
@@ -158,7 +160,7 @@ public final class HeraldClient: Sendable {
         while true {
             do {
                 return try await self.once(request)
-            } catch where error.isRetryable && attempt < self.retry.maximumAttempts {
+            } catch  where error.isRetryable && attempt < self.retry.maximumAttempts {
                 try? await Task.sleep(for: self.retry.delay(after: attempt))
                 attempt += 1
             } catch {

@@ -84,7 +84,10 @@ public struct NotificationServiceHandler: Sendable {
     public var clock: any Clock<Duration>
     public var loader: Loader
 
-    public init(privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(), loader: @escaping Loader) {
+    public init(
+        privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(),
+        loader: @escaping Loader
+    ) {
         self.privateKey = privateKey
         self.deadline = deadline
         self.clock = clock
@@ -94,7 +97,8 @@ public struct NotificationServiceHandler: Sendable {
     /// One notification being handled: the best attempt so far, and the system's "time is up".
     /// Make one per notification (per `didReceive`): once expired, it stays expired.
     public final class Job: Sendable {
-        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>((nil, false, [:], 0))
+        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>(
+            (nil, false, [:], 0))
 
         public init() {}
 

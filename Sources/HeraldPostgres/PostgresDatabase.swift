@@ -9,16 +9,16 @@ import PostgresNIO
 /// `?sslmode=` as libpq reads it — `disable`, `prefer` (the default: TLS if the server offers
 /// it), `require` (TLS, certificate not checked), `verify-full` (TLS, certificate and host name
 /// checked against the system's CAs); `?host=/path` for a Unix socket folder.
-public struct PostgresLocation: Sendable, Hashable {
-    public var host: String
-    public var port: Int
-    public var socketPath: String?
-    public var username: String
-    public var password: String?
-    public var database: String
-    public var sslMode: String
+package struct PostgresLocation: Sendable, Hashable {
+    package var host: String
+    package var port: Int
+    package var socketPath: String?
+    package var username: String
+    package var password: String?
+    package var database: String
+    package var sslMode: String
 
-    public init(url text: String) throws {
+    package init(url text: String) throws {
         guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? "") else {
             throw HeraldError.invalid("a PostgreSQL database is given as postgres://user:password@host:port/database", code: "bad_database_url")
         }
@@ -26,7 +26,8 @@ public struct PostgresLocation: Sendable, Hashable {
         self.host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
         self.port = components.port ?? 5432
         self.socketPath = query["host"].flatMap { $0.hasPrefix("/") ? "\($0)/.s.PGSQL.\(components.port ?? 5432)" : nil }
-        self.username = components.percentEncodedUser.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
+        self.username =
+            components.percentEncodedUser.flatMap { $0.removingPercentEncoding } ?? ProcessInfo.processInfo.environment["USER"] ?? "postgres"
         self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         self.database = path.isEmpty ? self.username : path
@@ -51,7 +52,8 @@ public struct PostgresLocation: Sendable, Hashable {
                 case "verify-full": .require(.makeClientConfiguration())
                 default: .prefer(unchecked)
                 }
-            configuration = .init(host: self.host, port: self.port, username: self.username, password: self.password, database: self.database, tls: tls)
+            configuration = .init(
+                host: self.host, port: self.port, username: self.username, password: self.password, database: self.database, tls: tls)
         }
         configuration.options.maximumConnections = 12
         configuration.options.connectTimeout = .seconds(5)
@@ -200,9 +202,9 @@ extension PSQLError {
 
 /// A database error as Herald reports it: the SQLSTATE and the server's message (never its
 /// detail, which can quote row values such as tokens), or what went wrong with the connection.
-public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
-    public var sqlState: String?
-    public var message: String
+package struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
+    package var sqlState: String?
+    package var message: String
 
     init(_ error: PSQLError) {
         self.sqlState = error.sqlState
@@ -213,7 +215,7 @@ public struct PostgresStoreError: Error, CustomStringConvertible, Sendable {
         }
     }
 
-    public var description: String { self.sqlState.map { "PostgreSQL error \($0): \(self.message)" } ?? self.message }
+    package var description: String { self.sqlState.map { "PostgreSQL error \($0): \(self.message)" } ?? self.message }
 
     /// What the API and the logs see: the server's refusal as a `PostgresStoreError`; no server
     /// at all (connection refused, lost, timed out) as 503 `database_unavailable`.

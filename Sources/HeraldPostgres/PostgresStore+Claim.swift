@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 import PostgresNIO
 
 extension PostgresStore {
-    public func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
+    package func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
         try await self.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
@@ -71,7 +71,9 @@ extension PostgresStore {
     /// process that held them died, or is too late), as a new attempt of the same chunk; another
     /// process's chunks being claimed are skipped. A cancelled notification's are recorded as
     /// failed ("Cancelled") instead of sent.
-    private static func reclaimChunks(_ db: Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64) async throws {
+    private static func reclaimChunks(
+        _ db: Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64
+    ) async throws {
         while policy.hasRoom(claimed: result.count) {
             guard let row = try await db.query(Statements.ExpiredChunk.self, [.int(now)]).first else { return }
             let chunk = (
@@ -83,7 +85,8 @@ extension PostgresStore {
                 ? nil
                 : (
                     bundleID: row.string(6) ?? "", targeting: row.string(7).flatMap(Targeting.init(jsonString:)), byList: row.bool(8) ?? false,
-                    pushType: row.string(9).flatMap(PushType.init(rawValue:)), cancelled: !row.isNull(10), shared: NotificationShared(row: row, from: 11)
+                    pushType: row.string(9).flatMap(PushType.init(rawValue:)), cancelled: !row.isNull(10),
+                    shared: NotificationShared(row: row, from: 11)
                 )
             let cancelled = notification?.cancelled ?? false
             var devices: [(deliveryID: Int64, device: ChunkDevice)]?
@@ -134,7 +137,8 @@ extension PostgresStore {
     /// with their outcome. A notification being expanded is locked (`FOR UPDATE SKIP LOCKED`):
     /// another process takes the next notification, or the same one's next chunk once this
     /// commits. Each chunk is its own savepoint: a notification that cannot be expanded is stopped.
-    private static func expand(_ db: Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64) async throws {
+    private static func expand(_ db: Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64) async throws
+    {
         try await Self.reclaimChunks(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while policy.mayExpand(claimed: result.count, expanded: expanded) {
@@ -217,14 +221,15 @@ extension PostgresStore {
                     try await Self.forgetPlaintext(db, notificationIDs: [notification.id])
                 }
                 try await db.execute("RELEASE SAVEPOINT expand")
-            } catch where !error.isTransient {
+            } catch  where !error.isTransient {
                 // This notification cannot be expanded (the same statement would fail again): undo
                 // its chunk, stop it as cancelled, go on. A passing failure (a lost connection, a
                 // timeout, a cancel) instead fails the whole claim, and the next one tries again.
                 try await db.execute("ROLLBACK TO SAVEPOINT expand")
                 try await db.execute("RELEASE SAVEPOINT expand")
                 result.removeSubrange(claimedBefore...)
-                try await db.query("UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE id = $2", [.int(now), .text(notification.id)])
+                try await db.query(
+                    "UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE id = $2", [.int(now), .text(notification.id)])
             }
         }
     }
@@ -233,7 +238,9 @@ extension PostgresStore {
     /// another claim holds, or waiting for the first. Planned at every call, like the claim of due
     /// deliveries: the notifications table grows.
     private static func nextToExpand(now: Int64, skipLocked: Bool) -> Query {
-        var pick = Query("SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)")
+        var pick = Query(
+            "SELECT id, bundle_id, targeting, device_ids IS NOT NULL, expand_after, expand_until, scheduled_at, push_type, local_time, \(NotificationShared.columns)"
+        )
         pick.sql += " FROM notifications WHERE expand_after IS NOT NULL AND scheduled_at <= \(pick.bind(.int(now)))"
         pick.sql += " ORDER BY scheduled_at, id LIMIT 1 FOR UPDATE" + (skipLocked ? " SKIP LOCKED" : "")
         return pick
@@ -256,13 +263,12 @@ extension PostgresStore {
             try await db.execute("SET LOCAL lock_timeout TO DEFAULT")
             try await db.execute("RELEASE SAVEPOINT wait_to_expand")
             return row
-        } catch where error.postgresState == "55P03" {
+        } catch  where error.postgresState == "55P03" {
             // lock_not_available: the other claim is slow; come back with the poll.
             try await db.execute("ROLLBACK TO SAVEPOINT wait_to_expand")
             return nil
         }
     }
-
 
     /// Moves each delivery of the chunk (device ids in `after…through`) to its device's local time.
     private static func scheduleLocalTime(
@@ -282,7 +288,10 @@ extension PostgresStore {
                 UPDATE deliveries SET next_attempt_at = $1, updated_at = $1 WHERE notification_id = $2 AND device_id > $3 AND device_id <= $4
                     AND device_id IN (SELECT id FROM devices WHERE app_id = $6 AND id > $3 AND id <= $4 AND time_zone IS NOT DISTINCT FROM $5)
                 """,
-                [.int(NotificationPolicy.localDue(localTime, timeZone: zone, scheduledAt: scheduledAt)), .text(notificationID), .int(after), .int(through), .text(zone), .text(appID)]
+                [
+                    .int(NotificationPolicy.localDue(localTime, timeZone: zone, scheduledAt: scheduledAt)), .text(notificationID), .int(after),
+                    .int(through), .text(zone), .text(appID),
+                ]
             )
         }
     }
@@ -320,10 +329,13 @@ extension PostgresStore {
         // Each device's delivery id from the table's sequence (a chunk's are handed out before
         // their rows exist), drawn outside the LIMIT so that only the chosen devices draw one.
         query.sql = "SELECT nextval('deliveries_id_seq'), c.* FROM (SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)"
-        guard Self.chunkAudience(&query, notificationID: notificationID, appID: appID, targeting: targeting, byList: byList, after: after, through: through)
+        guard
+            Self.chunkAudience(
+                &query, notificationID: notificationID, appID: appID, targeting: targeting, byList: byList, after: after, through: through)
         else { return nil }
         if excludingRecorded {
-            query.sql += " AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = \(query.bind(.text(notificationID))) AND x.device_id = d.id)"
+            query.sql +=
+                " AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = \(query.bind(.text(notificationID))) AND x.device_id = d.id)"
         }
         query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))) c"
         return try await db.query(query).map { row in
@@ -337,7 +349,8 @@ extension PostgresStore {
         into result: inout [ClaimedDelivery]
     ) {
         for (deliveryID, device) in devices {
-            result.append(ClaimedDelivery(id: deliveryID, device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk))
+            result.append(
+                ClaimedDelivery(id: deliveryID, device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk))
         }
     }
 

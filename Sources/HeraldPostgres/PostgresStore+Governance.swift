@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
-public import HeraldCore
+package import APNSModels
+package import HeraldCore
 
 /// Data governance on PostgreSQL: an app deleted in short transactions, credentials as metadata,
 /// a user's data exported or erased, the audit trail. A deleted or updated row stays in its
 /// table's file as a dead tuple until VACUUM reclaims it (autovacuum, or the VACUUM that
 /// `eraseUser`'s caller may run): see docs/server.md, "Data governance".
 extension PostgresStore {
-    public func credentialRecords(appID: String) async throws -> [CredentialRecord] {
+    package func credentialRecords(appID: String) async throws -> [CredentialRecord] {
         try await self.read { db in
             try await db.query(
                 "SELECT environment, sealed, updated_at FROM credentials WHERE app_id = $1 ORDER BY environment COLLATE \"C\"", [.text(appID)]
@@ -18,7 +18,7 @@ extension PostgresStore {
         }
     }
 
-    public func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
+    package func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
         try await self.write { db in
             try await db.query(
                 "DELETE FROM credentials WHERE app_id = $1 AND environment = $2 RETURNING 1", [.text(appID), .text(environment.rawValue)]
@@ -46,16 +46,17 @@ extension PostgresStore {
         """,
     ]
 
-    public func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
+    package func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
         try await self.write { db in
             var deleted = try await db.query(
                 "UPDATE api_keys SET revoked_at = $2 WHERE app_id = $1 AND revoked_at IS NULL RETURNING 1", [.text(appID), .int(now)]
             ).count
             deleted += try await db.query("DELETE FROM credentials WHERE app_id = $1 RETURNING 1", [.text(appID)]).count
             for step in Self.appDeletionSteps where deleted < limit {
-                deleted += try await db.query(
-                    "WITH gone AS (\(step) RETURNING 1) SELECT count(*) FROM gone", [.text(appID), .int(Int64(limit - deleted))]
-                ).first?.int(0).map(Int.init) ?? 0
+                deleted +=
+                    try await db.query(
+                        "WITH gone AS (\(step) RETURNING 1) SELECT count(*) FROM gone", [.text(appID), .int(Int64(limit - deleted))]
+                    ).first?.int(0).map(Int.init) ?? 0
             }
             if deleted == 0 {
                 deleted = try await db.query("DELETE FROM apps WHERE id = $1 RETURNING 1", [.text(appID)]).count
@@ -64,7 +65,7 @@ extension PostgresStore {
         }
     }
 
-    public func userDevices(appID: String, userID: String) async throws -> [Device] {
+    package func userDevices(appID: String, userID: String) async throws -> [Device] {
         let tokens = try await self.read { db in
             try await db.query("SELECT token FROM devices WHERE app_id = $1 AND user_id = $2 ORDER BY id", [.text(appID), .text(userID)])
                 .compactMap { $0.string(0) }
@@ -76,7 +77,7 @@ extension PostgresStore {
         return devices
     }
 
-    public func deliveries(appID: String, deviceIDs: [Int64]) async throws -> [DeliveryRecord] {
+    package func deliveries(appID: String, deviceIDs: [Int64]) async throws -> [DeliveryRecord] {
         guard !deviceIDs.isEmpty else { return [] }
         return try await self.read { db in
             try await db.query(
@@ -90,7 +91,7 @@ extension PostgresStore {
         }
     }
 
-    public func eraseUser(appID: String, userID: String, audit: AuditRecord) async throws -> UserErasure {
+    package func eraseUser(appID: String, userID: String, audit: AuditRecord) async throws -> UserErasure {
         try await self.write { db in
             var erasure = UserErasure()
             let devices = try await db.query(
@@ -142,17 +143,19 @@ extension PostgresStore {
         }
     }
 
-    public func addAudit(_ record: AuditRecord) async throws {
+    package func addAudit(_ record: AuditRecord) async throws {
         try await self.write { db in try await Self.insertAudit(db, record) }
     }
 
-    public func auditRecords(appID: String?, limit: Int) async throws -> [AuditRecord] {
+    package func auditRecords(appID: String?, limit: Int) async throws -> [AuditRecord] {
         try await self.read { db in
             try await db.query(
                 "SELECT id, at, key_id, action, app_id, subject FROM audit WHERE $1::text IS NULL OR app_id = $1 ORDER BY id DESC LIMIT $2",
                 [.text(appID), .int(Int64(limit))]
             ).map { row in
-                AuditRecord(id: row.int(0) ?? 0, at: row.int(1) ?? 0, keyID: row.string(2), action: row.string(3) ?? "", appID: row.string(4), subject: row.string(5))
+                AuditRecord(
+                    id: row.int(0) ?? 0, at: row.int(1) ?? 0, keyID: row.string(2), action: row.string(3) ?? "", appID: row.string(4),
+                    subject: row.string(5))
             }
         }
     }

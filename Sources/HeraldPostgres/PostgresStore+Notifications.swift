@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 import PostgresNIO
 
 extension PostgresStore {
@@ -39,7 +39,9 @@ extension PostgresStore {
         }
     }
 
-    public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+    package func createNotification(
+        appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64
+    ) async throws
         -> CreatedNotification
     {
         // The audience is every matching device that exists now (ids up to the newest). A list
@@ -82,7 +84,8 @@ extension PostgresStore {
                         .text(spec.collapseID),
                         .bytes(NotificationPolicy.storedPayload(spec, audienceSize: size)), .int(now), .int(spec.scheduledAt ?? now),
                         .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
-                        .int(NotificationPolicy.expandAfter(audienceSize: size)), .int(until), .text(targeting.pushType?.rawValue), .text(targeting.localTime?.description),
+                        .int(NotificationPolicy.expandAfter(audienceSize: size)), .int(until), .text(targeting.pushType?.rawValue),
+                        .text(targeting.localTime?.description),
                         .bytes(spec.placeholder),
                     ]
                 )
@@ -118,9 +121,12 @@ extension PostgresStore {
         return (Int(row?.int(0) ?? 0), Int(row?.int(1) ?? 0))
     }
 
-    public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
+    package func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
         try await self.snapshot { db in
-            guard let row = try await db.query("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]).first
+            guard
+                let row = try await db.query(
+                    "SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = $1 AND id = $2", [.text(appID), .text(id)]
+                ).first
             else { return nil }
             let summary = NotificationSummary(row: row)
             var rows: [DeliveryState: Int] = [:]
@@ -140,7 +146,7 @@ extension PostgresStore {
         }
     }
 
-    public func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
+    package func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
         try await self.read { db in
             // (created_at, id) is unique: a page ends at a row and the next starts right after it,
             // even among notifications created in the same millisecond (index notifications_page).
@@ -156,7 +162,7 @@ extension PostgresStore {
         }
     }
 
-    public func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
+    package func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
         try await self.read { db in
             try await db.query(
                 """
@@ -170,23 +176,28 @@ extension PostgresStore {
         }
     }
 
-    public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
+    package func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
         try await self.write { db in
             // Locks the notification: a process expanding it finishes its chunk first.
-            guard let found = try await db.query("SELECT cancelled_at FROM notifications WHERE app_id = $1 AND id = $2 FOR UPDATE", [.text(appID), .text(id)]).first
+            guard
+                let found = try await db.query(
+                    "SELECT cancelled_at FROM notifications WHERE app_id = $1 AND id = $2 FOR UPDATE", [.text(appID), .text(id)]
+                ).first
             else { return false }
             let alreadyCancelled = found.int(0) != nil
-            let stoppedExpansion = try await db.query(
-                "UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE app_id = $2 AND id = $3 AND expand_after IS NOT NULL RETURNING id",
-                [.int(now), .text(appID), .text(id)]
-            ).isEmpty == false
-            let failedPending = try await db.query(
-                """
-                UPDATE deliveries SET state = 'failed', reason = 'Cancelled', updated_at = $1
-                WHERE state = 'pending' AND notification_id = (SELECT id FROM notifications WHERE app_id = $2 AND id = $3) RETURNING id
-                """,
-                [.int(now), .text(appID), .text(id)]
-            ).isEmpty == false
+            let stoppedExpansion =
+                try await db.query(
+                    "UPDATE notifications SET expand_after = NULL, cancelled_at = $1 WHERE app_id = $2 AND id = $3 AND expand_after IS NOT NULL RETURNING id",
+                    [.int(now), .text(appID), .text(id)]
+                ).isEmpty == false
+            let failedPending =
+                try await db.query(
+                    """
+                    UPDATE deliveries SET state = 'failed', reason = 'Cancelled', updated_at = $1
+                    WHERE state = 'pending' AND notification_id = (SELECT id FROM notifications WHERE app_id = $2 AND id = $3) RETURNING id
+                    """,
+                    [.int(now), .text(appID), .text(id)]
+                ).isEmpty == false
             let inFlight = try await db.query("SELECT count(*) FROM delivery_chunks WHERE notification_id = $1", [.text(id)]).first?.int(0) ?? 0
             let cancelled = NotificationPolicy.cancelled(
                 stoppedExpansion: stoppedExpansion, failedPending: failedPending, chunksInFlight: inFlight, alreadyCancelled: alreadyCancelled
@@ -199,7 +210,7 @@ extension PostgresStore {
         }
     }
 
-    public func pendingDeliveries() async throws -> Int {
+    package func pendingDeliveries() async throws -> Int {
         // Chunks in flight count their deliveries too.
         try await self.read { db in
             Int(
@@ -210,7 +221,7 @@ extension PostgresStore {
         }
     }
 
-    public func deliveryCounts() async throws -> [DeliveryState: Int] {
+    package func deliveryCounts() async throws -> [DeliveryState: Int] {
         try await self.read { db in
             var counts: [DeliveryState: Int] = [:]
             for row in try await db.query("SELECT state, count(*) FROM deliveries GROUP BY state") {

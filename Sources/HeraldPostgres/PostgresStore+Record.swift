@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 import NIOCore
 import PostgresNIO
 
 extension PostgresStore {
     @discardableResult
-    public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
+    package func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
         guard !results.isEmpty else { return RecordedOutcomes() }
         // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, in one
         // COPY, fenced by their chunk's attempt. Of the others, those accepted in one statement
@@ -77,15 +77,16 @@ extension PostgresStore {
                     }
                     guard RecordPlan.invalidates(single, applied: outcomes.applied) else { continue }
                     // Only if the token was not registered again after APNs learned it was dead.
-                    let applied = try await db.query(
-                        """
-                        UPDATE devices SET active = FALSE, invalidated_at = $1, invalidation_reason = $2
-                        WHERE id = (SELECT device_id FROM deliveries WHERE id = $3) AND active
-                            AND ($4::bigint IS NULL OR last_registered_at < $4::bigint)
-                        RETURNING id
-                        """,
-                        [.int(now), .text(reason), id, .int(timestamp)]
-                    ).isEmpty == false
+                    let applied =
+                        try await db.query(
+                            """
+                            UPDATE devices SET active = FALSE, invalidated_at = $1, invalidation_reason = $2
+                            WHERE id = (SELECT device_id FROM deliveries WHERE id = $3) AND active
+                                AND ($4::bigint IS NULL OR last_registered_at < $4::bigint)
+                            RETURNING id
+                            """,
+                            [.int(now), .text(reason), id, .int(timestamp)]
+                        ).isEmpty == false
                     if applied { outcomes.invalidated.insert(single.deliveryID) }
                     try await db.query(
                         """
@@ -109,7 +110,6 @@ extension PostgresStore {
         ]
     }
 
-
     /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
     /// attempt. The chunks are locked first (a chunk being claimed again waits, or is skipped by
     /// the claim), so no two attempts of a chunk record a device. Returns the ids created.
@@ -127,7 +127,6 @@ extension PostgresStore {
         return Set(rows.rows.map(\.id))
     }
 }
-
 
 /// Delivery rows to create, written to PostgreSQL as one `COPY … FROM STDIN` in its text
 /// format: about half the server's work of an `INSERT` over arrays.

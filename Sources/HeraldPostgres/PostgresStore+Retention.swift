@@ -2,7 +2,7 @@
 import PostgresNIO
 
 extension PostgresStore {
-    public func forgetPlaintext(notificationIDs: [String]) async throws {
+    package func forgetPlaintext(notificationIDs: [String]) async throws {
         guard !notificationIDs.isEmpty else { return }
         try await self.write { db in try await Self.forgetPlaintext(db, notificationIDs: notificationIDs) }
     }
@@ -20,7 +20,7 @@ extension PostgresStore {
         )
     }
 
-    public func prune(before: Int64, limit: Int) async throws -> Int {
+    package func prune(before: Int64, limit: Int) async throws -> Int {
         try await self.write { db in
             let deleted = try await db.query(
                 """

@@ -1,36 +1,41 @@
 // SPDX-License-Identifier: Apache-2.0
-public import HeraldCore
+package import HeraldCore
 
 extension PostgresStore {
-    public func createWebhook(_ webhook: Webhook) async throws {
+    package func createWebhook(_ webhook: Webhook) async throws {
         try await self.write { db in
             try await db.query(
                 "INSERT INTO webhooks (\(Webhook.columns)) VALUES ($1, $2, $3, $4, $5, $6)",
-                [.text(webhook.id), .text(webhook.appID), .text(webhook.url), .bytes(webhook.sealedSecret), .text(webhook.typeList), .int(webhook.createdAt)]
+                [
+                    .text(webhook.id), .text(webhook.appID), .text(webhook.url), .bytes(webhook.sealedSecret), .text(webhook.typeList),
+                    .int(webhook.createdAt),
+                ]
             )
         }
     }
 
-    public func webhooks(appID: String) async throws -> [Webhook] {
+    package func webhooks(appID: String) async throws -> [Webhook] {
         try await self.read { db in
             try await db.query("SELECT \(Webhook.columns) FROM webhooks WHERE app_id = $1 ORDER BY created_at, id COLLATE \"C\"", [.text(appID)])
                 .map { Webhook(row: $0) }
         }
     }
 
-    public func allWebhooks() async throws -> [Webhook] {
+    package func allWebhooks() async throws -> [Webhook] {
         try await self.read { db in
-            try await db.query("SELECT \(Webhook.columns) FROM webhooks ORDER BY app_id COLLATE \"C\", created_at, id COLLATE \"C\"").map { Webhook(row: $0) }
+            try await db.query("SELECT \(Webhook.columns) FROM webhooks ORDER BY app_id COLLATE \"C\", created_at, id COLLATE \"C\"").map {
+                Webhook(row: $0)
+            }
         }
     }
 
-    public func deleteWebhook(appID: String, id: String) async throws -> Bool {
+    package func deleteWebhook(appID: String, id: String) async throws -> Bool {
         try await self.write { db in
             try await db.query("DELETE FROM webhooks WHERE app_id = $1 AND id = $2 RETURNING id", [.text(appID), .text(id)]).isEmpty == false
         }
     }
 
-    public func enqueueWebhookMessages(_ messages: [WebhookMessage], now: Int64, expiresAt: Int64) async throws {
+    package func enqueueWebhookMessages(_ messages: [WebhookMessage], now: Int64, expiresAt: Int64) async throws {
         guard !messages.isEmpty else { return }
         try await self.write { db in
             for message in messages {
@@ -46,7 +51,7 @@ extension PostgresStore {
         }
     }
 
-    public func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
+    package func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
         try await self.write { db in
             // Each process claims different messages (SKIP LOCKED); the lease makes a dead one's due again.
             let rows = try await db.query(
@@ -68,7 +73,7 @@ extension PostgresStore {
         }
     }
 
-    public func recordWebhookAttempts(_ attempts: [WebhookAttempt], now: Int64) async throws {
+    package func recordWebhookAttempts(_ attempts: [WebhookAttempt], now: Int64) async throws {
         guard !attempts.isEmpty else { return }
         try await self.write { db in
             for attempt in attempts {
@@ -86,11 +91,11 @@ extension PostgresStore {
         }
     }
 
-    public func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
+    package func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
         try await self.webhookMessages(webhookID: webhookID, limit: limit, beforeID: nil)
     }
 
-    public func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
+    package func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
         try await self.read { db in
             try await db.query(
                 "SELECT \(WebhookMessageRecord.columns) FROM webhook_messages WHERE webhook_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3",
@@ -99,7 +104,7 @@ extension PostgresStore {
         }
     }
 
-    public func pruneWebhookMessages(before: Int64) async throws -> Int {
+    package func pruneWebhookMessages(before: Int64) async throws -> Int {
         try await self.write { db in
             try await db.query("DELETE FROM webhook_messages WHERE next_attempt_at IS NULL AND created_at < $1 RETURNING id", [.int(before)]).count
         }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
+package import APNSModels
 import Foundation
-public import HeraldCore
-public import Logging
+package import HeraldCore
+package import Logging
 import NIOCore
 import PostgresNIO
 
@@ -10,7 +10,7 @@ import PostgresNIO
 /// Deliveries are claimed with `FOR UPDATE SKIP LOCKED` under a lease, an audience is expanded
 /// chunk by chunk by whichever process locks its notification next, and idempotency keys are a
 /// unique constraint.
-public final class PostgresStore: HeraldStore {
+package final class PostgresStore: HeraldStore {
     let client: PostgresClient
     let logger: Logger
     /// Where the pool connects, for ``check()`` to find out why it cannot.
@@ -24,13 +24,13 @@ public final class PostgresStore: HeraldStore {
 
     /// Connects to the database at `url`, applies pending migrations, and runs `body` with the
     /// store; the connection pool runs (and reconnects) until `body` returns.
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         url: String, logger: Logger, _ body: (PostgresStore) async throws -> Result
     ) async throws -> Result {
         try await self.withStore(location: try PostgresLocation(url: url), logger: logger, body)
     }
 
-    public static func withStore<Result: Sendable>(
+    package static func withStore<Result: Sendable>(
         location: PostgresLocation, logger: Logger, _ body: (PostgresStore) async throws -> Result
     ) async throws -> Result {
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
@@ -93,7 +93,7 @@ public final class PostgresStore: HeraldStore {
             throw error
         } catch let error as PostgresStoreError {
             throw error
-        } catch where !lease.started {
+        } catch  where !lease.started {
             // The pool could not connect at all (its circuit breaker, a refused connection).
             throw Self.unavailable("\(error)")
         }
@@ -121,13 +121,13 @@ public final class PostgresStore: HeraldStore {
             attempt += 1
             do {
                 return try await self.withLease { db in try await db.transaction("BEGIN", body) }
-            } catch where attempt < 4 && ["40001", "40P01"].contains(error.postgresState ?? "") {
+            } catch  where attempt < 4 && ["40001", "40P01"].contains(error.postgresState ?? "") {
                 continue
             }
         }
     }
 
-    public func schemaVersion() async throws -> Int {
+    package func schemaVersion() async throws -> Int {
         try await self.read { db in Int(try await db.query("SELECT coalesce(max(version), 0) FROM schema_version").first?.int(0) ?? 0) }
     }
 
@@ -135,7 +135,7 @@ public final class PostgresStore: HeraldStore {
     /// keeps its callers waiting (up to `leaseTimeout`); so when it has not answered within a
     /// second, a connection of the check's own finds out why — refused, authentication failed, no
     /// such database — and that is thrown as `database_unavailable` (the full error is logged).
-    public func check() async throws {
+    package func check() async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
                 try await self.read { db in _ = try await db.query("SELECT 1") }
@@ -185,7 +185,8 @@ public final class PostgresStore: HeraldStore {
             connection = try await PostgresConnection.connect(configuration: connect, id: 0, logger: self.logger)
         } catch {
             let cause = Self.connectionCause(error)
-            self.logger.warning("health: cannot connect to PostgreSQL", metadata: ["herald.cause": "\(cause)", "error": "\(String(reflecting: error))"])
+            self.logger.warning(
+                "health: cannot connect to PostgreSQL", metadata: ["herald.cause": "\(cause)", "error": "\(String(reflecting: error))"])
             throw Self.unavailable(cause)
         }
         try? await connection.close()
@@ -358,11 +359,11 @@ public final class PostgresStore: HeraldStore {
     ]
 
     /// The version the database is at after `migrate()`.
-    public static var schemaVersion: Int { self.migrations.count }
+    package static var schemaVersion: Int { self.migrations.count }
 
     /// Applies the migrations not applied yet; returns the versions applied now.
     @discardableResult
-    public func migrate() async throws -> [Int] {
+    package func migrate() async throws -> [Int] {
         try await self.write { db in
             // One key for Herald's migrations ("HERALD" in ASCII), held until this transaction ends.
             try await db.query("SELECT pg_advisory_xact_lock(79462569954372)")
@@ -380,7 +381,7 @@ public final class PostgresStore: HeraldStore {
 
     // MARK: apps and credentials
 
-    public func createApp(_ app: App) async throws {
+    package func createApp(_ app: App) async throws {
         do {
             try await self.write { db in
                 try await db.query(
@@ -391,16 +392,16 @@ public final class PostgresStore: HeraldStore {
                     ]
                 )
             }
-        } catch where error.isUniqueViolation {
+        } catch  where error.isUniqueViolation {
             throw HeraldError.conflict("an app with id '\(app.id)' exists", code: "app_exists")
         }
     }
 
-    public func app(_ id: String) async throws -> App? {
+    package func app(_ id: String) async throws -> App? {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps WHERE id = $1", [.text(id)]).first.map(Self.app) }
     }
 
-    public func apps() async throws -> [App] {
+    package func apps() async throws -> [App] {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
@@ -415,7 +416,7 @@ public final class PostgresStore: HeraldStore {
         )
     }
 
-    public func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
+    package func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
         try await self.write { db in
             var count = 0
             for (table, column) in [("credentials", "sealed"), ("webhooks", "secret"), ("apps", "user_secret")] {
@@ -430,7 +431,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
+    package func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
         try await self.write { db in
             try await db.query(
                 "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3 WHERE id = $4 RETURNING id",
@@ -442,7 +443,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
+    package func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
         try await self.write { db in
             try await db.query(
                 """
@@ -454,7 +455,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
+    package func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
         try await self.read { db in
             var result: [APNSEnvironment: [UInt8]] = [:]
             for row in try await db.query(Statements.Credentials.self, [.text(appID)]) {
@@ -468,7 +469,7 @@ public final class PostgresStore: HeraldStore {
 
     // MARK: API keys
 
-    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
+    package func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
         try await self.write { db in
             try await db.query(
                 "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -477,7 +478,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func rotateAPIKey(
+    package func rotateAPIKey(
         replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
     ) async throws -> StoredAPIKey? {
         try await self.write { db in
@@ -495,7 +496,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func touchAPIKey(id: String, now: Int64) async throws {
+    package func touchAPIKey(id: String, now: Int64) async throws {
         try await self.write { db in
             try await db.query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", [.int(now), .text(id)])
         }
@@ -511,19 +512,19 @@ public final class PostgresStore: HeraldStore {
         )
     }
 
-    public func apiKey(id: String) async throws -> StoredAPIKey? {
+    package func apiKey(id: String) async throws -> StoredAPIKey? {
         try await self.read { db in
             try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(Self.apiKey)
         }
     }
 
-    public func apiKeys() async throws -> [StoredAPIKey] {
+    package func apiKeys() async throws -> [StoredAPIKey] {
         try await self.read { db in
             try await db.query("SELECT \(Self.keyColumns) FROM api_keys ORDER BY created_at, id COLLATE \"C\"").compactMap(Self.apiKey)
         }
     }
 
-    public func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
+    package func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
         try await self.write { db in
             // Admin keys are counted under a lock, so two processes cannot revoke the last two at once.
             let admins = try await db.query("SELECT id FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE")
@@ -537,7 +538,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
+    package func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
         try await self.write { db in
             // Serializes processes starting together (the same lock as migrations).
             try await db.query("SELECT pg_advisory_xact_lock(79462569954372)")
@@ -550,7 +551,7 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func hasAPIKeys() async throws -> Bool {
+    package func hasAPIKeys() async throws -> Bool {
         try await self.read { db in try await db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty == false }
     }
 
@@ -561,7 +562,7 @@ public final class PostgresStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
-    public func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
+    package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.write { db in
             // What the device holds now decides what this caller may change: read under a lock
             // on its row, so that a concurrent registration of the same token waits for this one.
@@ -604,13 +605,13 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func unregister(appID: String, token: String) async throws -> Bool {
+    package func unregister(appID: String, token: String) async throws -> Bool {
         try await self.write { db in
             try await db.query("DELETE FROM devices WHERE app_id = $1 AND token = $2 RETURNING id", [.text(appID), .text(token)]).isEmpty == false
         }
     }
 
-    public func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
+    package func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
         try await self.snapshot { db in
             var sql = Query("SELECT \(Self.deviceColumns) FROM devices d WHERE app_id = $1", [.text(appID)])
             if let userID = query.userID {
@@ -634,21 +635,26 @@ public final class PostgresStore: HeraldStore {
         }
     }
 
-    public func device(appID: String, token: String) async throws -> Device? {
+    package func device(appID: String, token: String) async throws -> Device? {
         try await self.snapshot { db in
-            guard let row = try await db.query("SELECT \(Self.deviceColumns) FROM devices WHERE app_id = $1 AND token = $2", [.text(appID), .text(token)]).first
+            guard
+                let row = try await db.query(
+                    "SELECT \(Self.deviceColumns) FROM devices WHERE app_id = $1 AND token = $2", [.text(appID), .text(token)]
+                ).first
             else { return nil }
             return Self.device(row, tags: try await Self.tags(db, row.int(0) ?? 0))
         }
     }
 
-    public func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation] {
+    package func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation] {
         try await self.read { db in
             try await db.query(
                 "SELECT device_id, reason, apns_timestamp, at, applied FROM invalidations WHERE app_id = $1 AND device_id = $2 ORDER BY id",
                 [.text(appID), .int(deviceID)]
             ).map { row in
-                Invalidation(deviceID: row.int(0) ?? 0, reason: row.string(1) ?? "", apnsTimestamp: row.int(2), at: row.int(3) ?? 0, applied: row.bool(4) ?? false)
+                Invalidation(
+                    deviceID: row.int(0) ?? 0, reason: row.string(1) ?? "", apnsTimestamp: row.int(2), at: row.int(3) ?? 0,
+                    applied: row.bool(4) ?? false)
             }
         }
     }

@@ -5,27 +5,27 @@ import NIOPosix
 import Synchronization
 
 /// What SQLite said went wrong, with its result code.
-public struct SQLiteError: Error, Sendable, CustomStringConvertible {
-    public var code: Int32
-    public var message: String
+package struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    package var code: Int32
+    package var message: String
 
-    public var description: String { "SQLite error \(self.code): \(self.message)" }
+    package var description: String { "SQLite error \(self.code): \(self.message)" }
 
     /// A UNIQUE / PRIMARY KEY violation.
-    public var isConstraintViolation: Bool { self.code & 0xFF == SQLITE_CONSTRAINT }
+    package var isConstraintViolation: Bool { self.code & 0xFF == SQLITE_CONSTRAINT }
 }
 
 /// A value bound to or read from a statement.
-public enum SQLValue: Sendable, Hashable {
+package enum SQLValue: Sendable, Hashable {
     case integer(Int64)
     case real(Double)
     case text(String)
     case blob([UInt8])
     case null
 
-    public var int: Int64? { if case .integer(let value) = self { return value } else { return nil } }
-    public var string: String? { if case .text(let value) = self { return value } else { return nil } }
-    public var bytes: [UInt8]? { if case .blob(let value) = self { return value } else { return nil } }
+    package var int: Int64? { if case .integer(let value) = self { return value } else { return nil } }
+    package var string: String? { if case .text(let value) = self { return value } else { return nil } }
+    package var bytes: [UInt8]? { if case .blob(let value) = self { return value } else { return nil } }
 }
 
 /// One SQLite database file in WAL mode: one writer connection and a few reader connections.
@@ -35,17 +35,17 @@ public enum SQLValue: Sendable, Hashable {
 /// between them. Writes queue, in order, for the one writer thread (SQLite allows one writer);
 /// reads run at the same time on reader connections and see the last committed state (WAL
 /// readers never wait for the writer). Prepared statements are cached per connection by SQL text.
-public final class SQLiteDatabase: Sendable {
+package final class SQLiteDatabase: Sendable {
     private let writer: Mutex<Connection>
     private let readers: [Slot]
     private let freeReaders: Mutex<[Int]>
     private let writerThread: NIOThreadPool
     private let readerThreads: NIOThreadPool
-    public let path: String
+    package let path: String
 
     /// Opens (creating if needed) `path` in WAL mode with foreign keys on, with `readers` reader
     /// connections.
-    public init(path: String, readers: Int = 2) throws {
+    package init(path: String, readers: Int = 2) throws {
         self.path = path
         let writer = try Connection(path: path)
         try writer.execute("PRAGMA journal_mode = WAL")
@@ -88,7 +88,7 @@ public final class SQLiteDatabase: Sendable {
     /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the writer's thread;
     /// rolls back if it throws, so nothing half-written remains.
     @discardableResult
-    public func write<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
+    package func write<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
         try await self.writerThread.runIfActive {
             try self.writer.withLock { connection in
                 try connection.execute("BEGIN IMMEDIATE")
@@ -108,7 +108,7 @@ public final class SQLiteDatabase: Sendable {
     /// (`PRAGMA wal_checkpoint(TRUNCATE)`), on the writer's thread, between transactions. False
     /// when a reader's snapshot held it back (the WAL then keeps frames until the next one).
     @discardableResult
-    public func checkpoint() async throws -> Bool {
+    package func checkpoint() async throws -> Bool {
         try await self.writerThread.runIfActive {
             try self.writer.withLock { connection in
                 try connection.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first?.int == 0
@@ -118,7 +118,7 @@ public final class SQLiteDatabase: Sendable {
 
     /// Runs `body` on a reader connection, in one read transaction (one consistent snapshot).
     @discardableResult
-    public func read<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
+    package func read<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
         try await self.readerThreads.runIfActive {
             // As many reader threads as reader connections: one is always free here.
             guard let index = self.freeReaders.withLock({ $0.popLast() }) else {
@@ -139,7 +139,7 @@ public final class SQLiteDatabase: Sendable {
     }
 
     /// The connection: statements, bindings, rows. Only reachable inside `read`/`write`.
-    public struct Connection: ~Copyable, @unchecked Sendable {
+    package struct Connection: ~Copyable, @unchecked Sendable {
         fileprivate let handle: OpaquePointer
         private let cache: StatementCache
 
@@ -162,7 +162,7 @@ public final class SQLiteDatabase: Sendable {
         }
 
         /// Runs SQL without results (may hold several statements).
-        public func execute(_ sql: String) throws {
+        package func execute(_ sql: String) throws {
             var error: UnsafeMutablePointer<CChar>?
             let status = sqlite3_exec(self.handle, sql, nil, nil, &error)
             if status != SQLITE_OK {
@@ -174,7 +174,7 @@ public final class SQLiteDatabase: Sendable {
 
         /// Runs one statement with `bindings` and returns every row.
         @discardableResult
-        public func query(_ sql: String, _ bindings: [SQLValue] = []) throws -> [[SQLValue]] {
+        package func query(_ sql: String, _ bindings: [SQLValue] = []) throws -> [[SQLValue]] {
             var rows: [[SQLValue]] = []
             try self.each(sql, bindings) { row in rows.append(row.values) }
             return rows
@@ -182,7 +182,7 @@ public final class SQLiteDatabase: Sendable {
 
         /// Runs one statement with `bindings`, handing each row to `body` as a view that reads
         /// columns in place (nothing is copied unless asked for).
-        public func each(_ sql: String, _ bindings: [SQLValue], _ body: (Row) throws -> Void) throws {
+        package func each(_ sql: String, _ bindings: [SQLValue], _ body: (Row) throws -> Void) throws {
             let statement = try self.cache.statement(sql, handle: self.handle)
             // Text and blobs are copied once into one buffer that outlives the run and bound in
             // place: one allocation per statement instead of SQLite's copy of each value.
@@ -246,24 +246,24 @@ public final class SQLiteDatabase: Sendable {
         }
 
         /// The current row of a running statement; valid only inside `each`'s closure.
-        public struct Row {
+        package struct Row {
             fileprivate let statement: OpaquePointer
 
-            public var count: Int { Int(sqlite3_column_count(self.statement)) }
+            package var count: Int { Int(sqlite3_column_count(self.statement)) }
 
-            public func isNull(_ column: Int) -> Bool { sqlite3_column_type(self.statement, Int32(column)) == SQLITE_NULL }
+            package func isNull(_ column: Int) -> Bool { sqlite3_column_type(self.statement, Int32(column)) == SQLITE_NULL }
 
-            public func int(_ column: Int) -> Int64? {
+            package func int(_ column: Int) -> Int64? {
                 self.isNull(column) ? nil : sqlite3_column_int64(self.statement, Int32(column))
             }
 
-            public func string(_ column: Int) -> String? {
+            package func string(_ column: Int) -> String? {
                 guard let text = sqlite3_column_text(self.statement, Int32(column)) else { return nil }
                 let count = Int(sqlite3_column_bytes(self.statement, Int32(column)))
                 return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
             }
 
-            public func bytes(_ column: Int) -> [UInt8]? {
+            package func bytes(_ column: Int) -> [UInt8]? {
                 guard !self.isNull(column) else { return nil }
                 let count = Int(sqlite3_column_bytes(self.statement, Int32(column)))
                 guard let pointer = sqlite3_column_blob(self.statement, Int32(column)), count > 0 else { return [] }
@@ -271,7 +271,7 @@ public final class SQLiteDatabase: Sendable {
             }
 
             /// Every column as a value.
-            public var values: [SQLValue] {
+            package var values: [SQLValue] {
                 var row: [SQLValue] = []
                 row.reserveCapacity(self.count)
                 for column in 0..<Int32(self.count) {
@@ -288,9 +288,9 @@ public final class SQLiteDatabase: Sendable {
         }
 
         /// Rows changed by the last statement.
-        public var changes: Int { Int(sqlite3_changes(self.handle)) }
+        package var changes: Int { Int(sqlite3_changes(self.handle)) }
 
-        public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(self.handle) }
+        package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(self.handle) }
 
         private func error(_ status: Int32) -> SQLiteError {
             SQLiteError(code: sqlite3_extended_errcode(self.handle), message: String(cString: sqlite3_errmsg(self.handle)))

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 
 extension SQLiteStore {
-    public func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
+    package func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
         try await self.database.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
@@ -71,7 +71,8 @@ extension SQLiteStore {
     ) throws {
         while policy.hasRoom(claimed: result.count) {
             var next: (chunk: Int64, notificationID: String, after: Int64, through: Int64, attempts: Int)?
-            var notification: (bundleID: String, targeting: Targeting?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: NotificationShared)?
+            var notification:
+                (bundleID: String, targeting: Targeting?, deviceIDs: String?, pushType: PushType?, cancelled: Bool, shared: NotificationShared)?
             try db.each(
                 """
                 SELECT c.id, c.notification_id, c.after_id, c.through_id, c.attempts, n.id, n.bundle_id,
@@ -129,7 +130,8 @@ extension SQLiteStore {
                     [.integer(through), .integer(Int64(devices.count)), .integer(Int64(attempts)), .integer(leaseEnd), .integer(chunk.chunk)]
                 )
                 try Self.claimChunk(
-                    db, devices, chunk: chunk.chunk, attempts: attempts, notificationID: chunk.notificationID, shared: notification.shared, into: &result
+                    db, devices, chunk: chunk.chunk, attempts: attempts, notificationID: chunk.notificationID, shared: notification.shared,
+                    into: &result
                 )
             }
         }
@@ -178,7 +180,8 @@ extension SQLiteStore {
                 let devices =
                     try Self.chunkDevices(
                         db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID,
-                        pushType: notification.pushType, targeting: notification.targeting, deviceIDs: notification.deviceIDs, after: notification.after,
+                        pushType: notification.pushType, targeting: notification.targeting, deviceIDs: notification.deviceIDs,
+                        after: notification.after,
                         through: notification.until, limit: chunk, excludingRecorded: false
                     ) ?? []
                 if let localTime = notification.localTime, !devices.isEmpty {
@@ -253,7 +256,8 @@ extension SQLiteStore {
                     AND device_id IN (SELECT id FROM devices WHERE app_id = ?6 AND id > ?3 AND id <= ?4 AND time_zone IS ?5)
                 """,
                 [
-                    .integer(NotificationPolicy.localDue(localTime, timeZone: zone, scheduledAt: scheduledAt)), .text(notificationID), .integer(after),
+                    .integer(NotificationPolicy.localDue(localTime, timeZone: zone, scheduledAt: scheduledAt)), .text(notificationID),
+                    .integer(after),
                     .integer(through), zone.map(SQLValue.text) ?? .null, .text(appID),
                 ]
             )
@@ -262,7 +266,9 @@ extension SQLiteStore {
 
     /// A notification's audience as SQL over `devices d`: the conditions after `<app> = ?2`, with
     /// bindings from `?first`; nil for a targeting Herald did not write.
-    private static func chunkAudience(targeting: Targeting?, deviceIDs: String?, first: Int) -> (sql: String, bindings: [SQLValue], id: String, app: String)? {
+    private static func chunkAudience(
+        targeting: Targeting?, deviceIDs: String?, first: Int
+    ) -> (sql: String, bindings: [SQLValue], id: String, app: String)? {
         // A resolved list is walked through its ids (devices unregistered or made inactive
         // since are skipped); "all" and tags by id range with their filter. For the ids, `+`
         // keeps SQLite on rowid lookups of the list (in id order, so the ORDER BY costs
@@ -278,7 +284,8 @@ extension SQLiteStore {
     /// Up to `limit` active devices of an audience with ids in `after…through`, in id order; with
     /// `excludingRecorded`, only those with no delivery of the notification yet.
     private static func chunkDevices(
-        _ db: borrowing SQLiteDatabase.Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: Targeting?,
+        _ db: borrowing SQLiteDatabase.Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?,
+        targeting: Targeting?,
         deviceIDs: String?, after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
     ) throws -> [ChunkDevice]? {
         guard let filter = Self.chunkAudience(targeting: targeting, deviceIDs: deviceIDs, first: 7) else { return nil }
@@ -303,19 +310,23 @@ extension SQLiteStore {
 
     /// Hands out `count` delivery ids (a chunk's are known before their rows exist); the first.
     private static func reserveDeliveryIDs(_ db: borrowing SQLiteDatabase.Connection, _ count: Int) throws -> Int64 {
-        let last = try db.query("UPDATE sequences SET value = value + ? WHERE name = 'deliveries' RETURNING value", [.integer(Int64(count))]).first?[0].int ?? 0
+        let last =
+            try db.query("UPDATE sequences SET value = value + ? WHERE name = 'deliveries' RETURNING value", [.integer(Int64(count))]).first?[0].int
+            ?? 0
         return last - Int64(count) + 1
     }
 
     /// Claims `devices` as chunk `chunk` (its attempt `attempts`), with ids from the counter.
     private static func claimChunk(
-        _ db: borrowing SQLiteDatabase.Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String, shared: NotificationShared,
+        _ db: borrowing SQLiteDatabase.Connection, _ devices: [ChunkDevice], chunk: Int64, attempts: Int, notificationID: String,
+        shared: NotificationShared,
         into result: inout [ClaimedDelivery]
     ) throws {
         let first = try Self.reserveDeliveryIDs(db, devices.count)
         for (offset, device) in devices.enumerated() {
             result.append(
-                ClaimedDelivery(id: first + Int64(offset), device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk)
+                ClaimedDelivery(
+                    id: first + Int64(offset), device: device, notificationID: notificationID, shared: shared, attempts: attempts, chunk: chunk)
             )
         }
     }

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
-public import HeraldCore
+package import APNSModels
+package import HeraldCore
 
 /// Data governance on SQLite: an app deleted in short write transactions (SQLite has one writer,
 /// so each chunk lets other apps' writes in between), credentials as metadata, a user's data
 /// exported or erased, the audit trail.
 extension SQLiteStore {
-    public func credentialRecords(appID: String) async throws -> [CredentialRecord] {
+    package func credentialRecords(appID: String) async throws -> [CredentialRecord] {
         try await self.database.read { db in
             try db.query("SELECT environment, sealed, updated_at FROM credentials WHERE app_id = ? ORDER BY environment", [.text(appID)])
                 .compactMap { row in
@@ -16,7 +16,7 @@ extension SQLiteStore {
         }
     }
 
-    public func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
+    package func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
         try await self.database.write { db in
             try db.query("DELETE FROM credentials WHERE app_id = ? AND environment = ?", [.text(appID), .text(environment.rawValue)])
             return db.changes > 0
@@ -43,7 +43,7 @@ extension SQLiteStore {
         """,
     ]
 
-    public func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
+    package func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
         try await self.database.write { db in
             // First of all, nothing more can be sent or registered with the app's own keys or credentials.
             try db.query("UPDATE api_keys SET revoked_at = ?2 WHERE app_id = ?1 AND revoked_at IS NULL", [.text(appID), .integer(now)])
@@ -63,9 +63,11 @@ extension SQLiteStore {
         }
     }
 
-    public func userDevices(appID: String, userID: String) async throws -> [Device] {
+    package func userDevices(appID: String, userID: String) async throws -> [Device] {
         let tokens = try await self.database.read { db in
-            try db.query("SELECT token FROM devices WHERE app_id = ? AND user_id = ? ORDER BY id", [.text(appID), .text(userID)]).compactMap { $0[0].string }
+            try db.query("SELECT token FROM devices WHERE app_id = ? AND user_id = ? ORDER BY id", [.text(appID), .text(userID)]).compactMap {
+                $0[0].string
+            }
         }
         var devices: [Device] = []
         for token in tokens {
@@ -74,7 +76,7 @@ extension SQLiteStore {
         return devices
     }
 
-    public func deliveries(appID: String, deviceIDs: [Int64]) async throws -> [DeliveryRecord] {
+    package func deliveries(appID: String, deviceIDs: [Int64]) async throws -> [DeliveryRecord] {
         guard !deviceIDs.isEmpty else { return [] }
         return try await self.database.read { db in
             var result: [DeliveryRecord] = []
@@ -91,7 +93,7 @@ extension SQLiteStore {
     }
 
     /// Then checkpoints, so that the WAL's older page images (which held the tokens) are gone too.
-    public func eraseUser(appID: String, userID: String, audit: AuditRecord) async throws -> UserErasure {
+    package func eraseUser(appID: String, userID: String, audit: AuditRecord) async throws -> UserErasure {
         let erasure = try await self.erase(appID: appID, userID: userID, audit: audit)
         try await self.database.checkpoint()
         return erasure
@@ -154,17 +156,19 @@ extension SQLiteStore {
         }
     }
 
-    public func addAudit(_ record: AuditRecord) async throws {
+    package func addAudit(_ record: AuditRecord) async throws {
         try await self.database.write { db in try Self.insertAudit(db, record) }
     }
 
-    public func auditRecords(appID: String?, limit: Int) async throws -> [AuditRecord] {
+    package func auditRecords(appID: String?, limit: Int) async throws -> [AuditRecord] {
         try await self.database.read { db in
             try db.query(
                 "SELECT id, at, key_id, action, app_id, subject FROM audit WHERE ?1 IS NULL OR app_id = ?1 ORDER BY id DESC LIMIT ?2",
                 [appID.map(SQLValue.text) ?? .null, .integer(Int64(limit))]
             ).map { row in
-                AuditRecord(id: row[0].int ?? 0, at: row[1].int ?? 0, keyID: row[2].string, action: row[3].string ?? "", appID: row[4].string, subject: row[5].string)
+                AuditRecord(
+                    id: row[0].int ?? 0, at: row[1].int ?? 0, keyID: row[2].string, action: row[3].string ?? "", appID: row[4].string,
+                    subject: row[5].string)
             }
         }
     }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 
 extension SQLiteStore {
     /// The conditions (after `d.app_id = ? AND d.active = 1`) that pick a targeting's devices
@@ -52,7 +52,9 @@ extension SQLiteStore {
         }
     }
 
-    public func createNotification(appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64) async throws
+    package func createNotification(
+        appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64
+    ) async throws
         -> CreatedNotification
     {
         // The audience is every matching device that exists now (ids up to the newest). A list
@@ -87,7 +89,9 @@ extension SQLiteStore {
         let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
         return try await self.database.write { db in
             if let key = spec.idempotencyKey,
-                let existing = try db.query("SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]).first,
+                let existing = try db.query(
+                    "SELECT id, audience_size FROM notifications WHERE app_id = ? AND idempotency_key = ?", [.text(appID), .text(key)]
+                ).first,
                 let existingID = existing[0].string
             {
                 return CreatedNotification(id: existingID, deliveries: Int(existing[1].int ?? 0), existing: true)
@@ -110,13 +114,15 @@ extension SQLiteStore {
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                 ]
             )
-            return CreatedNotification(id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive)
+            return CreatedNotification(
+                id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive)
         }
     }
 
     /// For a token audience: how many distinct listed tokens have no device in the app, and how
     /// many only an inactive one; one statement over the list (each token one index lookup).
-    static func listedTokens(_ db: borrowing SQLiteDatabase.Connection, appID: String, _ audience: Audience) throws -> (unknown: Int, inactive: Int)? {
+    static func listedTokens(_ db: borrowing SQLiteDatabase.Connection, appID: String, _ audience: Audience) throws -> (unknown: Int, inactive: Int)?
+    {
         guard case .tokens(let tokens) = audience else { return nil }
         let row = try db.query(
             """
@@ -137,7 +143,7 @@ extension SQLiteStore {
         return "[\"" + values.joined(separator: "\",\"") + "\"]"
     }
 
-    public func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
+    package func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {
         try await self.database.read { db in
             var found: NotificationSummary?
             try db.each("SELECT \(StoreSQL.summaryColumns) FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) {
@@ -162,7 +168,7 @@ extension SQLiteStore {
         }
     }
 
-    public func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
+    package func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary] {
         try await self.database.read { db in
             var result: [NotificationSummary] = []
             // (created_at, id) is unique: a page ends at a row and the next starts right after it,
@@ -179,7 +185,7 @@ extension SQLiteStore {
         }
     }
 
-    public func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
+    package func deliveries(appID: String, token: String, limit: Int, beforeID: Int64?) async throws -> [DeliveryRecord] {
         try await self.database.read { db in
             var result: [DeliveryRecord] = []
             // Through the app's most recent notifications: one (notification, device) lookup each.
@@ -199,9 +205,10 @@ extension SQLiteStore {
         }
     }
 
-    public func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
+    package func cancelNotification(appID: String, id: String, now: Int64) async throws -> Bool {
         try await self.database.write { db in
-            guard let found = try db.query("SELECT cancelled_at FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]).first else {
+            guard let found = try db.query("SELECT cancelled_at FROM notifications WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]).first
+            else {
                 return false
             }
             let alreadyCancelled = found[0] != .null
@@ -230,7 +237,7 @@ extension SQLiteStore {
         }
     }
 
-    public func pendingDeliveries() async throws -> Int {
+    package func pendingDeliveries() async throws -> Int {
         try await self.database.read { db in
             // `next_attempt_at >= 0` makes the partial due index (pending only) answer it.
             // Chunks in flight count their deliveries too.
@@ -245,7 +252,7 @@ extension SQLiteStore {
         }
     }
 
-    public func deliveryCounts() async throws -> [DeliveryState: Int] {
+    package func deliveryCounts() async throws -> [DeliveryState: Int] {
         try await self.database.read { db in
             var counts: [DeliveryState: Int] = [:]
             for row in try db.query("SELECT state, count(*) FROM deliveries GROUP BY state") {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-public import HeraldCore
+package import HeraldCore
 
 extension SQLiteStore {
     @discardableResult
-    public func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
+    package func record(_ results: [DeliveryResult], now: Int64) async throws -> RecordedOutcomes {
         guard !results.isEmpty else { return RecordedOutcomes() }
         // A chunk's deliveries (the bulk of a broadcast) are created with their outcome, their
         // values bound, fenced by their chunk's attempt. Of the others, those accepted in one
@@ -168,7 +168,6 @@ extension SQLiteStore {
             """
     }
 }
-
 
 /// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
 /// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,

@@ -2,7 +2,7 @@
 import APNSModels
 
 extension SQLiteStore {
-    public func forgetPlaintext(notificationIDs: [String]) async throws {
+    package func forgetPlaintext(notificationIDs: [String]) async throws {
         guard !notificationIDs.isEmpty else { return }
         try await self.database.write { db in try Self.forgetPlaintext(db, notificationIDs: notificationIDs) }
     }
@@ -20,7 +20,7 @@ extension SQLiteStore {
         )
     }
 
-    public func prune(before: Int64, limit: Int) async throws -> Int {
+    package func prune(before: Int64, limit: Int) async throws -> Int {
         try await self.database.write { db in
             try db.query(
                 """

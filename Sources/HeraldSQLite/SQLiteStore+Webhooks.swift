@@ -1,25 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
-public import HeraldCore
+package import HeraldCore
 
 extension SQLiteStore {
-    public func createWebhook(_ webhook: Webhook) async throws {
+    package func createWebhook(_ webhook: Webhook) async throws {
         try await self.database.write { db in
             try db.query(
                 "INSERT INTO webhooks (\(Webhook.columns)) VALUES (?, ?, ?, ?, ?, ?)",
-                [.text(webhook.id), .text(webhook.appID), .text(webhook.url), .blob(webhook.sealedSecret), .text(webhook.typeList), .integer(webhook.createdAt)]
+                [
+                    .text(webhook.id), .text(webhook.appID), .text(webhook.url), .blob(webhook.sealedSecret), .text(webhook.typeList),
+                    .integer(webhook.createdAt),
+                ]
             )
         }
     }
 
-    public func webhooks(appID: String) async throws -> [Webhook] {
+    package func webhooks(appID: String) async throws -> [Webhook] {
         try await self.database.read { db in
             var hooks: [Webhook] = []
-            try db.each("SELECT \(Webhook.columns) FROM webhooks WHERE app_id = ? ORDER BY created_at, id", [.text(appID)]) { hooks.append(Webhook(row: $0)) }
+            try db.each("SELECT \(Webhook.columns) FROM webhooks WHERE app_id = ? ORDER BY created_at, id", [.text(appID)]) {
+                hooks.append(Webhook(row: $0))
+            }
             return hooks
         }
     }
 
-    public func allWebhooks() async throws -> [Webhook] {
+    package func allWebhooks() async throws -> [Webhook] {
         try await self.database.read { db in
             var hooks: [Webhook] = []
             try db.each("SELECT \(Webhook.columns) FROM webhooks ORDER BY app_id, created_at, id", []) { hooks.append(Webhook(row: $0)) }
@@ -27,7 +32,7 @@ extension SQLiteStore {
         }
     }
 
-    public func deleteWebhook(appID: String, id: String) async throws -> Bool {
+    package func deleteWebhook(appID: String, id: String) async throws -> Bool {
         try await self.database.write { db in
             // Its messages go with it (ON DELETE CASCADE).
             try db.query("DELETE FROM webhooks WHERE app_id = ? AND id = ?", [.text(appID), .text(id)])
@@ -35,7 +40,7 @@ extension SQLiteStore {
         }
     }
 
-    public func enqueueWebhookMessages(_ messages: [WebhookMessage], now: Int64, expiresAt: Int64) async throws {
+    package func enqueueWebhookMessages(_ messages: [WebhookMessage], now: Int64, expiresAt: Int64) async throws {
         guard !messages.isEmpty else { return }
         try await self.database.write { db in
             for message in messages {
@@ -45,13 +50,16 @@ extension SQLiteStore {
                     INSERT INTO webhook_messages (webhook_id, body, events, created_at, expires_at, next_attempt_at)
                     SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ?1)
                     """,
-                    [.text(message.webhookID), .blob(message.body), .integer(Int64(message.events)), .integer(now), .integer(expiresAt), .integer(now)]
+                    [
+                        .text(message.webhookID), .blob(message.body), .integer(Int64(message.events)), .integer(now), .integer(expiresAt),
+                        .integer(now),
+                    ]
                 )
             }
         }
     }
 
-    public func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
+    package func claimWebhookMessages(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedWebhookMessage] {
         try await self.database.write { db in
             var leased: [(id: Int64, webhookID: String, body: [UInt8], attempt: Int, expiresAt: Int64)] = []
             try db.each(
@@ -76,7 +84,7 @@ extension SQLiteStore {
         }
     }
 
-    public func recordWebhookAttempts(_ attempts: [WebhookAttempt], now: Int64) async throws {
+    package func recordWebhookAttempts(_ attempts: [WebhookAttempt], now: Int64) async throws {
         guard !attempts.isEmpty else { return }
         try await self.database.write { db in
             for attempt in attempts {
@@ -95,11 +103,11 @@ extension SQLiteStore {
         }
     }
 
-    public func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
+    package func webhookMessages(webhookID: String, limit: Int) async throws -> [WebhookMessageRecord] {
         try await self.webhookMessages(webhookID: webhookID, limit: limit, beforeID: nil)
     }
 
-    public func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
+    package func webhookMessages(webhookID: String, limit: Int, beforeID: Int64?) async throws -> [WebhookMessageRecord] {
         try await self.database.read { db in
             var records: [WebhookMessageRecord] = []
             try db.each(
@@ -110,7 +118,7 @@ extension SQLiteStore {
         }
     }
 
-    public func pruneWebhookMessages(before: Int64) async throws -> Int {
+    package func pruneWebhookMessages(before: Int64) async throws -> Int {
         try await self.database.write { db in
             try db.query("DELETE FROM webhook_messages WHERE next_attempt_at IS NULL AND created_at < ?", [.integer(before)])
             return db.changes

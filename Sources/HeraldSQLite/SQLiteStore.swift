@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSModels
-public import HeraldCore
+package import APNSModels
+package import HeraldCore
 
 extension SQLiteDatabase.Connection.Row: StoredRow {}
 
 /// The embedded store: one SQLite file in WAL mode.
-public final class SQLiteStore: HeraldStore {
-    public let database: SQLiteDatabase
+package final class SQLiteStore: HeraldStore {
+    package let database: SQLiteDatabase
 
     /// Opens (creating and migrating if needed) the database at `path`.
-    public init(path: String) async throws {
+    package init(path: String) async throws {
         self.database = try SQLiteDatabase(path: path)
         try await self.database.write { db in
             try db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -141,17 +141,17 @@ public final class SQLiteStore: HeraldStore {
         """,
     ]
 
-    public func schemaVersion() async throws -> Int {
+    package func schemaVersion() async throws -> Int {
         try await self.database.read { db in Int(try db.query("SELECT max(version) FROM schema_version").first?.first?.int ?? 0) }
     }
 
-    public func check() async throws {
+    package func check() async throws {
         try await self.database.read { db in _ = try db.query("SELECT 1") }
     }
 
     // MARK: apps and credentials
 
-    public func createApp(_ app: App) async throws {
+    package func createApp(_ app: App) async throws {
         do {
             try await self.database.write { db in
                 try db.query(
@@ -167,13 +167,13 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func app(_ id: String) async throws -> App? {
+    package func app(_ id: String) async throws -> App? {
         try await self.database.read { db in
             try db.query("SELECT \(Self.appColumns) FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
         }
     }
 
-    public func apps() async throws -> [App] {
+    package func apps() async throws -> [App] {
         try await self.database.read { db in try db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app) }
     }
 
@@ -188,7 +188,7 @@ public final class SQLiteStore: HeraldStore {
         )
     }
 
-    public func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
+    package func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
         try await self.database.write { db in
             var count = 0
             for (table, column, key) in [("credentials", "sealed", "rowid"), ("webhooks", "secret", "rowid"), ("apps", "user_secret", "rowid")] {
@@ -203,7 +203,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
+    package func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
         try await self.database.write { db in
             try db.query(
                 "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ? WHERE id = ?",
@@ -216,7 +216,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
+    package func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
         try await self.database.write { db in
             try db.query(
                 """
@@ -228,7 +228,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
+    package func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
         try await self.database.read { db in
             var result: [APNSEnvironment: [UInt8]] = [:]
             for row in try db.query("SELECT environment, sealed FROM credentials WHERE app_id = ?", [.text(appID)]) {
@@ -242,7 +242,7 @@ public final class SQLiteStore: HeraldStore {
 
     // MARK: API keys
 
-    public func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
+    package func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws {
         try await self.database.write { db in
             try db.query(
                 "INSERT INTO api_keys (id, hash, scope, app_id, name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -254,7 +254,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func rotateAPIKey(
+    package func rotateAPIKey(
         replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
     ) async throws -> StoredAPIKey? {
         try await self.database.write { db in
@@ -274,7 +274,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func touchAPIKey(id: String, now: Int64) async throws {
+    package func touchAPIKey(id: String, now: Int64) async throws {
         try await self.database.write { db in
             try db.query("UPDATE api_keys SET last_used_at = ? WHERE id = ?", [.integer(now), .text(id)])
         }
@@ -290,7 +290,7 @@ public final class SQLiteStore: HeraldStore {
         )
     }
 
-    public func apiKey(id: String) async throws -> StoredAPIKey? {
+    package func apiKey(id: String) async throws -> StoredAPIKey? {
         try await self.database.read { db in
             var key: StoredAPIKey?
             try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]) { key = Self.apiKey($0) }
@@ -298,7 +298,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func apiKeys() async throws -> [StoredAPIKey] {
+    package func apiKeys() async throws -> [StoredAPIKey] {
         try await self.database.read { db in
             var keys: [StoredAPIKey] = []
             try db.each("SELECT \(Self.keyColumns) FROM api_keys ORDER BY created_at, id", []) { row in
@@ -308,7 +308,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
+    package func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
         try await self.database.write { db in
             let scope = try db.query("SELECT scope FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]).first?[0].string
             guard let scope else { return false }
@@ -322,7 +322,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
+    package func createFirstAPIKey(id: String, hash: [UInt8], name: String?, now: Int64) async throws -> Bool {
         try await self.database.write { db in
             guard try db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty else { return false }
             try db.query(
@@ -333,7 +333,7 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func hasAPIKeys() async throws -> Bool {
+    package func hasAPIKeys() async throws -> Bool {
         try await self.database.read { db in try db.query("SELECT 1 FROM api_keys LIMIT 1").isEmpty == false }
     }
 
@@ -344,7 +344,7 @@ public final class SQLiteStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
-    public func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
+    package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.database.write { db in
             // What the device holds now decides what this caller may change (read in this write).
             let current = try db.query(
@@ -387,14 +387,14 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func unregister(appID: String, token: String) async throws -> Bool {
+    package func unregister(appID: String, token: String) async throws -> Bool {
         try await self.database.write { db in
             try db.query("DELETE FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(token)])
             return db.changes > 0
         }
     }
 
-    public func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
+    package func devices(appID: String, _ query: DeviceQuery) async throws -> [Device] {
         try await self.database.read { db in
             var sql = "SELECT \(Self.deviceColumns) FROM devices d WHERE app_id = ?"
             var bindings: [SQLValue] = [.text(appID)]
@@ -421,20 +421,21 @@ public final class SQLiteStore: HeraldStore {
         }
     }
 
-    public func device(appID: String, token: String) async throws -> Device? {
+    package func device(appID: String, token: String) async throws -> Device? {
         try await self.database.read { db in
             try db.query("SELECT \(Self.deviceColumns) FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(token)])
                 .first.map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
         }
     }
 
-    public func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation] {
+    package func invalidations(appID: String, deviceID: Int64) async throws -> [Invalidation] {
         try await self.database.read { db in
             try db.query(
                 "SELECT device_id, reason, apns_timestamp, at, applied FROM invalidations WHERE app_id = ? AND device_id = ? ORDER BY id",
                 [.text(appID), .integer(deviceID)]
             ).map { row in
-                Invalidation(deviceID: row[0].int ?? 0, reason: row[1].string ?? "", apnsTimestamp: row[2].int, at: row[3].int ?? 0, applied: row[4].int == 1)
+                Invalidation(
+                    deviceID: row[0].int ?? 0, reason: row[1].string ?? "", apnsTimestamp: row[2].int, at: row[3].int ?? 0, applied: row[4].int == 1)
             }
         }
     }

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSClient
-public import APNSModels
+package import APNSModels
 import HeraldCore
 import Logging
 import NIOSSL
 import Synchronization
 
 /// Where pushes for an app and environment go when the app has no credentials of its own.
-public struct EmulatorTarget: Sendable {
-    public var host: String
-    public var ports: [APNSEnvironment: Int]
-    public var caFile: String
-    public var key: SigningKey
+package struct EmulatorTarget: Sendable {
+    package var host: String
+    package var ports: [APNSEnvironment: Int]
+    package var caFile: String
+    package var key: SigningKey
 
     /// Where apps with credentials connect instead of Apple.
     struct Override: Sendable {
@@ -20,7 +20,7 @@ public struct EmulatorTarget: Sendable {
         var caFile: String?
     }
 
-    public init(host: String, ports: [APNSEnvironment: Int], caFile: String, key: SigningKey) {
+    package init(host: String, ports: [APNSEnvironment: Int], caFile: String, key: SigningKey) {
         self.host = host
         self.ports = ports
         self.caFile = caFile
@@ -160,7 +160,9 @@ enum CredentialCoding {
     static func encode(_ material: CredentialMaterial) -> [UInt8] {
         switch material {
         case .token(let keyID, let teamID, let pem, let restriction):
-            var members: [(String, JSONValue)] = [("type", "token"), ("keyId", .string(keyID)), ("teamId", .string(teamID)), ("privateKey", .string(pem))]
+            var members: [(String, JSONValue)] = [
+                ("type", "token"), ("keyId", .string(keyID)), ("teamId", .string(teamID)), ("privateKey", .string(pem)),
+            ]
             if let restriction { members.append(("restrictedTo", .string(restriction.rawValue))) }
             return JSONValue.object(members).serialized()
         case .certificate(let certificate, let key):
@@ -174,10 +176,13 @@ enum CredentialCoding {
         let value = try JSONValue.parse(bytes)
         switch value["type"]?.stringValue {
         case "token":
-            guard let keyID = value["keyId"]?.stringValue, let teamID = value["teamId"]?.stringValue, let pem = value["privateKey"]?.stringValue else {
+            guard let keyID = value["keyId"]?.stringValue, let teamID = value["teamId"]?.stringValue, let pem = value["privateKey"]?.stringValue
+            else {
                 throw Unreadable()
             }
-            return .token(keyID: keyID, teamID: teamID, privateKeyPEM: pem, restrictedTo: value["restrictedTo"]?.stringValue.flatMap(APNSEnvironment.init(rawValue:)))
+            return .token(
+                keyID: keyID, teamID: teamID, privateKeyPEM: pem,
+                restrictedTo: value["restrictedTo"]?.stringValue.flatMap(APNSEnvironment.init(rawValue:)))
         case "certificate":
             guard let certificate = value["certificate"]?.stringValue, let key = value["privateKey"]?.stringValue else { throw Unreadable() }
             return .certificate(certificatePEM: certificate, privateKeyPEM: key)

@@ -2,12 +2,12 @@
 import APNSClient
 import APNSModels
 import CoreMetrics
-import HeraldCore
+import Foundation
 import HTTPTypes
 import HeraldAPI
-import Foundation
+import HeraldCore
 import Logging
-public import ServiceLifecycle
+package import ServiceLifecycle
 import Synchronization
 
 /// The delivery engine: claims due deliveries in batches under a lease, sends them through the
@@ -18,24 +18,24 @@ import Synchronization
 ///
 /// At-least-once: a delivery is leased, not removed, while it is sent; if the process dies, the
 /// lease runs out and another claim sends it again.
-public final class DeliveryEngine: Service, Sendable {
-    public struct Configuration: Sendable {
-        public var batchSize = 1000
+package final class DeliveryEngine: Service, Sendable {
+    package struct Configuration: Sendable {
+        package var batchSize = 1000
         /// Batches in progress at once.
-        public var workers = 4
-        public var lease: Duration = .seconds(60)
+        package var workers = 4
+        package var lease: Duration = .seconds(60)
         /// How long an APNs request may wait for its answer; nil for 10 s or half the lease,
         /// whichever is shorter. At most half the lease (`herald serve` refuses more), so that a
         /// batch is answered or failed before another worker can claim (and send again) what is
         /// still in flight.
-        public var apnsTimeout: Duration?
+        package var apnsTimeout: Duration?
         /// How often an idle engine looks for due deliveries.
-        public var pollInterval: Duration = .milliseconds(50)
-        public var maximumAttempts = 8
-        public var retryBase: Duration = .seconds(1)
-        public var retryMaximum: Duration = .seconds(300)
+        package var pollInterval: Duration = .milliseconds(50)
+        package var maximumAttempts = 8
+        package var retryBase: Duration = .seconds(1)
+        package var retryMaximum: Duration = .seconds(300)
 
-        public init() {}
+        package init() {}
 
         /// The APNs request deadline in use.
         var effectiveAPNSTimeout: Duration { self.apnsTimeout ?? min(.seconds(10), self.lease / 2) }
@@ -66,7 +66,7 @@ public final class DeliveryEngine: Service, Sendable {
     /// New work was committed: look now instead of at the next poll.
     func ring() { self.doorbell.ring() }
 
-    public func run() async throws {
+    package func run() async throws {
         // Several workers, each claim → send → record: one's database work overlaps another's
         // sending. Leases keep them apart. Graceful shutdown rings, so that idle workers stop now.
         await withGracefulShutdownHandler {
@@ -171,8 +171,11 @@ public final class DeliveryEngine: Service, Sendable {
         // Metrics per batch, not per delivery: one increment per (app, push type, result).
         for outcome in outcomes {
             for (key, count) in outcome.tallies {
-                Counter(label: "herald_deliveries_total", dimensions: [("app", outcome.appID), ("push_type", key.pushType.rawValue), ("result", key.result)])
-                    .increment(by: count)
+                Counter(
+                    label: "herald_deliveries_total",
+                    dimensions: [("app", outcome.appID), ("push_type", key.pushType.rawValue), ("result", key.result)]
+                )
+                .increment(by: count)
             }
             if !outcome.latencies.isEmpty {
                 let timer = Timer(label: "herald_delivery_latency", dimensions: [("app", outcome.appID)])
@@ -233,7 +236,9 @@ public final class DeliveryEngine: Service, Sendable {
         } catch {
             self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
             for delivery in deliveries {
-                outcome.add(self.retryOrFail(delivery, status: nil, reason: error.code, retryable: HeraldError.status(forCode: error.code).code >= 500), pushType: delivery.pushType)
+                outcome.add(
+                    self.retryOrFail(delivery, status: nil, reason: error.code, retryable: HeraldError.status(forCode: error.code).code >= 500),
+                    pushType: delivery.pushType)
             }
             return outcome
         }
@@ -265,7 +270,9 @@ public final class DeliveryEngine: Service, Sendable {
                 requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: payload, tag: index))
             } catch {
                 outcome.add(
-                    DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 0),
+                    DeliveryResult(
+                        deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil),
+                        latencyMilliseconds: 0),
                     pushType: delivery.pushType
                 )
             }
@@ -277,7 +284,9 @@ public final class DeliveryEngine: Service, Sendable {
                 let latency = self.clock.nowMilliseconds - started
                 switch answer.result {
                 case .success(let accepted):
-                    outcome.add(DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency), pushType: delivery.pushType)
+                    outcome.add(
+                        DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency),
+                        pushType: delivery.pushType)
                 case .failure(let error):
                     var result = self.classify(delivery, error)
                     result.latencyMilliseconds = latency
@@ -310,7 +319,9 @@ public final class DeliveryEngine: Service, Sendable {
                 latencyMilliseconds: 0
             )
         case .fixAndDrop:
-            return DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil), latencyMilliseconds: 0)
+            return DeliveryResult(
+                deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil),
+                latencyMilliseconds: 0)
         case .retryLater:
             return self.retryOrFail(delivery, status: error.status, reason: reason, retryable: true)
         }
@@ -318,11 +329,13 @@ public final class DeliveryEngine: Service, Sendable {
 
     private func retryOrFail(_ delivery: ClaimedDelivery, status: Int?, reason: String, retryable: Bool) -> DeliveryResult {
         let now = self.clock.nowMilliseconds
-        let retryAt = now + backOffMilliseconds(attempt: delivery.attempts, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
+        let retryAt =
+            now + backOffMilliseconds(attempt: delivery.attempts, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
         let expired = delivery.expiration.map { $0 == 0 || retryAt >= $0 * 1000 } ?? false
         guard retryable, delivery.attempts < self.configuration.maximumAttempts, !expired else {
             let why = !retryable ? reason : expired ? "\(reason) (expired before a retry)" : "\(reason) (after \(delivery.attempts) attempts)"
-            return DeliveryResult(deliveryID: delivery.id, outcome: .failed(status: status, reason: why, invalidate: false, timestamp: nil), latencyMilliseconds: 0)
+            return DeliveryResult(
+                deliveryID: delivery.id, outcome: .failed(status: status, reason: why, invalidate: false, timestamp: nil), latencyMilliseconds: 0)
         }
         return DeliveryResult(deliveryID: delivery.id, outcome: .retry(status: status, reason: reason, retryAt: retryAt), latencyMilliseconds: 0)
     }

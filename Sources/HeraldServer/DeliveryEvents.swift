@@ -212,7 +212,9 @@ final class DeliveryEvents: Sendable {
         }
     }
 
-    static func event(_ type: DeliveryEventType, _ delivery: ClaimedDelivery, _ result: DeliveryResult, now: Int64, extra: [(String, JSONValue)]) -> DeliveryEvent {
+    static func event(
+        _ type: DeliveryEventType, _ delivery: ClaimedDelivery, _ result: DeliveryResult, now: Int64, extra: [(String, JSONValue)]
+    ) -> DeliveryEvent {
         let id = "\(delivery.id)-\(delivery.attempts)-\(type == .invalidated ? "i" : "d")"
         let json = JSONValue.object(
             [

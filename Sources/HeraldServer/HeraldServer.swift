@@ -1,83 +1,83 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSEmulator
-public import APNSModels
+package import APNSEmulator
+package import APNSModels
 import Foundation
+package import HeraldCore
 import HeraldPostgres
 import HeraldSQLite
 import Hummingbird
-public import HeraldCore
-public import Logging
+package import Logging
 import NIOCore
-public import Prometheus
+package import Prometheus
 import ServiceLifecycle
 import Synchronization
 
 /// `herald serve`: the API, the delivery engine and (without Apple credentials) a built-in
 /// emulator, over one SQLite file or a PostgreSQL database shared by several processes.
-public struct ServerConfiguration: Sendable {
-    public var host = "127.0.0.1"
+package struct ServerConfiguration: Sendable {
+    package var host = "127.0.0.1"
     /// 0 picks a free port (see ``RunningServer/port``).
-    public var port = 8080
+    package var port = 8080
     /// Holds the database, the master key (unless given) and the emulator's CA.
-    public var dataDirectory = ".herald"
+    package var dataDirectory = ".herald"
     /// A SQLite file, or a `postgres://` URL; default: `<dataDirectory>/herald.sqlite`.
-    public var database: String?
+    package var database: String?
     /// 32 bytes sealing stored credentials; default: `HERALD_MASTER_KEY`, else a key generated
     /// once into `<dataDirectory>/master.key` (mode 0600).
-    public var masterKey: [UInt8]?
+    package var masterKey: [UInt8]?
     /// Keys that may have sealed what is stored, during a change of master key.
-    public var previousMasterKeys: [[UInt8]] = []
+    package var previousMasterKeys: [[UInt8]] = []
     /// Start an emulator in-process for apps without credentials of their own.
-    public var builtInEmulator = true
+    package var builtInEmulator = true
     /// The built-in emulator's ports (0 = free ports).
-    public var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
-    public var engine = DeliveryEngine.Configuration()
+    package var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
+    package var engine = DeliveryEngine.Configuration()
     /// How long finished delivery records are kept; nil keeps them forever.
-    public var retention: Duration? = .seconds(30 * 86_400)
+    package var retention: Duration? = .seconds(30 * 86_400)
     /// Send every app's pushes to this host instead of Apple's (a proxy, or an external
     /// emulator in tests), trusting the CA in `caFile`.
-    public var apnsOverride: (host: String, port: Int, caFile: String?)?
+    package var apnsOverride: (host: String, port: Int, caFile: String?)?
     /// How long an unacknowledged webhook message is retried before it is given up.
-    public var webhookExpiry: Duration = .seconds(86_400)
+    package var webhookExpiry: Duration = .seconds(86_400)
     /// Let webhooks reach loopback, private and link-local addresses (off: a webhook URL cannot
     /// be used to reach into the server's own network).
-    public var webhookAllowInternal = false
+    package var webhookAllowInternal = false
     /// Serve the dashboard at `/dashboard` (sign-in with an admin key).
-    public var dashboard = true
+    package var dashboard = true
     /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
-    public var metrics: PrometheusCollectorRegistry?
+    package var metrics: PrometheusCollectorRegistry?
     /// How long a client has, from the first byte of a request, to send the whole request head;
     /// past it the connection is answered 408 and closed. nil: no bound (a client could hold a
     /// connection open for ever by sending its head a byte at a time).
-    public var requestHeadTimeout: Duration? = .seconds(10)
+    package var requestHeadTimeout: Duration? = .seconds(10)
     /// A connection with no request in progress is closed after this long without traffic
     /// (a new one that sends nothing too). A streaming response (`/v1/events`) is not idle.
     /// nil: kept open for as long as the client likes.
-    public var idleTimeout: Duration? = .seconds(60)
+    package var idleTimeout: Duration? = .seconds(60)
     /// Open API connections at most; one over it is closed at once. Keep it below the process's
     /// file-descriptor limit (`ulimit -n`) minus the database and APNs connections. nil: no cap.
-    public var maxConnections: Int? = 512
+    package var maxConnections: Int? = 512
     /// For tests: an API answer whose status its operation does not declare (as `openapi.yaml`
     /// must) becomes a 500 `undeclared_status`.
-    public var refuseUndeclaredStatuses = false
+    package var refuseUndeclaredStatuses = false
 
-    public init() {}
+    package init() {}
 }
 
 /// What a started server tells its caller.
-public struct RunningServer: Sendable {
-    public let port: Int
+package struct RunningServer: Sendable {
+    package let port: Int
     /// The admin key created on first start (shown once), or nil when keys existed already.
-    public let initialAdminKey: String?
-    public let emulator: APNSEmulator?
-    public let store: any HeraldStore
+    package let initialAdminKey: String?
+    package let emulator: APNSEmulator?
+    package let store: any HeraldStore
     /// Every route the server answers, as `METHOD /path/{parameter}`.
-    public let routes: [String]
+    package let routes: [String]
 }
 
 /// Opens the store `database` names — a `postgres://` URL, else a SQLite file (default
 /// `<dataDirectory>/herald.sqlite`) — migrated, for the duration of `body`.
-public func withHeraldStore<Result: Sendable>(
+package func withHeraldStore<Result: Sendable>(
     database: String?, dataDirectory: String, logger: Logger, _ body: (any HeraldStore) async throws -> Result
 ) async throws -> Result {
     if let database, isShared(database: database) {
@@ -88,13 +88,13 @@ public func withHeraldStore<Result: Sendable>(
 }
 
 /// Whether `database` names a store several processes share: a PostgreSQL URL, not a SQLite file.
-public func isShared(database: String?) -> Bool {
+package func isShared(database: String?) -> Bool {
     database.map { $0.hasPrefix("postgres://") || $0.hasPrefix("postgresql://") } ?? false
 }
 
 /// Opens the store, prepares keys and the emulator, runs the API and the delivery engine until
 /// `body` returns (tests) or graceful shutdown (the CLI passes a body that waits for it).
-public func withHeraldServer<Result: Sendable>(
+package func withHeraldServer<Result: Sendable>(
     configuration: ServerConfiguration,
     clock: any EpochClock = SystemEpochClock(),
     logger: Logger = Logger(label: "herald"),
@@ -103,7 +103,8 @@ public func withHeraldServer<Result: Sendable>(
     try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
     // Processes sharing a database must share the master key too: it is never generated for one.
     let generate = !isShared(database: configuration.database)
-    let keys = try configuration.masterKey.map { ($0, configuration.previousMasterKeys) }
+    let keys =
+        try configuration.masterKey.map { ($0, configuration.previousMasterKeys) }
         ?? loadMasterKeys(directory: configuration.dataDirectory, generate: generate)
     let secrets = try SecretBox(masterKey: keys.0, previous: keys.1)
     return try await withHeraldStore(database: configuration.database, dataDirectory: configuration.dataDirectory, logger: logger) { store in
@@ -178,7 +179,8 @@ private func runHeraldServer<Result: Sendable>(
             logger.info("herald serving", metadata: ["herald.port": "\(port)"])
             var outcome: Swift.Result<Result, any Error>
             do {
-                outcome = .success(try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes)))
+                outcome = .success(
+                    try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes)))
             } catch {
                 outcome = .failure(error)
             }
@@ -225,7 +227,7 @@ private func runHeraldServer<Result: Sendable>(
 /// `HERALD_MASTER_KEY` (64 hex digits or base64) or `HERALD_MASTER_KEY_FILE` (a file holding it,
 /// such as a mounted secret), else `<directory>/master.key`, generated there once when `generate`;
 /// and `HERALD_PREVIOUS_MASTER_KEY` or `HERALD_PREVIOUS_MASTER_KEY_FILE`.
-public func loadMasterKeys(directory: String, generate: Bool = true) throws -> (current: [UInt8], previous: [[UInt8]]) {
+package func loadMasterKeys(directory: String, generate: Bool = true) throws -> (current: [UInt8], previous: [[UInt8]]) {
     let environment = ProcessInfo.processInfo.environment
     func key(_ name: String) throws -> [UInt8]? {
         let direct = environment[name]

@@ -36,7 +36,9 @@ enum NotificationRequest {
         }
         var environment: APNSEnvironment?
         if let name = body.environment {
-            guard let parsed = APNSEnvironment(name: name) else { throw bad("environment must be sandbox (development) or production", "bad_environment") }
+            guard let parsed = APNSEnvironment(name: name) else {
+                throw bad("environment must be sandbox (development) or production", "bad_environment")
+            }
             environment = parsed
         }
         var pushType: PushType?
@@ -134,7 +136,9 @@ enum NotificationRequest {
 
     static func audience(_ selector: AudienceSelector?) throws -> Audience {
         func bad(_ message: String) -> HeraldError { HeraldError.invalid(message, code: "bad_audience") }
-        guard let selector else { throw HeraldError.invalid("audience is required: \"all\", or {\"tokens\"|\"users\"|\"tags\": [...]}", code: "missing_audience") }
+        guard let selector else {
+            throw HeraldError.invalid("audience is required: \"all\", or {\"tokens\"|\"users\"|\"tags\": [...]}", code: "missing_audience")
+        }
         if selector.all { return .all }
         let named = [selector.tokens != nil, selector.users != nil, selector.tags != nil, selector.activityId != nil].filter { $0 }.count
         guard named == 1 else { throw bad("audience must be \"all\", or have exactly one of tokens, users, tags or activityId") }
@@ -190,7 +194,8 @@ enum NotificationRequest {
     /// End-to-end encryption: the plaintext payload (what each device decrypts) and the
     /// placeholder APNs carries around each device's envelope — `placeholder.title`/`body`
     /// (default "New notification") with `mutable-content: 1`, so the extension runs.
-    static func encrypted(_ given: SendRequest.Placeholder?, payload: [UInt8], pushType: PushType?) throws -> (payload: [UInt8], placeholder: [UInt8]) {
+    static func encrypted(_ given: SendRequest.Placeholder?, payload: [UInt8], pushType: PushType?) throws -> (payload: [UInt8], placeholder: [UInt8])
+    {
         guard pushType == nil || pushType == .alert else {
             throw HeraldError.unprocessable("only alert notifications can be encrypted end to end", code: "encrypt_not_allowed")
         }
@@ -202,7 +207,8 @@ enum NotificationRequest {
         let size = placeholder.count + EncryptedPayload.key.utf8.count + 4 + EncryptedPayload.envelopeSize(payloadBytes: payload.count)
         guard size <= PushType.alert.maximumPayloadSize else {
             throw HeraldError.unprocessable(
-                "encrypted, this payload would be about \(size) bytes; an alert may be \(PushType.alert.maximumPayloadSize)", code: "payload_too_large"
+                "encrypted, this payload would be about \(size) bytes; an alert may be \(PushType.alert.maximumPayloadSize)",
+                code: "payload_too_large"
             )
         }
         return (payload, placeholder)
@@ -233,7 +239,9 @@ enum NotificationRequest {
             guard badge >= 0 else { throw HeraldError.invalid("badge must be a number ≥ 0", code: "bad_badge") }
             set("badge", .int(badge))
         }
-        for (key, value) in [("sound", body.sound), ("thread-id", body.threadId), ("category", body.category), ("interruption-level", body.interruptionLevel)] {
+        for (key, value) in [
+            ("sound", body.sound), ("thread-id", body.threadId), ("category", body.category), ("interruption-level", body.interruptionLevel),
+        ] {
             if let value { set(key, .string(value)) }
         }
         if let score = body.relevanceScore {

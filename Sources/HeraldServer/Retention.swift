@@ -2,12 +2,12 @@
 import APNSModels
 import HeraldCore
 import Logging
-public import ServiceLifecycle
+package import ServiceLifecycle
 
 /// Deletes delivery records (and then their notifications) older than the retention period,
 /// at start and every `interval`, in batches so that no transaction holds the writer long.
 /// Pending deliveries are never deleted, however old; nor are webhook messages still being sent.
-public struct Retention: Service {
+package struct Retention: Service {
     let store: any HeraldStore
     let keep: Duration
     let interval: Duration
@@ -15,7 +15,7 @@ public struct Retention: Service {
     let logger: Logger
     static let batch = 10_000
 
-    public func run() async throws {
+    package func run() async throws {
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             let before = self.clock.nowMilliseconds - self.keep.wholeMilliseconds
             var total = 0

@@ -64,7 +64,12 @@ final class WebhookDispatcher: Service, Sendable {
 
     private func idle() async {
         for _ in 0..<max(1, self.configuration.pollInterval.wholeMilliseconds / 50) {
-            if self.rung.withLock({ rung in defer { rung = false }; return rung }) || Task.isShuttingDownGracefully || Task.isCancelled { return }
+            if self.rung.withLock({ rung in
+                defer { rung = false }
+                return rung
+            }) || Task.isShuttingDownGracefully || Task.isCancelled {
+                return
+            }
             try? await Task.sleep(for: .milliseconds(50))
         }
     }
@@ -91,7 +96,9 @@ final class WebhookDispatcher: Service, Sendable {
     private func deliver(_ message: ClaimedWebhookMessage) async -> WebhookAttempt {
         let now = self.clock.nowMilliseconds
         guard now < message.expiresAt else {
-            return WebhookAttempt(messageID: message.id, attempt: message.attempt, delivered: false, status: nil, error: "expired before it was acknowledged", retryAt: nil)
+            return WebhookAttempt(
+                messageID: message.id, attempt: message.attempt, delivered: false, status: nil, error: "expired before it was acknowledged",
+                retryAt: nil)
         }
         var status: Int?
         var failure: String?
@@ -117,7 +124,8 @@ final class WebhookDispatcher: Service, Sendable {
         } catch {
             failure = "\(error)"
         }
-        let retryAt = self.clock.nowMilliseconds
+        let retryAt =
+            self.clock.nowMilliseconds
             + backOffMilliseconds(attempt: message.attempt, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
         self.logger.info(
             "webhook not acknowledged",

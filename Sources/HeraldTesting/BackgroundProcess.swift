@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-public import Foundation
+package import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A program left running while a test talks to it (a server), then stopped with a signal.
-public final class BackgroundProcess: Sendable {
+package final class BackgroundProcess: Sendable {
     private let child: ChildProcess
 
     /// Starts `executable` (a path) with `arguments`; standard output and error are collected together.
-    public init(_ executable: String, _ arguments: [String]) throws {
+    package init(_ executable: String, _ arguments: [String]) throws {
         self.child = try ChildProcess(executable, arguments, mergeErrors: true)
     }
 
@@ -18,10 +19,10 @@ public final class BackgroundProcess: Sendable {
     }
 
     /// What it printed so far.
-    public var printed: String { String(decoding: self.child.output, as: UTF8.self) }
+    package var printed: String { String(decoding: self.child.output, as: UTF8.self) }
 
     /// Waits (bounded) until it printed `text`; false if it did not within `timeout` seconds.
-    public func waitFor(_ text: String, timeout: TimeInterval = 30) async throws -> Bool {
+    package func waitFor(_ text: String, timeout: TimeInterval = 30) async throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if self.printed.contains(text) { return true }
@@ -32,12 +33,12 @@ public final class BackgroundProcess: Sendable {
     }
 
     /// Sends `signal` without waiting.
-    public func signal(_ signal: Int32) {
+    package func signal(_ signal: Int32) {
         self.child.signal(signal)
     }
 
     /// Sends `signal` and waits (bounded) for the exit status; kills it if it outlives `timeout`.
-    public func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 15) async throws -> Int32? {
+    package func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 15) async throws -> Int32? {
         self.child.signal(signal)
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
@@ -49,7 +50,7 @@ public final class BackgroundProcess: Sendable {
     }
 
     /// The built `herald` executable beside the test bundle (`swift test` builds it).
-    public static var heraldExecutable: String {
+    package static var heraldExecutable: String {
         var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         // The test bundle may sit inside an .xctest directory.
         while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("herald").path), directory.path != "/" {

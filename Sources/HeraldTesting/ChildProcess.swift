@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,7 +99,12 @@ final class ChildProcess: Sendable {
     /// Closes standard input's pipe, once: a second `close` could close a descriptor number
     /// that another part of the process (a NIO socket) has been given since.
     private func closeInput() {
-        guard let input = self.input, self.inputOpen.withLock({ open in defer { open = false }; return open }) else { return }
+        guard let input = self.input,
+            self.inputOpen.withLock({ open in
+                defer { open = false }
+                return open
+            })
+        else { return }
         close(input)
     }
 

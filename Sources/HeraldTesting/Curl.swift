@@ -1,58 +1,58 @@
 // SPDX-License-Identifier: Apache-2.0
-public import Foundation
+package import Foundation
 
 /// One HTTP/2 request for curl to send.
-public struct CurlRequest: Sendable {
-    public var method: String
-    public var path: String
-    public var headers: [(String, String)]
-    public var body: [UInt8]?
+package struct CurlRequest: Sendable {
+    package var method: String
+    package var path: String
+    package var headers: [(String, String)]
+    package var body: [UInt8]?
 
-    public init(method: String = "POST", path: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
+    package init(method: String = "POST", path: String, headers: [(String, String)] = [], body: [UInt8]? = nil) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
     }
 
-    public init(method: String = "POST", path: String, headers: [(String, String)] = [], json: String) {
+    package init(method: String = "POST", path: String, headers: [(String, String)] = [], json: String) {
         self.init(method: method, path: path, headers: headers, body: Array(json.utf8))
     }
 }
 
 /// What curl saw come back.
-public struct CurlResponse: Sendable {
-    public var status: Int
+package struct CurlResponse: Sendable {
+    package var status: Int
     /// Lowercased names; the last value wins.
-    public var headers: [String: String]
-    public var body: String
+    package var headers: [String: String]
+    package var body: String
     /// Whether curl opened a new connection for this request (0 means it reused one).
-    public var newConnections: Int
-    public var httpVersion: String
+    package var newConnections: Int
+    package var httpVersion: String
 
     /// The `reason` of an APNs error body.
-    public var reason: String? {
+    package var reason: String? {
         guard let data = self.body.data(using: .utf8),
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return nil }
         return object["reason"] as? String
     }
 
-    public var json: [String: Any]? {
+    package var json: [String: Any]? {
         guard let data = self.body.data(using: .utf8) else { return nil }
         return try? JSONSerialization.jsonObject(with: data) as? [String: Any]
     }
 }
 
 /// curl (built with nghttp2) as an independent HTTP/2 client of the emulator.
-public struct Curl: Sendable {
-    public let baseURL: String
+package struct Curl: Sendable {
+    package let baseURL: String
     /// `--cacert` for TLS; `nil` for cleartext prior-knowledge HTTP/2.
-    public let caFile: String?
-    public var clientCertificate: (certificate: String, key: String)?
-    public var directory: TemporaryDirectory
+    package let caFile: String?
+    package var clientCertificate: (certificate: String, key: String)?
+    package var directory: TemporaryDirectory
 
-    public init(baseURL: String, caFile: String?, directory: TemporaryDirectory, clientCertificate: (certificate: String, key: String)? = nil) {
+    package init(baseURL: String, caFile: String?, directory: TemporaryDirectory, clientCertificate: (certificate: String, key: String)? = nil) {
         self.baseURL = baseURL
         self.caFile = caFile
         self.directory = directory
@@ -60,12 +60,12 @@ public struct Curl: Sendable {
     }
 
     /// Sends one request on a new connection.
-    public func send(_ request: CurlRequest) async throws -> CurlResponse {
+    package func send(_ request: CurlRequest) async throws -> CurlResponse {
         try await self.send([request])[0]
     }
 
     /// Sends the requests one after another; curl keeps them on one HTTP/2 connection.
-    public func send(_ requests: [CurlRequest], timeout: TimeInterval = 30) async throws -> [CurlResponse] {
+    package func send(_ requests: [CurlRequest], timeout: TimeInterval = 30) async throws -> [CurlResponse] {
         var arguments: [String] = []
         let stamp = UUID().uuidString
         var files: [(headers: String, body: String)] = []
@@ -126,8 +126,8 @@ public struct Curl: Sendable {
 }
 
 /// curl failed before any response arrived (connection refused, reset, TLS failure…).
-public struct CurlError: Error, CustomStringConvertible {
-    public var exitCode: Int32
-    public var message: String
-    public var description: String { "curl exited \(self.exitCode): \(self.message)" }
+package struct CurlError: Error, CustomStringConvertible {
+    package var exitCode: Int32
+    package var message: String
+    package var description: String { "curl exited \(self.exitCode): \(self.message)" }
 }

@@ -1,26 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-public import APNSEmulator
-public import APNSModels
+package import APNSEmulator
+package import APNSModels
 import Foundation
 import Synchronization
 
 /// A running emulator with what a test needs around it: a trusted signing key, the CA file on
 /// disk, curl clients for both environments and for the control API, and a clock to move.
-public struct EmulatorFixture: Sendable {
-    public let emulator: APNSEmulator
-    public let directory: TemporaryDirectory
-    public let caFile: String
-    public let key: SigningKey
+package struct EmulatorFixture: Sendable {
+    package let emulator: APNSEmulator
+    package let directory: TemporaryDirectory
+    package let caFile: String
+    package let key: SigningKey
     let tokens = TokenCache()
-    public static let bundleID = "com.example.app"
-    public static let teamID = "TEAM123456"
-    public static let keyID = "KEY1234567"
+    package static let bundleID = "com.example.app"
+    package static let teamID = "TEAM123456"
+    package static let keyID = "KEY1234567"
 
-    public var clock: EmulatorClock { self.emulator.clock }
+    package var clock: EmulatorClock { self.emulator.clock }
 
     /// Every token kind with a push type it takes, its topic and a body that fits: one row per
     /// end-to-end delivery test case.
-    public static let pushKinds: [(kind: String, pushType: String, topic: String, body: String)] = [
+    package static let pushKinds: [(kind: String, pushType: String, topic: String, body: String)] = [
         ("device", "alert", "com.example.app", #"{"aps":{"alert":{"title":"T","body":"B"}}}"#),
         ("device", "background", "com.example.app", #"{"aps":{"content-available":1}}"#),
         ("voip", "voip", "com.example.app.voip", #"{"callUUID":"1","handle":"bob"}"#),
@@ -28,28 +28,32 @@ public struct EmulatorFixture: Sendable {
         ("fileprovider", "fileprovider", "com.example.app.pushkit.fileprovider", #"{"container-identifier":"x"}"#),
         ("location", "location", "com.example.app.location-query", #"{"aps":{}}"#),
         ("pushtotalk", "pushtotalk", "com.example.app.voip-ptt", #"{"activeSpeaker":"Ann"}"#),
-        ("liveactivity", "liveactivity", "com.example.app.push-type.liveactivity",
-            #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":1}}}"#),
-        ("push-to-start", "liveactivity", "com.example.app.push-type.liveactivity",
-            #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"x"}}}"#),
+        (
+            "liveactivity", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":1}}}"#
+        ),
+        (
+            "push-to-start", "liveactivity", "com.example.app.push-type.liveactivity",
+            #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"A","attributes":{},"alert":{"title":"x"}}}"#
+        ),
         ("widgets", "widgets", "com.example.app.push-type.widgets", #"{"aps":{"content-changed":true}}"#),
         ("controls", "controls", "com.example.app.push-type.controls", #"{"aps":{"content-changed":true}}"#),
     ]
 
     /// curl against the development (sandbox) TLS port.
-    public var development: Curl {
+    package var development: Curl {
         Curl(baseURL: "https://localhost:\(self.emulator.ports[.development]!)", caFile: self.caFile, directory: self.directory)
     }
 
     /// curl against the production TLS port.
-    public var production: Curl {
+    package var production: Curl {
         Curl(baseURL: "https://localhost:\(self.emulator.ports[.production]!)", caFile: self.caFile, directory: self.directory)
     }
 
     /// A provider token from the fixture's key, issued now by the emulator's clock unless told
     /// otherwise. Like a real client, the fixture signs once per key and `iat` and reuses the
     /// token (ECDSA signatures differ every time, and APNs limits token changes per connection).
-    public func bearer(_ key: SigningKey? = nil, issuedAt: Int64? = nil) throws -> String {
+    package func bearer(_ key: SigningKey? = nil, issuedAt: Int64? = nil) throws -> String {
         let key = key ?? self.key
         let issuedAt = issuedAt ?? self.clock.nowSeconds
         let cacheKey = "\(key.keyID)/\(key.publicKeyPEM.hashValue)/\(issuedAt)"
@@ -60,13 +64,13 @@ public struct EmulatorFixture: Sendable {
     }
 
     /// Headers of a valid alert push for `topic`.
-    public func alertHeaders(topic: String = EmulatorFixture.bundleID, pushType: String = "alert") throws -> [(String, String)] {
+    package func alertHeaders(topic: String = EmulatorFixture.bundleID, pushType: String = "alert") throws -> [(String, String)] {
         [("authorization", try self.bearer()), ("apns-topic", topic), ("apns-push-type", pushType)]
     }
 
     /// A control-API request through curl (HTTP/1.1).
     @discardableResult
-    public func control(_ method: String, _ path: String, json: String? = nil) async throws -> CurlResponse {
+    package func control(_ method: String, _ path: String, json: String? = nil) async throws -> CurlResponse {
         var arguments = ["-s", "-S", "--max-time", "20", "-X", method, "-D", "-", "-H", "user-agent:"]
         if let json { arguments += ["--data-binary", json, "-H", "content-type: application/json"] }
         arguments.append("http://127.0.0.1:\(self.emulator.controlPort!)\(path)")
@@ -81,7 +85,7 @@ public struct EmulatorFixture: Sendable {
     }
 
     /// Creates a virtual device through the control API and returns its token.
-    public func createDevice(
+    package func createDevice(
         bundleID: String = EmulatorFixture.bundleID,
         environment: String = "development",
         kind: String = "device",
@@ -98,17 +102,17 @@ public struct EmulatorFixture: Sendable {
     }
 
     /// The device's inbox as parsed JSON objects.
-    public func inbox(_ token: String) async throws -> [[String: Any]] {
+    package func inbox(_ token: String) async throws -> [[String: Any]] {
         (try await self.control("GET", "/v1/devices/\(token)/inbox").json?["notifications"] as? [[String: Any]]) ?? []
     }
 
     /// The emulator's counters as parsed JSON.
-    public func counters() async throws -> [String: Any] {
+    package func counters() async throws -> [String: Any] {
         try await self.control("GET", "/v1/counters").json ?? [:]
     }
 
     /// One numeric counter (0 when absent).
-    public func counter(_ name: String) async throws -> Int {
+    package func counter(_ name: String) async throws -> Int {
         (try await self.counters())[name] as? Int ?? 0
     }
 }
@@ -124,7 +128,7 @@ final class TokenCache: Sendable {
 
 /// Starts an emulator on free ports with a CA in a temporary directory and one trusted key,
 /// runs `body`, then stops it and removes the directory.
-public func withEmulatorFixture<Result>(
+package func withEmulatorFixture<Result>(
     clock: EmulatorClock? = nil,
     configure: (inout APNSEmulator.Configuration) -> Void = { _ in },
     _ body: (EmulatorFixture) async throws -> Result

@@ -4,35 +4,35 @@ import Foundation
 /// A fresh PostgreSQL database per test, on the server `HERALD_TEST_POSTGRES_URL` names (see
 /// `scripts/postgres-test-server`). Without that variable PostgreSQL tests are skipped, unless
 /// `HERALD_REQUIRE_POSTGRES=1` (CI), which makes them fail instead.
-public struct PostgresTestDatabase: Sendable {
+package struct PostgresTestDatabase: Sendable {
     /// The server's URL, or nil when none is configured.
-    public static var serverURL: String? {
+    package static var serverURL: String? {
         ProcessInfo.processInfo.environment["HERALD_TEST_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// PostgreSQL tests run: a server is configured, or CI requires them (and they fail without one).
-    public static var enabled: Bool { self.serverURL != nil || self.required }
+    package static var enabled: Bool { self.serverURL != nil || self.required }
 
-    public static var required: Bool { ProcessInfo.processInfo.environment["HERALD_REQUIRE_POSTGRES"] == "1" }
+    package static var required: Bool { ProcessInfo.processInfo.environment["HERALD_REQUIRE_POSTGRES"] == "1" }
 
-    public static let skipMessage = """
+    package static let skipMessage = """
         PostgreSQL tests skipped: start a server with `scripts/postgres-test-server start` and set \
         HERALD_TEST_POSTGRES_URL to the URL it prints
         """
 
     /// The script that starts, stops and restarts the test server.
-    public static var controlScript: String {
+    package static var controlScript: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scripts/postgres-test-server").path
     }
 
-    public let name: String
+    package let name: String
     /// The new database's URL.
-    public let url: String
+    package let url: String
     let server: String
 
     /// Creates an empty database named `herald_test_<random>`.
-    public init() async throws {
+    package init() async throws {
         guard let server = Self.serverURL else {
             throw PostgresTestError(message: "HERALD_REQUIRE_POSTGRES=1 but HERALD_TEST_POSTGRES_URL is not set")
         }
@@ -45,7 +45,7 @@ public struct PostgresTestDatabase: Sendable {
     }
 
     /// Runs `body` with a new database, dropped afterwards whatever happens.
-    public static func with<Result: Sendable>(_ body: (PostgresTestDatabase) async throws -> Result) async throws -> Result {
+    package static func with<Result: Sendable>(_ body: (PostgresTestDatabase) async throws -> Result) async throws -> Result {
         let database = try await PostgresTestDatabase()
         do {
             let result = try await body(database)
@@ -58,33 +58,33 @@ public struct PostgresTestDatabase: Sendable {
     }
 
     /// Drops the database, disconnecting whoever is still on it.
-    public func drop() async {
+    package func drop() async {
         _ = try? await Self.psql(self.server, "DROP DATABASE IF EXISTS \(self.name) WITH (FORCE)")
     }
 
     /// Runs one SQL command with psql; returns its unaligned, tuples-only output.
     @discardableResult
-    public static func psql(_ url: String, _ sql: String) async throws -> String {
+    package static func psql(_ url: String, _ sql: String) async throws -> String {
         let result = try await ProcessRunner.run("psql", [url, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], timeout: 120)
         guard result.exitCode == 0 else { throw PostgresTestError(message: "psql: \(result.standardError)") }
         return result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    public func psql(_ sql: String) async throws -> String { try await Self.psql(self.url, sql) }
+    package func psql(_ sql: String) async throws -> String { try await Self.psql(self.url, sql) }
 }
 
-public struct PostgresTestError: Error, CustomStringConvertible {
-    public var message: String
-    public var description: String { self.message }
+package struct PostgresTestError: Error, CustomStringConvertible {
+    package var message: String
+    package var description: String { self.message }
 }
 
 /// A store driver a test runs on: SQLite always; PostgreSQL when a test server is configured
 /// (or required, in CI).
-public enum StoreDriver: String, CaseIterable, Sendable, CustomStringConvertible {
+package enum StoreDriver: String, CaseIterable, Sendable, CustomStringConvertible {
     case sqlite
     case postgres
 
-    public static var enabled: [StoreDriver] { PostgresTestDatabase.enabled ? [.sqlite, .postgres] : [.sqlite] }
+    package static var enabled: [StoreDriver] { PostgresTestDatabase.enabled ? [.sqlite, .postgres] : [.sqlite] }
 
-    public var description: String { self.rawValue }
+    package var description: String { self.rawValue }
 }

@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-public import Foundation
+package import Foundation
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// Runs an external program (curl, nghttp, h2load, openssl) and collects what it printed.
 /// Tests use these clients on purpose: they are not Herald's code, so they cannot share its bugs.
-public struct ProcessResult: Sendable {
-    public var exitCode: Int32
-    public var standardOutput: String
-    public var standardError: String
+package struct ProcessResult: Sendable {
+    package var exitCode: Int32
+    package var standardOutput: String
+    package var standardError: String
 }
 
-public enum ProcessRunner {
+package enum ProcessRunner {
     /// At most this many programs run at once: a few dozen TLS clients starting together on two
     /// cores starved the servers under test for seconds, and tests with deadlines failed.
     static let slots = AsyncSlots(4)
@@ -21,7 +22,7 @@ public enum ProcessRunner {
     /// Runs `executable` (looked up on PATH) with `arguments`, feeding `input` to standard input.
     /// After `timeout` seconds the process is killed. Waiting happens off Swift's cooperative
     /// pool (see ``ChildProcess``), so many tests can run programs at once without starving each other.
-    public static func run(
+    package static func run(
         _ executable: String,
         _ arguments: [String],
         input: Data? = nil,
@@ -56,27 +57,26 @@ public enum ProcessRunner {
 }
 
 /// A directory under the system's temporary folder, removed by ``remove()``.
-public struct TemporaryDirectory: Sendable {
-    public let path: String
+package struct TemporaryDirectory: Sendable {
+    package let path: String
 
-    public init(prefix: String = "herald-test") throws {
+    package init(prefix: String = "herald-test") throws {
         self.path = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: self.path, withIntermediateDirectories: true)
     }
 
     /// Writes `contents` to `name` inside the directory and returns the file's path.
     @discardableResult
-    public func write(_ name: String, _ contents: String) throws -> String {
+    package func write(_ name: String, _ contents: String) throws -> String {
         let file = self.path + "/" + name
         try contents.write(toFile: file, atomically: true, encoding: .utf8)
         return file
     }
 
-    public func remove() {
+    package func remove() {
         try? FileManager.default.removeItem(atPath: self.path)
     }
 }
-
 
 /// A counting semaphore for async code: `acquire` suspends (never blocks a thread) while all
 /// slots are taken.

@@ -2,20 +2,20 @@
 import Foundation
 
 /// A frame as a raw HTTP/2 peer saw it.
-public struct RawFrame: Sendable, Hashable {
-    public var type: UInt8
-    public var flags: UInt8
-    public var streamID: UInt32
-    public var payload: [UInt8]
+package struct RawFrame: Sendable, Hashable {
+    package var type: UInt8
+    package var flags: UInt8
+    package var streamID: UInt32
+    package var payload: [UInt8]
 
-    public static let settingsType: UInt8 = 0x4
-    public static let goAwayType: UInt8 = 0x7
-    public static let rstStreamType: UInt8 = 0x3
-    public static let pingType: UInt8 = 0x6
-    public static let headersType: UInt8 = 0x1
+    package static let settingsType: UInt8 = 0x4
+    package static let goAwayType: UInt8 = 0x7
+    package static let rstStreamType: UInt8 = 0x3
+    package static let pingType: UInt8 = 0x6
+    package static let headersType: UInt8 = 0x1
 
     /// For GOAWAY: the error code and the debug data as text.
-    public var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
+    package var goAway: (lastStreamID: UInt32, errorCode: UInt32, debug: String)? {
         guard self.type == Self.goAwayType, self.payload.count >= 8 else { return nil }
         let last = self.payload[0..<4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
         let code = self.payload[4..<8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
@@ -25,7 +25,7 @@ public struct RawFrame: Sendable, Hashable {
 
 /// A deliberately dumb HTTP/2 peer (a Python script over a plain or TLS socket) for what no
 /// ordinary client does: stay idle, send garbage, or watch every frame the server sends.
-public enum RawHTTP2 {
+package enum RawHTTP2 {
     static let script = #"""
         import socket, ssl, sys, time, binascii, json
         host, port, use_tls, ca, send_hex, read_seconds, alpn = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5], float(sys.argv[6]), sys.argv[7] == "1"
@@ -73,11 +73,11 @@ public enum RawHTTP2 {
         """#
 
     /// The client preface and an empty SETTINGS frame.
-    public static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
+    package static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
 
     /// Connects, sends `bytes`, and collects the server's frames for up to `seconds`, until it
     /// closes, or until a frame of `stopFrame`'s type on its stream has arrived.
-    public static func exchange(
+    package static func exchange(
         port: Int,
         tls: Bool,
         caFile: String = "",
@@ -88,8 +88,11 @@ public enum RawHTTP2 {
     ) async throws -> (closed: Bool, frames: [RawFrame]) {
         let hex = bytes.map { String(format: "%02x", $0) }.joined()
         let result = try await ProcessRunner.run(
-            "python3", ["-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds), offerALPN ? "1" : "0",
-                stopFrame.map { String($0.type) } ?? "-1", stopFrame.map { String($0.streamID) } ?? "0"],
+            "python3",
+            [
+                "-c", Self.script, "127.0.0.1", String(port), tls ? "1" : "0", caFile, hex, String(seconds), offerALPN ? "1" : "0",
+                stopFrame.map { String($0.type) } ?? "-1", stopFrame.map { String($0.streamID) } ?? "0",
+            ],
             timeout: seconds + 15
         )
         guard let data = result.standardOutput.data(using: .utf8),

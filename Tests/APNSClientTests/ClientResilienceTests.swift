@@ -11,7 +11,9 @@ import Testing
 @Suite struct ClientResilienceTests {
     /// Sends `count` alerts in bulk to one fresh device after arming `fault`; returns the
     /// outcomes and how many notifications reached the device (beyond the warm-up).
-    func bulk(_ fixture: EmulatorFixture, count: Int, fault: String, configure: (inout APNSClientConfiguration) -> Void = { _ in })
+    func bulk(
+        _ fixture: EmulatorFixture, count: Int, fault: String, configure: (inout APNSClientConfiguration) -> Void = { _ in }
+    )
         async throws -> (outcomes: [APNSOutcome], delivered: Int)
     {
         let token = try await fixture.createDevice()
@@ -68,9 +70,11 @@ import Testing
         }
     }
 
-    @Test("429, 500 and 503 come back as rejections to retry later; the client does not retry them itself", arguments: [
-        (429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
-    ])
+    @Test(
+        "429, 500 and 503 come back as rejections to retry later; the client does not retry them itself",
+        arguments: [
+            (429, "TooManyRequests"), (500, "InternalServerError"), (503, "ServiceUnavailable"),
+        ])
     func serverErrors(status: Int, reason: String) async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
@@ -118,7 +122,8 @@ import Testing
             configuration.connectTimeout = .seconds(30)
             let start = ContinuousClock.now
             try await withAPNSClient(configuration: configuration) { client async throws in
-                let error = try #require(await clientError { try await client.send(try alert(String(repeating: "a", count: 64))) }, "expected a failure")
+                let error = try #require(
+                    await clientError { try await client.send(try alert(String(repeating: "a", count: 64))) }, "expected a failure")
                 #expect(error.code == .deadlineExceeded)
                 #expect(error.message.contains("cannot connect"))
             }

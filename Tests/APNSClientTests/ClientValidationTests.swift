@@ -26,7 +26,8 @@ import Testing
             let filler = String(repeating: "x", count: payloadSize - 8)
             let request = APNSRequest(
                 deviceToken: try DeviceToken(hex: token),
-                headers: NotificationHeaders(pushType: pushType, topic: topic, priority: priority.flatMap(Priority.init(rawValue:)), collapseID: collapseID),
+                headers: NotificationHeaders(
+                    pushType: pushType, topic: topic, priority: priority.flatMap(Priority.init(rawValue:)), collapseID: collapseID),
                 payload: Array(#"{"x":"\#(filler)"}"#.utf8)
             )
             try await fixture.withClient { client async throws in
@@ -132,7 +133,8 @@ import Testing
                         headers: NotificationHeaders(pushType: .liveactivity, topic: "com.example.app.push-type.liveactivity"),
                         payload: Array(#"{"aps":{"timestamp":1,"event":"update","content-state":{}}}"#.utf8)
                     )
-                    let error = try #require(await clientError { try await client.send(liveActivity) }, "a Live Activity push went out over a certificate connection")
+                    let error = try #require(
+                        await clientError { try await client.send(liveActivity) }, "a Live Activity push went out over a certificate connection")
                     #expect(error.validation?.code == .pushTypeNotAllowedForAuth)
                 }
             }

@@ -1,7 +1,8 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSClient
 import APNSModels
 import NIOCore
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSClient
 
 /// One client connection on plain values: bytes from "APNs" go through ``HTTP2FrameReader``
 /// into ``APNSConnection/StateMachine``; what it writes comes back as ``WireFrame``s.
@@ -158,7 +159,8 @@ struct WireFrame: Equatable {
             let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
             let stream = Self.integer(bytes[index + 5..<index + 9]) & 0x7FFF_FFFF
             guard index + 9 + length <= bytes.count else { break }
-            frames.append(WireFrame(type: bytes[index + 3], flags: bytes[index + 4], streamID: stream, payload: Array(bytes[index + 9..<index + 9 + length])))
+            frames.append(
+                WireFrame(type: bytes[index + 3], flags: bytes[index + 4], streamID: stream, payload: Array(bytes[index + 9..<index + 9 + length])))
             index += 9 + length
         }
         return frames

@@ -1,7 +1,8 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSClient
 import NIOCore
 import Testing
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSClient
 
 /// The client's HTTP/2 connection on plain values: frames in, actions and frames out, no channel.
 @Suite struct ConnectionStateMachineTests {

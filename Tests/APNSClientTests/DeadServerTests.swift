@@ -35,10 +35,12 @@ import Testing
         defer { directory.remove() }
         let certificate = directory.path + "/server.crt"
         let key = directory.path + "/server.key"
-        let made = try await ProcessRunner.run("openssl", [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate,
-            "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-        ])
+        let made = try await ProcessRunner.run(
+            "openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate,
+                "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
         try #require(made.exitCode == 0, "\(made.standardError)")
         let scriptFile = try directory.write("silent.py", Self.script)
         let server = try BackgroundProcess("/usr/bin/env", ["python3", scriptFile, certificate, key])

@@ -26,7 +26,9 @@ import Testing
         return try #require(response.headers["apns-channel-id"])
     }
 
-    func broadcast(_ fixture: EmulatorFixture, channel: String?, extra: [(String, String)] = [], body: String = BroadcastTests.update) async throws -> CurlResponse {
+    func broadcast(
+        _ fixture: EmulatorFixture, channel: String?, extra: [(String, String)] = [], body: String = BroadcastTests.update
+    ) async throws -> CurlResponse {
         var headers = try self.auth(fixture) + [("apns-push-type", "liveactivity")] + extra
         if let channel { headers.append(("apns-channel-id", channel)) }
         return try await fixture.development.send(CurlRequest(path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID)", headers: headers, json: body))
@@ -38,18 +40,23 @@ import Testing
             let channel = try await self.createChannel(fixture, policy: 0)
             #expect(Base64URL.decode(channel) != nil)
             let path = "/1/apps/\(EmulatorFixture.bundleID)/channels"
-            let read = try await fixture.development.send(CurlRequest(method: "GET", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
+            let read = try await fixture.development.send(
+                CurlRequest(method: "GET", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
             #expect(read.status == 200)
             #expect(read.json?["message-storage-policy"] as? Int == 0)
             #expect(read.json?["push-type"] as? String == "LiveActivity")
-            let list = try await fixture.development.send(CurlRequest(method: "GET", path: "/1/apps/\(EmulatorFixture.bundleID)/all-channels", headers: try self.auth(fixture)))
+            let list = try await fixture.development.send(
+                CurlRequest(method: "GET", path: "/1/apps/\(EmulatorFixture.bundleID)/all-channels", headers: try self.auth(fixture)))
             #expect(list.json?["channels"] as? [String] == [channel])
-            let deleted = try await fixture.development.send(CurlRequest(method: "DELETE", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
+            let deleted = try await fixture.development.send(
+                CurlRequest(method: "DELETE", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
             #expect(deleted.status == 204)
-            let gone = try await fixture.development.send(CurlRequest(method: "GET", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
+            let gone = try await fixture.development.send(
+                CurlRequest(method: "GET", path: path, headers: try self.auth(fixture) + [("apns-channel-id", channel)]))
             #expect(gone.reason == "ChannelNotRegistered")
             // Channels belong to one environment.
-            let production = try await fixture.production.send(CurlRequest(method: "GET", path: "/1/apps/\(EmulatorFixture.bundleID)/all-channels", headers: try self.auth(fixture)))
+            let production = try await fixture.production.send(
+                CurlRequest(method: "GET", path: "/1/apps/\(EmulatorFixture.bundleID)/all-channels", headers: try self.auth(fixture)))
             #expect(production.json?["channels"] as? [String] == [])
         }
     }
@@ -80,9 +87,12 @@ import Testing
         try await withEmulatorFixture { fixture in
             let channel = try await self.createChannel(fixture)
             let device = try await fixture.createDevice(kind: "push-to-start")
-            let start = #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"Match","attributes":{},"alert":{"title":"Kick-off"},"input-push-channel":"\#(channel)"}}"#
+            let start =
+                #"{"aps":{"timestamp":1,"event":"start","content-state":{},"attributes-type":"Match","attributes":{},"alert":{"title":"Kick-off"},"input-push-channel":"\#(channel)"}}"#
             let pushed = try await fixture.development.send(
-                CurlRequest(path: "/3/device/\(device)", headers: try fixture.alertHeaders(topic: "com.example.app.push-type.liveactivity", pushType: "liveactivity"), json: start)
+                CurlRequest(
+                    path: "/3/device/\(device)",
+                    headers: try fixture.alertHeaders(topic: "com.example.app.push-type.liveactivity", pushType: "liveactivity"), json: start)
             )
             #expect(pushed.status == 200)
             #expect(try await self.broadcast(fixture, channel: channel).status == 200)
@@ -98,20 +108,28 @@ import Testing
             #expect(try await self.broadcast(fixture, channel: "not base64!").reason == "BadChannelId")
             #expect(try await self.broadcast(fixture, channel: "AAAAAAAAAAAAAAAAAAAAAA==").reason == "ChannelNotRegistered")
             #expect(try await self.broadcast(fixture, channel: channel, extra: [("apns-expiration", "1999999999")]).reason == "BadExpirationDate")
-            #expect(try await self.broadcast(fixture, channel: channel, extra: [("apns-topic", "com.example.app.push-type.liveactivity")]).reason == "TopicDisallowed")
+            #expect(
+                try await self.broadcast(fixture, channel: channel, extra: [("apns-topic", "com.example.app.push-type.liveactivity")]).reason
+                    == "TopicDisallowed")
             #expect(try await self.broadcast(fixture, channel: channel, body: "{").reason == "BadRequestPayload")
             let tooLarge = #"{"aps":{"x":""#.padding(toLength: 5200, withPad: "x", startingAt: 0) + #""}}"#
             #expect(try await self.broadcast(fixture, channel: channel, body: tooLarge).status == 413)
             let noType = try await fixture.development.send(
-                CurlRequest(path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID)", headers: try self.auth(fixture) + [("apns-channel-id", channel)], json: Self.update)
+                CurlRequest(
+                    path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID)", headers: try self.auth(fixture) + [("apns-channel-id", channel)],
+                    json: Self.update)
             )
             #expect(noType.reason == "MissingPushType")
             let alertType = try await fixture.development.send(
-                CurlRequest(path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID)", headers: try self.auth(fixture) + [("apns-channel-id", channel), ("apns-push-type", "alert")], json: Self.update)
+                CurlRequest(
+                    path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID)",
+                    headers: try self.auth(fixture) + [("apns-channel-id", channel), ("apns-push-type", "alert")], json: Self.update)
             )
             #expect(alertType.reason == "InvalidPushType")
             let path = "/1/apps/\(EmulatorFixture.bundleID)/channels"
-            let extra = try await fixture.development.send(CurlRequest(path: path, headers: try self.auth(fixture), json: #"{"message-storage-policy":0,"push-type":"LiveActivity","color":"red"}"#))
+            let extra = try await fixture.development.send(
+                CurlRequest(
+                    path: path, headers: try self.auth(fixture), json: #"{"message-storage-policy":0,"push-type":"LiveActivity","color":"red"}"#))
             #expect(extra.reason == "BadRequestParams")
             let notJSON = try await fixture.development.send(CurlRequest(path: path, headers: try self.auth(fixture), json: "policy=0"))
             #expect(notJSON.reason == "BadRequestPayload")

@@ -33,9 +33,11 @@ import Testing
             let device = try await fixture.createDevice()
             let voip = try await fixture.createDevice(kind: "voip")
             let curl = self.curl(fixture, client)
-            let ok = try await curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")], json: Self.body))
+            let ok = try await curl.send(
+                CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app"), ("apns-push-type", "alert")], json: Self.body))
             #expect(ok.status == 200)
-            let call = try await curl.send(CurlRequest(path: "/3/device/\(voip)", headers: [("apns-topic", "com.example.app.voip"), ("apns-push-type", "voip")], json: "{}"))
+            let call = try await curl.send(
+                CurlRequest(path: "/3/device/\(voip)", headers: [("apns-topic", "com.example.app.voip"), ("apns-push-type", "voip")], json: "{}"))
             #expect(call.status == 200)
             let missing = try await curl.send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
             #expect(missing.reason == "MissingTopic")
@@ -58,7 +60,8 @@ import Testing
         try await withEmulatorFixture { fixture in
             let client = try await self.issue(fixture, #"{"bundleId":"com.example.app","topics":["com.example.app"]}"#)
             let device = try await fixture.createDevice()
-            let response = try await self.curl(fixture, client).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
+            let response = try await self.curl(fixture, client).send(
+                CurlRequest(path: "/3/device/\(device)", headers: [("apns-push-type", "alert")], json: Self.body))
             #expect(response.status == 200)
         }
     }
@@ -91,7 +94,10 @@ import Testing
             // The same certificate works on the production port.
             let production = self.curl(fixture, client, port: fixture.emulator.ports[.production]!)
             let productionDevice = try await fixture.createDevice(environment: "production")
-            #expect(try await production.send(CurlRequest(path: "/3/device/\(productionDevice)", headers: [("apns-topic", "com.example.app")], json: Self.body)).status == 200)
+            #expect(
+                try await production.send(
+                    CurlRequest(path: "/3/device/\(productionDevice)", headers: [("apns-topic", "com.example.app")], json: Self.body)
+                ).status == 200)
         }
     }
 
@@ -105,7 +111,10 @@ import Testing
             for arguments in [
                 ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key],
                 ["req", "-new", "-key", key, "-subj", "/CN=No UID", "-out", csr],
-                ["x509", "-req", "-in", csr, "-CA", data + "/ca.pem", "-CAkey", data + "/ca-key.pem", "-CAcreateserial", "-days", "2", "-out", certificate],
+                [
+                    "x509", "-req", "-in", csr, "-CA", data + "/ca.pem", "-CAkey", data + "/ca-key.pem", "-CAcreateserial", "-days", "2", "-out",
+                    certificate,
+                ],
             ] {
                 #expect(try await ProcessRunner.run("openssl", arguments).exitCode == 0)
             }
@@ -120,12 +129,16 @@ import Testing
             let stranger = fixture.directory.path + "/stranger.crt"
             #expect(
                 try await ProcessRunner.run(
-                    "openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", strangerKey,
-                        "-out", stranger, "-subj", "/UID=com.example.app", "-days", "2"]
+                    "openssl",
+                    [
+                        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", strangerKey,
+                        "-out", stranger, "-subj", "/UID=com.example.app", "-days", "2",
+                    ]
                 ).exitCode == 0
             )
             let failure = await #expect(throws: CurlError.self) {
-                try await self.curl(fixture, (stranger, strangerKey)).send(CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], json: Self.body))
+                try await self.curl(fixture, (stranger, strangerKey)).send(
+                    CurlRequest(path: "/3/device/\(device)", headers: [("apns-topic", "com.example.app")], json: Self.body))
             }
             // curl: 35 = TLS handshake failed; 55/56 = the server ended the connection while curl sent
             // or read (its alert arrived first). Never an HTTP answer.

@@ -1,9 +1,10 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSEmulator
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import Testing
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSEmulator
 
 /// APNs's connection behaviour on plain values: requests read to their end, the stream-limit
 /// ramp, GOAWAY's boundary.
@@ -22,7 +23,8 @@ import Testing
 
     static func data(_ stream: Int, _ count: Int, endStream: Bool, padding: Int? = nil) -> HTTP2Frame {
         let bytes = ByteBuffer(repeating: 0x41, count: count)
-        return HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .data(.init(data: .byteBuffer(bytes), endStream: endStream, paddingBytes: padding)))
+        return HTTP2Frame(
+            streamID: HTTP2StreamID(stream), payload: .data(.init(data: .byteBuffer(bytes), endStream: endStream, paddingBytes: padding)))
     }
 
     /// The body of a completed request, or nil when the action is another.
@@ -34,8 +36,14 @@ import Testing
     @Test("a request is read to its end: HEADERS, then DATA until END_STREAM, or trailers")
     func requests() throws {
         var machine = Self.machine()
-        guard case .none = machine.frameReceived(Self.headers(1, endStream: false)) else { Issue.record("HEADERS alone ended it"); return }
-        guard case .none = machine.frameReceived(Self.data(1, 10, endStream: false)) else { Issue.record("DATA ended it early"); return }
+        guard case .none = machine.frameReceived(Self.headers(1, endStream: false)) else {
+            Issue.record("HEADERS alone ended it")
+            return
+        }
+        guard case .none = machine.frameReceived(Self.data(1, 10, endStream: false)) else {
+            Issue.record("DATA ended it early")
+            return
+        }
         let done = try #require(Self.completed(machine.frameReceived(Self.data(1, 5, endStream: true))))
         #expect(done.body == 15 && !done.oversized && done.windowUpdate == nil)
         #expect(machine.isIdle)
@@ -45,14 +53,20 @@ import Testing
         #expect(trailers.body == 0)
         #expect(machine.highestStreamID == 3)
         // DATA for a stream no longer being read is dropped.
-        guard case .none = machine.frameReceived(Self.data(3, 1, endStream: true)) else { Issue.record("late DATA was used"); return }
+        guard case .none = machine.frameReceived(Self.data(3, 1, endStream: true)) else {
+            Issue.record("late DATA was used")
+            return
+        }
     }
 
     @Test("a body over the cap keeps cap + 1 bytes and grants window for the rest until its end")
     func oversized() throws {
         var machine = Self.machine()
         _ = machine.frameReceived(Self.headers(1, endStream: false))
-        guard case .none = machine.frameReceived(Self.data(1, 10, endStream: false)) else { Issue.record("window granted within the cap"); return }
+        guard case .none = machine.frameReceived(Self.data(1, 10, endStream: false)) else {
+            Issue.record("window granted within the cap")
+            return
+        }
         guard case .windowUpdate(let first) = machine.frameReceived(Self.data(1, 6000, endStream: false, padding: 3)) else {
             Issue.record("no window granted for the oversized DATA")
             return
@@ -72,7 +86,10 @@ import Testing
         var machine = Self.machine()
         _ = machine.frameReceived(Self.headers(1, endStream: false))
         machine.answerDelayed(3)
-        guard case .reset = machine.frameReceived(HTTP2Frame(streamID: 1, payload: .rstStream(.cancel))) else { Issue.record("no reset"); return }
+        guard case .reset = machine.frameReceived(HTTP2Frame(streamID: 1, payload: .rstStream(.cancel))) else {
+            Issue.record("no reset")
+            return
+        }
         _ = machine.frameReceived(HTTP2Frame(streamID: 3, payload: .rstStream(.cancel)))
         #expect(machine.isIdle)
         let due = machine.delayedAnswerDue(3)

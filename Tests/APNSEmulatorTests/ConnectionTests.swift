@@ -12,7 +12,10 @@ import Testing
         var limits: [Int] = []
         var inServerSettings = false
         for line in log.split(separator: "\n") {
-            if line.contains("recv SETTINGS frame") { inServerSettings = !line.contains("flags=0x01") ; continue }
+            if line.contains("recv SETTINGS frame") {
+                inServerSettings = !line.contains("flags=0x01")
+                continue
+            }
             if line.contains("] recv") || line.contains("] send") { inServerSettings = false }
             if inServerSettings, let range = line.range(of: "SETTINGS_MAX_CONCURRENT_STREAMS(0x03):") {
                 limits.append(Int(line[range.upperBound...].prefix { $0.isNumber }) ?? -1)
@@ -142,7 +145,8 @@ import Testing
         ] as [([APNSEmulator.ValidationStage], String)] {
             try await withEmulatorFixture(configure: { $0.validationOrder = order }) { fixture in
                 let token = try await fixture.createDevice()
-                let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: [("apns-topic", "com.example.app")]))
+                let response = try await fixture.development.send(
+                    CurlRequest(path: "/3/device/\(token)", headers: [("apns-topic", "com.example.app")]))
                 #expect(response.reason == expected)
             }
         }

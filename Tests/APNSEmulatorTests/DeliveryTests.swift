@@ -35,7 +35,9 @@ import Testing
             // The same push to a bare device token is for another topic.
             if kind != "device" {
                 let device = try await fixture.createDevice()
-                #expect(try await self.push(fixture, device, body: body, pushType: pushType, topic: topic, extra: priority).reason == "DeviceTokenNotForTopic")
+                #expect(
+                    try await self.push(fixture, device, body: body, pushType: pushType, topic: topic, extra: priority).reason
+                        == "DeviceTokenNotForTopic")
             }
         }
     }
@@ -127,7 +129,10 @@ import Testing
             let token = try await fixture.createDevice()
             try await fixture.control("PATCH", "/v1/devices/\(token)", json: #"{"notificationsEnabled":false}"#)
             #expect(try await self.push(fixture, token).status == 200)
-            #expect(try await self.push(fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "5")]).status == 200)
+            #expect(
+                try await self.push(
+                    fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "5")]
+                ).status == 200)
             let inbox = try await fixture.inbox(token)
             #expect(inbox.map { $0["pushType"] as? String } == ["background"])
             #expect((try await fixture.counters())["discarded"] as? Int == 1)
@@ -141,7 +146,8 @@ import Testing
             let port = fixture.emulator.controlPort!
             // A background process, not a ProcessRunner slot: on a machine loaded with every suite
             // the stream could wait for a slot longer than this test waits for it.
-            let stream = try BackgroundProcess("/usr/bin/curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"])
+            let stream = try BackgroundProcess(
+                "/usr/bin/curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"])
             // Push once the stream is attached (bounded wait: 30 s, for a loaded machine; the stream
             // itself ends when the device is removed, long before its 90 s cap).
             for _ in 0..<600 where fixture.emulator.state.listenerCount(token: token) == 0 {
@@ -163,7 +169,8 @@ import Testing
     func priorityRules() async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
-            let response = try await self.push(fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "10")])
+            let response = try await self.push(
+                fixture, token, body: #"{"aps":{"content-available":1}}"#, pushType: "background", extra: [("apns-priority", "10")])
             #expect(response.reason == "BadPriority")
             #expect(try await self.push(fixture, token, pushType: "liveactivity").reason == "TopicDisallowed")
         }

@@ -124,13 +124,16 @@ import Testing
         Case(reason: "Unregistered", status: 410) { fixture in
             let token = try await fixture.createDevice()
             let uninstalled = try await fixture.control("POST", "/v1/devices/\(token)/uninstall").json
-            let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let response = try await fixture.development.send(
+                CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
             let timestamp = response.json?["timestamp"] as? Int64 ?? (response.json?["timestamp"] as? Int).map(Int64.init)
             #expect(timestamp != nil)
             #expect(timestamp == (uninstalled?["uninstalledAtMilliseconds"] as? Int).map(Int64.init))
             return response
         },
-        Case(reason: "PayloadTooLarge", status: 413, run: push(body: #"{"aps":{"alert":""#.padding(toLength: 4100, withPad: "x", startingAt: 0) + #""}}"#)),
+        Case(
+            reason: "PayloadTooLarge", status: 413,
+            run: push(body: #"{"aps":{"alert":""#.padding(toLength: 4100, withPad: "x", startingAt: 0) + #""}}"#)),
         Case(reason: "TooManyProviderTokenUpdates", status: 429) { fixture in
             let token = try await fixture.createDevice()
             let first = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body)
@@ -171,10 +174,11 @@ import Testing
     @Test("the table covers every device-push reason of the reference, 25 provoked by the request")
     func coverage() {
         #expect(Set(Self.cases.map(\.reason)) == Set(APNSReason.devicePushReasons.map(\.reason.rawValue)))
-        #expect(Set(Self.cases.filter(\.viaFault).map(\.reason)) == [
-            "Forbidden", "InternalServerError", "ServiceUnavailable", "IdleTimeout", "Shutdown", "BadCertificate",
-            "BadCertificateEnvironment",
-        ])
+        #expect(
+            Set(Self.cases.filter(\.viaFault).map(\.reason)) == [
+                "Forbidden", "InternalServerError", "ServiceUnavailable", "IdleTimeout", "Shutdown", "BadCertificate",
+                "BadCertificateEnvironment",
+            ])
     }
 
     @Test("a valid push is answered 200 with only headers: apns-id echoed, apns-unique-id in development")
@@ -197,7 +201,8 @@ import Testing
             #expect(production.status == 200)
             #expect(production.headers["apns-unique-id"] == nil)
             // A development token is unknown to production.
-            let crossed = try await fixture.production.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+            let crossed = try await fixture.production.send(
+                CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
             #expect(crossed.reason == "BadDeviceToken")
         }
     }

@@ -20,7 +20,9 @@ import Testing
             let armed = try await fixture.control("POST", "/v1/faults", json: #"{"type":"status","status":429,"count":2}"#)
             #expect(armed.status == 201)
             #expect(armed.json?["reason"] as? String == "TooManyRequests")
-            let responses = try await fixture.development.send([try self.request(fixture, token), try self.request(fixture, token), try self.request(fixture, token)])
+            let responses = try await fixture.development.send([
+                try self.request(fixture, token), try self.request(fixture, token), try self.request(fixture, token),
+            ])
             #expect(responses.map(\.status) == [429, 429, 200])
             #expect(responses[0].reason == "TooManyRequests")
             let counters = try await fixture.counters()
@@ -124,9 +126,10 @@ import Testing
     @Test("bad fault definitions get a clear error")
     func badFaults() async throws {
         try await withEmulatorFixture { fixture in
-            for body in [#"{"type":"explode"}"#, #"{"type":"status","status":200}"#, #"{"type":"latency"}"#,
-                #"{"type":"status","status":500,"probability":2}"#, #"{"type":"status","status":500,"count":0}"#, "nope", "[]"]
-            {
+            for body in [
+                #"{"type":"explode"}"#, #"{"type":"status","status":200}"#, #"{"type":"latency"}"#,
+                #"{"type":"status","status":500,"probability":2}"#, #"{"type":"status","status":500,"count":0}"#, "nope", "[]",
+            ] {
                 let response = try await fixture.control("POST", "/v1/faults", json: body)
                 #expect(response.status == 400, "\(body)")
                 #expect((response.json?["error"] as? [String: Any])?["code"] as? String == "invalid_request")

@@ -94,9 +94,11 @@ import Testing
             let a = SigningKey.generate(keyID: "TOPICKEYA1", teamID: EmulatorFixture.teamID)
             let b = SigningKey.generate(keyID: "TOPICKEYB1", teamID: EmulatorFixture.teamID)
             fixture.emulator.state.register(
-                key: RegisteredKey(teamID: a.teamID, keyID: a.keyID, publicKey: a.publicKey, topics: [EmulatorFixture.bundleID], relatedKeyID: b.keyID)
+                key: RegisteredKey(
+                    teamID: a.teamID, keyID: a.keyID, publicKey: a.publicKey, topics: [EmulatorFixture.bundleID], relatedKeyID: b.keyID)
             )
-            fixture.emulator.state.register(key: RegisteredKey(teamID: b.teamID, keyID: b.keyID, publicKey: b.publicKey, topics: [EmulatorFixture.bundleID]))
+            fixture.emulator.state.register(
+                key: RegisteredKey(teamID: b.teamID, keyID: b.keyID, publicKey: b.publicKey, topics: [EmulatorFixture.bundleID]))
             fixture.clock.advance(seconds: 0)
             let responses = try await fixture.development.send([
                 try self.request(fixture, token: token, bearer: try fixture.bearer(a)),
@@ -108,7 +110,9 @@ import Testing
             let other = try await fixture.createDevice(bundleID: "com.example.other")
             var headers = try fixture.alertHeaders(topic: "com.example.other").filter { $0.0 != "authorization" }
             headers.append(("authorization", try fixture.bearer(a)))
-            #expect(try await fixture.development.send(CurlRequest(path: "/3/device/\(other)", headers: headers, json: Self.body)).reason == "InvalidProviderToken")
+            #expect(
+                try await fixture.development.send(CurlRequest(path: "/3/device/\(other)", headers: headers, json: Self.body)).reason
+                    == "InvalidProviderToken")
         }
     }
 
@@ -124,7 +128,9 @@ import Testing
             #expect(created.status == 201)
             #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).status == 200)
             #expect(try await fixture.control("DELETE", "/v1/keys/NEWKEY0001").status == 200)
-            #expect(try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).reason == "InvalidProviderToken")
+            #expect(
+                try await fixture.development.send(self.request(fixture, token: token, bearer: try fixture.bearer(key))).reason
+                    == "InvalidProviderToken")
         }
     }
 

@@ -1,9 +1,10 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSEmulator
 import APNSModels
 import NIOCore
 import NIOHPACK
 import Testing
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSEmulator
 
 /// The request checks without a socket: one connection's state across a moving clock.
 @Suite struct RequestProcessorTests {
@@ -26,7 +27,9 @@ import Testing
         return (device.token, ConnectionContext(id: 1, environment: .development, certificate: nil, seed: 1))
     }
 
-    func push(_ processor: RequestProcessor, _ connection: inout ConnectionContext, token: String, bearer: String, pushType: String = "alert") -> Outcome {
+    func push(
+        _ processor: RequestProcessor, _ connection: inout ConnectionContext, token: String, bearer: String, pushType: String = "alert"
+    ) -> Outcome {
         let headers: HPACKHeaders = [
             ":method": "POST", ":path": "/3/device/\(token)", ":scheme": "https", "authorization": "bearer \(bearer)",
             "apns-topic": "com.example.app", "apns-push-type": pushType,
@@ -80,7 +83,9 @@ import Testing
         var (token, connection) = self.deviceAndConnection(online: false)
         let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"KEY1234567"}"#.utf8))
         let claims = Base64URL.encode(Array(#"{"iss":"TEAM123456","iat":9223372036854775807}"#.utf8))
-        #expect(self.push(processor, &connection, token: token, bearer: header + "." + claims + "." + Base64URL.encode([UInt8](repeating: 1, count: 64))).reason == .invalidProviderToken)
+        #expect(
+            self.push(processor, &connection, token: token, bearer: header + "." + claims + "." + Base64URL.encode([UInt8](repeating: 1, count: 64)))
+                .reason == .invalidProviderToken)
         var fresh = ConnectionContext(id: 2, environment: .development, certificate: nil, seed: 2)
         let bearer = try self.key.providerToken(issuedAt: self.clock.nowSeconds)
         let headers: HPACKHeaders = [

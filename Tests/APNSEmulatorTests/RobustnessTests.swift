@@ -11,7 +11,8 @@ import Testing
 
     func stillServes(_ fixture: EmulatorFixture) async throws {
         let token = try await fixture.createDevice()
-        let response = try await fixture.development.send(CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
+        let response = try await fixture.development.send(
+            CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders(), json: Self.body))
         #expect(response.status == 200)
     }
 
@@ -23,12 +24,16 @@ import Testing
             let junk = Array("GET / HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
             let plain = try await RawHTTP2.exchange(port: h2c, tls: false, send: junk, readFor: 3)
             #expect(plain.closed)
-            let afterPreface = try await RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 4, 0xFF, 0, 0, 0, 0, 1, 1, 2, 3, 4] + Array(repeating: 0xAB, count: 64), readFor: 3)
+            let afterPreface = try await RawHTTP2.exchange(
+                port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 4, 0xFF, 0, 0, 0, 0, 1, 1, 2, 3, 4] + Array(repeating: 0xAB, count: 64),
+                readFor: 3)
             #expect(afterPreface.closed || afterPreface.frames.contains { $0.type == RawFrame.goAwayType })
-            let overTLS = try await RawHTTP2.exchange(port: tls, tls: true, caFile: fixture.caFile, send: Array(repeating: 0x00, count: 100), readFor: 3)
+            let overTLS = try await RawHTTP2.exchange(
+                port: tls, tls: true, caFile: fixture.caFile, send: Array(repeating: 0x00, count: 100), readFor: 3)
             #expect(overTLS.closed)
             // A DATA frame on a stream that was never opened is a connection error (GOAWAY).
-            let orphanData = try await RawHTTP2.exchange(port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 2, 0, 0, 0, 0, 0, 9, 0x7B, 0x7D], readFor: 3)
+            let orphanData = try await RawHTTP2.exchange(
+                port: h2c, tls: false, send: RawHTTP2.preface + [0, 0, 2, 0, 0, 0, 0, 0, 9, 0x7B, 0x7D], readFor: 3)
             #expect(orphanData.frames.contains { $0.type == RawFrame.goAwayType })
             try await self.stillServes(fixture)
         }
@@ -70,7 +75,9 @@ import Testing
     func hugeHeaders() async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
-            let request = CurlRequest(path: "/3/device/\(token)", headers: try fixture.alertHeaders() + [("x-padding", String(repeating: "p", count: 20_000))], json: Self.body)
+            let request = CurlRequest(
+                path: "/3/device/\(token)", headers: try fixture.alertHeaders() + [("x-padding", String(repeating: "p", count: 20_000))],
+                json: Self.body)
             // The HPACK decoder refuses a header list this large: curl sees the connection end
             // before its stream does (exit 16 or 18 or 92, depending on where it notices).
             await #expect(throws: CurlError.self) { try await fixture.development.send(request) }
@@ -105,7 +112,12 @@ import Testing
             }
             let big = "{\"x\":\"" + String(repeating: "y", count: 1_100_000) + "\"}"
             let file = try fixture.directory.write("big.json", big)
-            let result = try await ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + file, "http://127.0.0.1:\(fixture.emulator.controlPort!)/v1/devices"])
+            let result = try await ProcessRunner.run(
+                "curl",
+                [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data-binary", "@" + file,
+                    "http://127.0.0.1:\(fixture.emulator.controlPort!)/v1/devices",
+                ])
             #expect(result.standardOutput == "413")
             #expect(fixture.emulator.state.devices.isEmpty)
         }

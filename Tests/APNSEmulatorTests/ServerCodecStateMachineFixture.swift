@@ -1,8 +1,9 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSEmulator
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSEmulator
 
 /// One emulator connection on plain values: a client's bytes go through
 /// ``HTTP2ServerFrameReader`` into ``HTTP2ServerCodec/StateMachine``; what it writes comes back
@@ -103,7 +104,9 @@ struct ServerWireFrame: Equatable {
             let length = Int(bytes[index]) << 16 | Int(bytes[index + 1]) << 8 | Int(bytes[index + 2])
             let stream = Self.integer(bytes[index + 5..<index + 9]) & 0x7FFF_FFFF
             guard index + 9 + length <= bytes.count else { break }
-            frames.append(ServerWireFrame(type: bytes[index + 3], flags: bytes[index + 4], streamID: stream, payload: Array(bytes[index + 9..<index + 9 + length])))
+            frames.append(
+                ServerWireFrame(
+                    type: bytes[index + 3], flags: bytes[index + 4], streamID: stream, payload: Array(bytes[index + 9..<index + 9 + length])))
             index += 9 + length
         }
         return frames

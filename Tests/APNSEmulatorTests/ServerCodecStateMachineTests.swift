@@ -1,9 +1,10 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import APNSEmulator
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import Testing
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import APNSEmulator
 
 /// The emulator's HTTP/2 connection on plain values: a client's frames in, forwarded frames,
 /// refusals and the frames it writes out, no channel.
@@ -43,10 +44,14 @@ import Testing
         harness.answer(stream: 1)
         harness.answer(stream: 3)
         #expect(harness.machine.streams.isEmpty)
-        #expect(harness.receive(ClientFrames.request(stream: 7) + ClientFrames.request(stream: 9)) == [.headers(stream: 7, endStream: true), .refused(stream: 9)])
+        #expect(
+            harness.receive(ClientFrames.request(stream: 7) + ClientFrames.request(stream: 9)) == [
+                .headers(stream: 7, endStream: true), .refused(stream: 9),
+            ])
 
         // A higher limit applies at once.
-        _ = harness.machine.write(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 2)]))))
+        _ = harness.machine.write(
+            HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: 2)]))))
         #expect(harness.machine.streamLimit == 2)
         #expect(harness.receive(ClientFrames.request(stream: 11)) == [.headers(stream: 11, endStream: true)])
     }
@@ -112,12 +117,15 @@ import Testing
     func continuation() {
         var harness = ServerConnectionHarness()
         let block = ClientFrames.requestBlock
-        let split = ClientFrames.frame(1, flags: 0x1, stream: 1, payload: Array(block.prefix(1)))
+        let split =
+            ClientFrames.frame(1, flags: 0x1, stream: 1, payload: Array(block.prefix(1)))
             + ClientFrames.frame(9, flags: 0x4, stream: 1, payload: Array(block.dropFirst(1)))
         #expect(harness.receive(split) == [.headers(stream: 1, endStream: true)])
 
         var interleaved = ServerConnectionHarness()
-        let bad = ClientFrames.frame(1, flags: 0x1, stream: 1, payload: Array(block.prefix(1))) + ClientFrames.frame(9, flags: 0x4, stream: 3, payload: [0x86])
+        let bad =
+            ClientFrames.frame(1, flags: 0x1, stream: 1, payload: Array(block.prefix(1)))
+            + ClientFrames.frame(9, flags: 0x4, stream: 3, payload: [0x86])
         #expect(interleaved.receive(bad) == [.connectionError(.protocolError)])
 
         var endless = ServerConnectionHarness()

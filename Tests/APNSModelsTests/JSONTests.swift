@@ -3,14 +3,16 @@ import APNSModels
 import Testing
 
 @Suite struct JSONTests {
-    @Test("valid documents parse and serialize back compactly", arguments: [
-        (#"{"a":1,"b":[true,false,null],"c":"x"}"#, #"{"a":1,"b":[true,false,null],"c":"x"}"#),
-        (#" { "a" : -0.5e2 , "b" : 1.25 } "#, #"{"a":-50,"b":1.25}"#),
-        (#""quote \" backslash \\ slash \/ tab \t nl \n u \u00e9 \ud83d\ude00""#, "\"quote \\\" backslash \\\\ slash / tab \\t nl \\n u é 😀\""),
-        ("[]", "[]"),
-        ("{}", "{}"),
-        ("9007199254740993", "9007199254740993"),
-    ])
+    @Test(
+        "valid documents parse and serialize back compactly",
+        arguments: [
+            (#"{"a":1,"b":[true,false,null],"c":"x"}"#, #"{"a":1,"b":[true,false,null],"c":"x"}"#),
+            (#" { "a" : -0.5e2 , "b" : 1.25 } "#, #"{"a":-50,"b":1.25}"#),
+            (#""quote \" backslash \\ slash \/ tab \t nl \n u \u00e9 \ud83d\ude00""#, "\"quote \\\" backslash \\\\ slash / tab \\t nl \\n u é 😀\""),
+            ("[]", "[]"),
+            ("{}", "{}"),
+            ("9007199254740993", "9007199254740993"),
+        ])
     func roundTrip(input: String, output: String) throws {
         let value = try JSONValue.parse(input)
         #expect(value.jsonString == output)
@@ -18,10 +20,12 @@ import Testing
         try JSONValue.validate(Array(input.utf8))
     }
 
-    @Test("invalid documents are refused with an offset", arguments: [
-        "", "{", "[1,]", "{\"a\":}", "{'a':1}", "01", "1.", "-", "tru", "\"\\x\"", "\"\u{01}\"", "[1] 2", "{\"a\" 1}",
-        "\"\\ud800\"", "\"\\udc00x\"", "nan", "1e", "\"unterminated",
-    ])
+    @Test(
+        "invalid documents are refused with an offset",
+        arguments: [
+            "", "{", "[1,]", "{\"a\":}", "{'a':1}", "01", "1.", "-", "tru", "\"\\x\"", "\"\u{01}\"", "[1] 2", "{\"a\" 1}",
+            "\"\\ud800\"", "\"\\udc00x\"", "nan", "1e", "\"unterminated",
+        ])
     func invalid(input: String) {
         #expect(throws: JSONParseError.self) { try JSONValue.parse(input) }
         #expect(throws: JSONParseError.self) { try JSONValue.validate(Array(input.utf8)) }

@@ -14,7 +14,10 @@ import Testing
             custom: [("orderId", 42)]
         )
         let bytes = try payload.encode(for: .alert)
-        #expect(String(decoding: bytes, as: UTF8.self) == #"{"aps":{"alert":{"title":"Hi","subtitle":"Sub","body":"Body","loc-key":"K","loc-args":["a"]},"badge":3,"sound":"default","thread-id":"t","category":"c","mutable-content":1,"target-content-id":"w","interruption-level":"time-sensitive","relevance-score":0.5,"filter-criteria":"f"},"orderId":42}"#)
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == #"{"aps":{"alert":{"title":"Hi","subtitle":"Sub","body":"Body","loc-key":"K","loc-args":["a"]},"badge":3,"sound":"default","thread-id":"t","category":"c","mutable-content":1,"target-content-id":"w","interruption-level":"time-sensitive","relevance-score":0.5,"filter-criteria":"f"},"orderId":42}"#
+        )
         #expect(try Payload(json: JSONValue.parse(bytes)) == payload)
     }
 
@@ -106,7 +109,9 @@ import Testing
         #expect(payload.aps.alert == .body("Hi"))
         #expect(payload.aps.extra.first?.0 == "future-key")
         #expect(payload.json == json)
-        for bad in [#"{"aps":{"badge":"one"}}"#, #"{"aps":{"interruption-level":"loud"}}"#, #"{"aps":[]}"#, "[1]", #"{"aps":{"sound":{"volume":1}}}"#] {
+        for bad in [
+            #"{"aps":{"badge":"one"}}"#, #"{"aps":{"interruption-level":"loud"}}"#, #"{"aps":[]}"#, "[1]", #"{"aps":{"sound":{"volume":1}}}"#,
+        ] {
             #expect(throws: APNSValidationError.self) { try Payload(json: JSONValue.parse(bad)) }
         }
         #expect(throws: APNSValidationError.self) { try Payload(aps: APS(badge: -1)).encode(for: .alert) }

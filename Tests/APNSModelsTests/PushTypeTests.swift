@@ -19,10 +19,11 @@ import Testing
 
     @Test("there are exactly the eleven push types of the reference")
     func allPushTypes() {
-        #expect(PushType.allCases.map(\.rawValue).sorted() == [
-            "alert", "background", "complication", "controls", "fileprovider", "liveactivity", "location", "mdm",
-            "pushtotalk", "voip", "widgets",
-        ])
+        #expect(
+            PushType.allCases.map(\.rawValue).sorted() == [
+                "alert", "background", "complication", "controls", "fileprovider", "liveactivity", "location", "mdm",
+                "pushtotalk", "voip", "widgets",
+            ])
         #expect(PushType(rawValue: "Alert") == nil)
         #expect(PushType(rawValue: "notification") == nil)
     }

@@ -33,9 +33,10 @@ import Testing
     func completeness() {
         #expect(APNSReason.devicePushReasons.count == 32)
         #expect(Set(APNSReason.devicePushReasons.map(\.reason.rawValue)) == Set(Self.expected.map(\.0)))
-        for reason in ["FeatureNotEnabled", "MissingChannelId", "BadChannelId", "ChannelNotRegistered", "BadRequestParams",
-            "BadRequestPayload", "MissingPushType", "CannotCreateChannelConfig", "TopicMismatch", "Service Unavailable"]
-        {
+        for reason in [
+            "FeatureNotEnabled", "MissingChannelId", "BadChannelId", "ChannelNotRegistered", "BadRequestParams",
+            "BadRequestPayload", "MissingPushType", "CannotCreateChannelConfig", "TopicMismatch", "Service Unavailable",
+        ] {
             #expect(APNSReason(rawValue: reason).isKnown, "\(reason)")
         }
         #expect(APNSReason(rawValue: "Service Unavailable").failureClass == .retryLater)

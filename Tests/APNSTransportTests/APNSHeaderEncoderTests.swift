@@ -22,10 +22,11 @@ import Testing
         var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
         var block = self.push(&encoder, token: "aa", id: "123e4567-e89b-12d3-a456-426614174000")
         let headers = try decoder.decodeHeaders(from: &block)
-        #expect(headers.map(\.name) == [
-            ":method", ":scheme", ":path", ":authority", "authorization", "apns-topic", "apns-push-type", "apns-priority",
-            "apns-expiration", "apns-id", "apns-collapse-id",
-        ])
+        #expect(
+            headers.map(\.name) == [
+                ":method", ":scheme", ":path", ":authority", "authorization", "apns-topic", "apns-push-type", "apns-priority",
+                "apns-expiration", "apns-id", "apns-collapse-id",
+            ])
         #expect(headers.first(name: ":path") == "/3/device/aa")
         #expect(headers.first(name: "apns-priority") == "10")
         #expect(headers.first(name: "apns-expiration") == "0")

@@ -38,28 +38,37 @@ import Testing
         try #require(Self.available, Comment(rawValue: Self.skipMessage))
         let directory = try TemporaryDirectory(prefix: "herald-dashboard")
         defer { directory.remove() }
-        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-            "--emulator-control-port", "0", "--log-level", "warning",
-        ])
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
+                "--emulator-control-port", "0", "--log-level", "warning",
+            ])
         try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
         let lines = server.printed.split(separator: "\n").map(String.init)
         let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
         let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))
-        let created = try await ProcessRunner.run("curl", [
-            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/v1/apps", "-H", "authorization: Bearer \(admin)",
-            "-d", #"{"id":"demo","bundleId":"com.example.demo"}"#,
-        ])
+        let created = try await ProcessRunner.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/v1/apps", "-H", "authorization: Bearer \(admin)",
+                "-d", #"{"id":"demo","bundleId":"com.example.demo"}"#,
+            ])
         try #require(created.standardOutput == "201")
-        let artifacts = ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
+        let artifacts =
+            ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
             ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Browser/dashboard_test.py").path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "Browser/dashboard_test.py"
+        ).path
         // A background process, not ProcessRunner: this runs for tens of seconds and must not hold
         // one of the few process slots the other suites' short commands share.
-        let browser = try BackgroundProcess("/usr/bin/env", [
-            "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_ARTIFACTS=\(artifacts)",
-            "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
-        ])
+        let browser = try BackgroundProcess(
+            "/usr/bin/env",
+            [
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_ARTIFACTS=\(artifacts)",
+                "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
+            ])
         // Signal 0 only waits (bounded) for it to finish.
         let status = try await browser.stop(signal: 0, timeout: 300)
         #expect(status == 0, "\(browser.printed)")

@@ -9,10 +9,12 @@ import Testing
     /// `herald serve` with its built-in emulator on free ports: the process, the API's base URL,
     /// the emulator's control port and the admin key it printed.
     static func serve(_ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String, Int, String) {
-        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-            "--emulator-production-port", "0", "--emulator-control-port", "0",
-        ])
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
+                "--emulator-production-port", "0", "--emulator-control-port", "0",
+            ])
         try #require(try await server.waitFor("control API listening"), "\(server.printed)")
         try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
         let crash = HeavyProcessTests.ServeCrashTests()
@@ -33,7 +35,9 @@ import Testing
     /// Written in Python from the JWT specification, so Herald's own signing is not what is tested.
     func backend(_ api: String, admin: String, _ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String) {
         let secret = try #require(try await self.curl("POST", api + "/v1/apps/demo/user-secret", key: admin, "")["secret"] as? String)
-        let script = try directory.write("backend.py", #"""
+        let script = try directory.write(
+            "backend.py",
+            #"""
             import base64, hashlib, hmac, http.server, json, sys, time, urllib.parse
             secret, app = sys.argv[1].encode(), sys.argv[2]
             def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
@@ -80,9 +84,11 @@ import Testing
         let common = [
             "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user-assertion-url", assertions,
         ]
-        let phone = try BackgroundProcess(herald, common + [
-            "--user", "ann", "--encrypt", "--voip", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "4",
-        ])
+        let phone = try BackgroundProcess(
+            herald,
+            common + [
+                "--user", "ann", "--encrypt", "--voip", "--categories", "MESSAGE=REPLY+ARCHIVE", "--tap", "REPLY", "--count", "4",
+            ])
         let denied = try BackgroundProcess(herald, common + ["--user", "bob", "--authorization", "denied", "--count", "1"])
         for device in [phone, denied] {
             try #require(try await device.waitFor("listening for notifications"), "\(device.printed)")
@@ -119,9 +125,11 @@ import Testing
         defer { directory.remove() }
         let (server, api, control, admin) = try await Self.serve(directory)
         let key = try await self.demoApp(api, admin: admin)
-        let phone = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
-        ])
+        let phone = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
+            ])
         #expect(try await phone.waitFor("user_assertion_required"), "\(phone.printed)")
         #expect(try await phone.stop(timeout: 10) != 0)
         let listed = try await ProcessRunner.run("curl", ["-s", api + "/v1/apps/demo/devices?userId=ann", "-H", "authorization: Bearer \(admin)"])
@@ -138,13 +146,17 @@ import Testing
         let key = try await self.demoApp(api, admin: admin)
         let (backend, assertions) = try await self.backend(api, admin: admin, directory)
         defer { backend.signal(SIGKILL) }
-        let phone = try BackgroundProcess(herald, [
-            "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
-            "--user-assertion-url", assertions, "--live-activities", "MatchAttributes",
-        ])
+        let phone = try BackgroundProcess(
+            herald,
+            [
+                "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
+                "--user-assertion-url", assertions, "--live-activities", "MatchAttributes",
+            ])
         try #require(try await phone.waitFor("listening for notifications"), "\(phone.printed)")
         let now = Int(Date().timeIntervalSince1970)
-        let start = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, #"""
+        let start = try await self.curl(
+            "POST", api + "/v1/apps/demo/notifications", key: admin,
+            #"""
             {"audience":{"users":["ann"]},"kinds":["push-to-start"],"pushType":"liveactivity","aps":{"event":"start","timestamp":\#(now),
             "content-state":{"home":0,"away":0},"attributes-type":"MatchAttributes","attributes":{"match":"Ajax-PSV"},"alert":{"title":"Kick-off"}}}
             """#)
@@ -154,7 +166,9 @@ import Testing
         let id = try #require(line.split(separator: " ").dropFirst(2).first.map { String($0.dropLast()) })
         #expect(phone.printed.contains("[Live Activity \(id)] started: ") && phone.printed.contains("Kick-off"), "\(phone.printed)")
         for (event, home) in [("update", 1), ("end", 2)] {
-            let sent = try await self.curl("POST", api + "/v1/apps/demo/notifications", key: admin, #"""
+            let sent = try await self.curl(
+                "POST", api + "/v1/apps/demo/notifications", key: admin,
+                #"""
                 {"audience":{"activityId":"\#(id)"},"pushType":"liveactivity","aps":{"event":"\#(event)","timestamp":\#(now + home),"content-state":{"home":\#(home),"away":0}}}
                 """#)
             #expect(sent["deliveries"] as? Int == 1, "\(sent)")

@@ -10,15 +10,19 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "herald-cli")
         defer { directory.remove() }
         let keyFile = directory.path + "/AuthKey.p8"
-        #expect(try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]).exitCode == 0)
+        #expect(
+            try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]).exitCode
+                == 0)
         // Port 0 everywhere: the emulator logs the ports it bound. Trace logging, so the checks
         // below that no secret reaches the log have something to look at.
         let herald = BackgroundProcess.heraldExecutable
-        let emulator = try BackgroundProcess(herald, [
-            "emulator", "--port", "0", "--production-port", "0", "--control-port", "0",
-            "--data-dir", directory.path + "/data", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456",
-            "--log-level", "trace",
-        ])
+        let emulator = try BackgroundProcess(
+            herald,
+            [
+                "emulator", "--port", "0", "--production-port", "0", "--control-port", "0",
+                "--data-dir", directory.path + "/data", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456",
+                "--log-level", "trace",
+            ])
         try #require(try await emulator.waitFor("APNs emulator control API listening"), "\(emulator.printed)")
         func port(_ line: String) throws -> Int {
             let entry = try #require(emulator.printed.split(separator: "\n").first { $0.contains(line) })
@@ -30,18 +34,21 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: directory.path + "/data/ca.pem"))
         #expect(!emulator.printed.contains("BEGIN"), "no key material in the log")
 
-        let created = try await ProcessRunner.run("curl", ["-s", "-X", "POST", "http://127.0.0.1:\(control)/v1/devices", "-d", #"{"bundleId":"com.example.app"}"#])
+        let created = try await ProcessRunner.run(
+            "curl", ["-s", "-X", "POST", "http://127.0.0.1:\(control)/v1/devices", "-d", #"{"bundleId":"com.example.app"}"#])
         let token = try #require((try JSONSerialization.jsonObject(with: Data(created.standardOutput.utf8)) as? [String: Any])?["token"] as? String)
         let jwt = try await ProcessRunner.run(herald, ["token", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456"])
         #expect(jwt.exitCode == 0)
         let bearer = jwt.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(bearer.split(separator: ".").count == 3)
 
-        let push = try await ProcessRunner.run("curl", [
-            "-s", "-o", "/dev/null", "-w", "%{http_code} %{http_version}", "--http2", "--cacert", directory.path + "/data/ca.pem",
-            "-H", "authorization: bearer \(bearer)", "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
-            "--data-binary", #"{"aps":{"alert":"from the CLI"}}"#, "https://localhost:\(apns)/3/device/\(token)",
-        ])
+        let push = try await ProcessRunner.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code} %{http_version}", "--http2", "--cacert", directory.path + "/data/ca.pem",
+                "-H", "authorization: bearer \(bearer)", "-H", "apns-topic: com.example.app", "-H", "apns-push-type: alert",
+                "--data-binary", #"{"aps":{"alert":"from the CLI"}}"#, "https://localhost:\(apns)/3/device/\(token)",
+            ])
         #expect(push.standardOutput == "200 2")
         let inbox = try await ProcessRunner.run("curl", ["-s", "http://127.0.0.1:\(control)/v1/devices/\(token)/inbox"])
         #expect(inbox.standardOutput.contains("from the CLI"))

@@ -10,10 +10,12 @@ import Testing
 
     /// `herald serve` with `environment` (NAME=value): the process, the API's base URL and the admin key (nil after the first start).
     static func serve(_ directory: TemporaryDirectory, _ environment: [String]) async throws -> (BackgroundProcess, String, String?) {
-        let server = try BackgroundProcess("/usr/bin/env", environment + [
-            BackgroundProcess.heraldExecutable, "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-            "--emulator-production-port", "0", "--emulator-control-port", "0",
-        ])
+        let server = try BackgroundProcess(
+            "/usr/bin/env",
+            environment + [
+                BackgroundProcess.heraldExecutable, "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
+                "--emulator-production-port", "0", "--emulator-control-port", "0",
+            ])
         try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
         let crash = HeavyProcessTests.ServeCrashTests()
         let port = try crash.port(of: server, "Herald listening on")
@@ -22,10 +24,12 @@ import Testing
 
     /// The status of asking Herald to sign a user assertion: it opens the app's sealed user secret.
     static func assertionStatus(_ api: String, _ admin: String) async throws -> Int {
-        let result = try await ProcessRunner.run("curl", [
-            "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", api + "/v1/apps/demo/user-assertions",
-            "-H", "authorization: Bearer \(admin)", "-d", #"{"userId":"ann"}"#,
-        ])
+        let result = try await ProcessRunner.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", api + "/v1/apps/demo/user-assertions",
+                "-H", "authorization: Bearer \(admin)", "-d", #"{"userId":"ann"}"#,
+            ])
         return Int(result.standardOutput) ?? 0
     }
 
@@ -55,11 +59,14 @@ import Testing
         _ = try await again.stop()
 
         // Offline: herald rekey with the old key as the previous one.
-        let rekeyed = try await ProcessRunner.run("/usr/bin/env", [
-            "HERALD_MASTER_KEY=\(third)", "HERALD_PREVIOUS_MASTER_KEY=\(second)", BackgroundProcess.heraldExecutable, "rekey",
-            "--data-dir", directory.path + "/data",
-        ])
-        #expect(rekeyed.exitCode == 0 && rekeyed.standardOutput.contains("sealed 1 stored secrets"), "\(rekeyed.standardOutput)\(rekeyed.standardError)")
+        let rekeyed = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "HERALD_MASTER_KEY=\(third)", "HERALD_PREVIOUS_MASTER_KEY=\(second)", BackgroundProcess.heraldExecutable, "rekey",
+                "--data-dir", directory.path + "/data",
+            ])
+        #expect(
+            rekeyed.exitCode == 0 && rekeyed.standardOutput.contains("sealed 1 stored secrets"), "\(rekeyed.standardOutput)\(rekeyed.standardError)")
         let (old, api3, _) = try await Self.serve(directory, ["HERALD_MASTER_KEY=\(second)"])
         #expect(try await Self.assertionStatus(api3, admin) == 500, "the old key opens nothing any more")
         _ = try await old.stop()

@@ -21,12 +21,15 @@ extension HeavyProcessTests {
             init() async throws {
                 self.directory = try TemporaryDirectory(prefix: "herald-pg")
                 self.keyFile = self.directory.path + "/AuthKey.p8"
-                let generated = try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", self.keyFile])
+                let generated = try await ProcessRunner.run(
+                    "openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", self.keyFile])
                 try #require(generated.exitCode == 0)
-                self.emulator = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-                    "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", self.directory.path + "/emulator",
-                    "--key-file", self.keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
-                ])
+                self.emulator = try BackgroundProcess(
+                    BackgroundProcess.heraldExecutable,
+                    [
+                        "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", self.directory.path + "/emulator",
+                        "--key-file", self.keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
+                    ])
                 try #require(try await self.emulator.waitFor("control API listening"), "\(self.emulator.printed)")
                 self.apnsPort = try Self.port(of: self.emulator, "emulator.environment=development")
                 self.controlPort = try Self.port(of: self.emulator, "control API listening")
@@ -45,12 +48,16 @@ extension HeavyProcessTests {
             }
 
             /// Starts `herald serve` on `database`; returns it with its API port.
-            func serve(_ database: String, lease: Int = 30, apnsTimeout: Int? = nil, workers: Int = 4) async throws -> (process: BackgroundProcess, port: Int) {
-                let process = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-                    "serve", "--port", "0", "--no-emulator", "--data-dir", self.shared, "--database", database,
-                    "--apns-host", "127.0.0.1", "--apns-port", "\(self.apnsPort)", "--apns-ca-file", self.directory.path + "/emulator/ca.pem",
-                    "--lease-seconds", "\(lease)", "--workers", "\(workers)", "--log-level", "warning",
-                ] + (apnsTimeout.map { ["--apns-timeout-seconds", "\($0)"] } ?? []))
+            func serve(
+                _ database: String, lease: Int = 30, apnsTimeout: Int? = nil, workers: Int = 4
+            ) async throws -> (process: BackgroundProcess, port: Int) {
+                let process = try BackgroundProcess(
+                    BackgroundProcess.heraldExecutable,
+                    [
+                        "serve", "--port", "0", "--no-emulator", "--data-dir", self.shared, "--database", database,
+                        "--apns-host", "127.0.0.1", "--apns-port", "\(self.apnsPort)", "--apns-ca-file", self.directory.path + "/emulator/ca.pem",
+                        "--lease-seconds", "\(lease)", "--workers", "\(workers)", "--log-level", "warning",
+                    ] + (apnsTimeout.map { ["--apns-timeout-seconds", "\($0)"] } ?? []))
                 try #require(try await process.waitFor("Herald listening on", timeout: 60), "\(process.printed)")
                 return (process, try Self.port(of: process, "Herald listening on"))
             }
@@ -74,7 +81,9 @@ extension HeavyProcessTests {
                 let script = try self.directory.write("setup.py", ServeCrashTests.setupScript)
                 let setup = try await ProcessRunner.run("python3", [script, "\(port)", admin, self.keyFile, "0"], timeout: 60)
                 try #require(setup.exitCode == 0, "\(setup.standardError)")
-                try await PostgresTestDatabase.psql(database, """
+                try await PostgresTestDatabase.psql(
+                    database,
+                    """
                     INSERT INTO devices (app_id, token, kind, environment, active, created_at, last_registered_at)
                     SELECT 'demo', md5(i::text) || md5((i + 1000000000)::text), 'device', 'development', TRUE, 1, 1
                     FROM generate_series(1, \(count)) AS i
@@ -94,20 +103,28 @@ extension HeavyProcessTests {
         }
 
         static func send(port: Int, admin: String, _ body: String) async throws -> String {
-            let sent = try await ProcessRunner.run("curl", [
-                "-s", "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-H", "authorization: Bearer \(admin)", "-d", body,
-            ])
-            return try #require((try JSONSerialization.jsonObject(with: Data(sent.standardOutput.utf8)) as? [String: Any])?["id"] as? String, "\(sent.standardOutput)")
+            let sent = try await ProcessRunner.run(
+                "curl",
+                [
+                    "-s", "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-H", "authorization: Bearer \(admin)", "-d", body,
+                ])
+            return try #require(
+                (try JSONSerialization.jsonObject(with: Data(sent.standardOutput.utf8)) as? [String: Any])?["id"] as? String, "\(sent.standardOutput)"
+            )
         }
 
         /// Polls the notification (bounded) until nothing is pending; returns its counts.
         static func waitUntilDone(port: Int, admin: String, id: String, seconds: Int = 180) async throws -> [String: Int] {
             var counts: [String: Int] = [:]
             for _ in 0..<(seconds * 4) {
-                let status = try await ProcessRunner.run("curl", [
-                    "-s", "http://127.0.0.1:\(port)/v1/apps/demo/notifications/\(id)", "-H", "authorization: Bearer \(admin)",
-                ])
-                counts = ((try? JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8))) as? [String: Any])?["counts"] as? [String: Int] ?? counts
+                let status = try await ProcessRunner.run(
+                    "curl",
+                    [
+                        "-s", "http://127.0.0.1:\(port)/v1/apps/demo/notifications/\(id)", "-H", "authorization: Bearer \(admin)",
+                    ])
+                counts =
+                    ((try? JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8))) as? [String: Any])?["counts"] as? [String: Int]
+                    ?? counts
                 if counts["pending"] == 0 { break }
                 try await Task.sleep(for: .milliseconds(250))
             }
@@ -123,7 +140,9 @@ extension HeavyProcessTests {
                 .reduce(0) { $0 + Int($1) }
         }
 
-        @Test("three processes on one database: a 100,000-device broadcast is delivered exactly once, by all three; SIGKILL one mid-broadcast and nothing is lost")
+        @Test(
+            "three processes on one database: a 100,000-device broadcast is delivered exactly once, by all three; SIGKILL one mid-broadcast and nothing is lost"
+        )
         func threeProcesses() async throws {
             try await PostgresTestDatabase.with { database in
                 let fixture = try await Fixture()
@@ -135,7 +154,8 @@ extension HeavyProcessTests {
                 var servers: [(process: BackgroundProcess, port: Int)] = []
                 for _ in 0..<3 { servers.append(try await fixture.serve(database.url, lease: 60, apnsTimeout: 30, workers: 2)) }
                 let admin = try Self.admin(servers[0].process)
-                #expect(servers.dropFirst().allSatisfy { !$0.process.printed.contains("Admin API key") }, "only the first process creates an admin key")
+                #expect(
+                    servers.dropFirst().allSatisfy { !$0.process.printed.contains("Admin API key") }, "only the first process creates an admin key")
                 try await fixture.populate(port: servers[0].port, admin: admin, database: database.url, count: count)
 
                 // 1. Delivered exactly once: every delivery recorded sent, and the emulator took as
@@ -144,11 +164,15 @@ extension HeavyProcessTests {
                 let counts = try await Self.waitUntilDone(port: servers[1].port, admin: admin, id: first)
                 #expect(counts["sent"] == count, "\(counts)")
                 let attempts = try await database.psql(
-                    "SELECT string_agg(attempts || ':' || coalesce(reason, '-') || ':' || n, ' ') FROM (SELECT attempts, reason, count(*) n FROM deliveries GROUP BY 1, 2) a")
+                    "SELECT string_agg(attempts || ':' || coalesce(reason, '-') || ':' || n, ' ') FROM (SELECT attempts, reason, count(*) n FROM deliveries GROUP BY 1, 2) a"
+                )
                 // What the processes warned of (deadlines, reconnections, failed records) says why, if not.
                 func warnings() -> String {
-                    servers.map { $0.process.printed.split(separator: "\n").filter { $0.contains("warning") || $0.contains("error") }.suffix(8).joined(separator: "\n") }
-                        .joined(separator: "\n--\n")
+                    servers.map {
+                        $0.process.printed.split(separator: "\n").filter { $0.contains("warning") || $0.contains("error") }.suffix(8).joined(
+                            separator: "\n")
+                    }
+                    .joined(separator: "\n--\n")
                 }
                 let accepted = try await fixture.counter("acceptedForUnknownTokens")
                 #expect(accepted == count, "exactly once each: \(accepted) accepted (attempts: \(attempts))\n\(warnings())")
@@ -178,7 +202,9 @@ extension HeavyProcessTests {
                 #expect(after["sent"] == tagged, "nothing lost: \(after)")
                 #expect(acceptedAgain >= tagged)
                 // The killed process's in-flight window: 2 workers × 1000 deliveries.
-                #expect(acceptedAgain - tagged <= 2000, "duplicates at most the killed process's in-flight window (\(acceptedAgain - tagged))\n\(warnings())")
+                #expect(
+                    acceptedAgain - tagged <= 2000,
+                    "duplicates at most the killed process's in-flight window (\(acceptedAgain - tagged))\n\(warnings())")
             }
         }
 
@@ -188,12 +214,15 @@ extension HeavyProcessTests {
                 let herald = BackgroundProcess.heraldExecutable
                 for _ in 0..<2 {
                     let migrated = try await ProcessRunner.run(herald, ["migrate", "--database", database.url])
-                    #expect(migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 7"), "\(migrated.standardOutput)\(migrated.standardError)")
+                    #expect(
+                        migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 7"),
+                        "\(migrated.standardOutput)\(migrated.standardError)")
                 }
                 let key = try await ProcessRunner.run(herald, ["keys", "create", "--scope", "admin", "--name", "ops", "--database", database.url])
                 #expect(key.exitCode == 0 && key.standardOutput.hasPrefix("hk_"), "\(key.standardError)")
                 #expect(try await database.psql("SELECT scope || ':' || name FROM api_keys") == "admin:ops")
-                let missing = try await ProcessRunner.run(herald, ["keys", "create", "--scope", "register", "--app", "nope", "--database", database.url])
+                let missing = try await ProcessRunner.run(
+                    herald, ["keys", "create", "--scope", "register", "--app", "nope", "--database", database.url])
                 #expect(missing.exitCode != 0 && missing.standardError.contains("no app 'nope'"))
             }
         }
@@ -255,11 +284,14 @@ extension HeavyProcessTests {
                 #expect(unhealthy.status == "503", "reported unhealthy: \(unhealthy)")
                 #expect(unhealthy.body.contains("unhealthy"))
                 // New work is refused while the database is away, with a code a client can retry on.
-                let refused = try await ProcessRunner.run("curl", [
-                    "-s", "-w", "\n%{http_code}", "-X", "POST", "http://127.0.0.1:\(apiPort)/v1/apps/demo/notifications",
-                    "-H", "authorization: Bearer \(admin)", "-d", #"{"audience":"all","body":"during the outage"}"#,
-                ])
-                #expect(refused.standardOutput.hasSuffix("503") && refused.standardOutput.contains("database_unavailable"), "\(refused.standardOutput)")
+                let refused = try await ProcessRunner.run(
+                    "curl",
+                    [
+                        "-s", "-w", "\n%{http_code}", "-X", "POST", "http://127.0.0.1:\(apiPort)/v1/apps/demo/notifications",
+                        "-H", "authorization: Bearer \(admin)", "-d", #"{"audience":"all","body":"during the outage"}"#,
+                    ])
+                #expect(
+                    refused.standardOutput.hasSuffix("503") && refused.standardOutput.contains("database_unavailable"), "\(refused.standardOutput)")
                 try await fixture.fault(nil)
                 try await Task.sleep(for: .seconds(2))
                 _ = try await server("start")

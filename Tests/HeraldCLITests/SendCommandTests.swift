@@ -81,14 +81,16 @@ import Testing
         }
     }
 
-    @Test("bad options are refused with exit status 64 before anything is sent", arguments: [
-        ["--priority", "7"],
-        ["--push-type", "telegram"],
-        ["--payload", "{not json"],
-        ["--payload", "{}", "--title", "both"],
-        ["--environment", "staging"],
-        ["--token", "xyz"],
-    ])
+    @Test(
+        "bad options are refused with exit status 64 before anything is sent",
+        arguments: [
+            ["--priority", "7"],
+            ["--push-type", "telegram"],
+            ["--payload", "{not json"],
+            ["--payload", "{}", "--title", "both"],
+            ["--environment", "staging"],
+            ["--token", "xyz"],
+        ])
     func badOptions(extra: [String]) async throws {
         try await withEmulatorFixture(clock: EmulatorClock()) { fixture in
             let result = try await ProcessRunner.run(
@@ -112,9 +114,11 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "herald-apns")
         defer { directory.remove() }
         let file = directory.path + "/out.apns"
-        let written = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
-            "send", "--simulator-file", file, "--topic", "com.example.app", "--title", "Hi", "--body", "from the simulator", "--badge", "2",
-        ])
+        let written = try await ProcessRunner.run(
+            BackgroundProcess.heraldExecutable,
+            [
+                "send", "--simulator-file", file, "--topic", "com.example.app", "--title", "Hi", "--body", "from the simulator", "--badge", "2",
+            ])
         #expect(written.exitCode == 0, "\(written.standardError)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
         #expect(object["Simulator Target Bundle"] as? String == "com.example.app")
@@ -122,16 +126,20 @@ import Testing
         #expect((aps["alert"] as? [String: Any])?["title"] as? String == "Hi" && aps["badge"] as? Int == 2)
 
         let big = directory.path + "/big.apns"
-        let tooLarge = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
-            "send", "--simulator-file", big, "--topic", "com.example.app", "--push-type", "background",
-            "--payload", #"{"aps":{"content-available":1},"x":"\#(String(repeating: "y", count: 4080))"}"#,
-        ])
+        let tooLarge = try await ProcessRunner.run(
+            BackgroundProcess.heraldExecutable,
+            [
+                "send", "--simulator-file", big, "--topic", "com.example.app", "--push-type", "background",
+                "--payload", #"{"aps":{"content-available":1},"x":"\#(String(repeating: "y", count: 4080))"}"#,
+            ])
         #expect(tooLarge.exitCode == 64)
         #expect(tooLarge.standardError.contains("4096"), "\(tooLarge.standardError)")
         #expect(!FileManager.default.fileExists(atPath: big), "nothing written")
-        let voip = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
-            "send", "--simulator-file", big, "--topic", "com.example.app.voip", "--push-type", "voip", "--payload", "{}",
-        ])
+        let voip = try await ProcessRunner.run(
+            BackgroundProcess.heraldExecutable,
+            [
+                "send", "--simulator-file", big, "--topic", "com.example.app.voip", "--push-type", "voip", "--payload", "{}",
+            ])
         #expect(voip.exitCode == 64 && voip.standardError.contains("voip"))
     }
 }

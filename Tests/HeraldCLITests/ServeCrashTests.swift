@@ -15,22 +15,22 @@ extension HeavyProcessTests {
         /// Creates the app with the key, registers `count` random tokens over one keep-alive
         /// connection, and prints nothing but errors.
         static let setupScript = #"""
-        import http.client, json, os, sys
-        port, admin, key_file, count = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-        connection = http.client.HTTPConnection("127.0.0.1", port)
-        def call(method, path, body):
-            connection.request(method, path, json.dumps(body), {"authorization": "Bearer " + admin, "content-type": "application/json"})
-            response = connection.getresponse()
-            text = response.read()
-            if response.status >= 300:
-                sys.exit(f"{method} {path}: {response.status} {text}")
-            return json.loads(text) if text else None
-        call("POST", "/v1/apps", {"id": "demo", "bundleId": "com.example.app"})
-        call("PUT", "/v1/apps/demo/credentials/development",
-             {"keyId": "KEY1234567", "teamId": "TEAM123456", "privateKey": open(key_file).read()})
-        for _ in range(count):
-            call("PUT", "/v1/apps/demo/devices/" + os.urandom(32).hex(), {"environment": "sandbox"})
-        """#
+            import http.client, json, os, sys
+            port, admin, key_file, count = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+            connection = http.client.HTTPConnection("127.0.0.1", port)
+            def call(method, path, body):
+                connection.request(method, path, json.dumps(body), {"authorization": "Bearer " + admin, "content-type": "application/json"})
+                response = connection.getresponse()
+                text = response.read()
+                if response.status >= 300:
+                    sys.exit(f"{method} {path}: {response.status} {text}")
+                return json.loads(text) if text else None
+            call("POST", "/v1/apps", {"id": "demo", "bundleId": "com.example.app"})
+            call("PUT", "/v1/apps/demo/credentials/development",
+                 {"keyId": "KEY1234567", "teamId": "TEAM123456", "privateKey": open(key_file).read()})
+            for _ in range(count):
+                call("PUT", "/v1/apps/demo/devices/" + os.urandom(32).hex(), {"environment": "sandbox"})
+            """#
 
         func line(after marker: String, in text: String) -> String? {
             let lines = text.split(separator: "\n").map(String.init)
@@ -57,21 +57,27 @@ extension HeavyProcessTests {
             defer { directory.remove() }
             let herald = BackgroundProcess.heraldExecutable
             let keyFile = directory.path + "/AuthKey.p8"
-            #expect(try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile]).exitCode == 0)
-            let emulator = try BackgroundProcess(herald, [
-                "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", directory.path + "/emulator",
-                "--key-file", keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
-            ])
+            #expect(
+                try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", keyFile])
+                    .exitCode == 0)
+            let emulator = try BackgroundProcess(
+                herald,
+                [
+                    "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", directory.path + "/emulator",
+                    "--key-file", keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
+                ])
             try #require(try await emulator.waitFor("control API listening"), "\(emulator.printed)")
             let apns = try self.port(of: emulator, "emulator.environment=development")
             let control = try self.port(of: emulator, "control API listening")
 
             func serve() async throws -> (BackgroundProcess, Int) {
-                let process = try BackgroundProcess(herald, [
-                    "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path + "/serve",
-                    "--apns-host", "127.0.0.1", "--apns-port", "\(apns)", "--apns-ca-file", directory.path + "/emulator/ca.pem",
-                    "--lease-seconds", "30", "--log-level", "warning",
-                ])
+                let process = try BackgroundProcess(
+                    herald,
+                    [
+                        "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path + "/serve",
+                        "--apns-host", "127.0.0.1", "--apns-port", "\(apns)", "--apns-ca-file", directory.path + "/emulator/ca.pem",
+                        "--lease-seconds", "30", "--log-level", "warning",
+                    ])
                 try #require(try await process.waitFor("Herald listening on"), "\(process.printed)")
                 return (process, try self.port(of: process, "Herald listening on"))
             }
@@ -85,13 +91,17 @@ extension HeavyProcessTests {
 
             // Answers now take 1.5 s: the first batch is processed by the emulator but not yet
             // recorded by Herald when it dies.
-            _ = try await ProcessRunner.run("curl", [
-                "-s", "-X", "POST", "http://127.0.0.1:\(control)/v1/faults", "-d", #"{"type":"latency","milliseconds":1500,"persistent":true}"#,
-            ])
-            let sent = try await ProcessRunner.run("curl", [
-                "-s", "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-H", "authorization: Bearer \(admin)",
-                "-d", #"{"audience":"all","body":"to everyone"}"#,
-            ])
+            _ = try await ProcessRunner.run(
+                "curl",
+                [
+                    "-s", "-X", "POST", "http://127.0.0.1:\(control)/v1/faults", "-d", #"{"type":"latency","milliseconds":1500,"persistent":true}"#,
+                ])
+            let sent = try await ProcessRunner.run(
+                "curl",
+                [
+                    "-s", "-X", "POST", "http://127.0.0.1:\(port)/v1/apps/demo/notifications", "-H", "authorization: Bearer \(admin)",
+                    "-d", #"{"audience":"all","body":"to everyone"}"#,
+                ])
             let id = try #require(
                 (try JSONSerialization.jsonObject(with: Data(sent.standardOutput.utf8)) as? [String: Any])?["id"] as? String, "\(sent.standardOutput)"
             )
@@ -109,10 +119,14 @@ extension HeavyProcessTests {
             // The killed process's leases (30 s: its APNs deadline is half of that, far beyond what a
             // loaded machine needs) run out before the restarted one sends them again.
             for _ in 0..<1200 {
-                let status = try await ProcessRunner.run("curl", [
-                    "-s", "http://127.0.0.1:\(port)/v1/apps/demo/notifications/\(id)", "-H", "authorization: Bearer \(admin)",
-                ])
-                counts = ((try? JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8))) as? [String: Any])?["counts"] as? [String: Int] ?? [:]
+                let status = try await ProcessRunner.run(
+                    "curl",
+                    [
+                        "-s", "http://127.0.0.1:\(port)/v1/apps/demo/notifications/\(id)", "-H", "authorization: Bearer \(admin)",
+                    ])
+                counts =
+                    ((try? JSONSerialization.jsonObject(with: Data(status.standardOutput.utf8))) as? [String: Any])?["counts"] as? [String: Int]
+                    ?? [:]
                 if counts["pending"] == 0 { break }
                 try await Task.sleep(for: .milliseconds(100))
             }

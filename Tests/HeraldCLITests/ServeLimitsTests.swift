@@ -9,9 +9,11 @@ import Testing
     func maxConnectionsFlag() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-limits-cli")
         defer { directory.remove() }
-        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--max-connections", "1",
-        ])
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--max-connections", "1",
+            ])
         try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
         let port = try HeavyProcessTests.ServeCrashTests().port(of: server, "Herald listening on")
         // The first connection is answered (so the server counted it) and kept open; the second

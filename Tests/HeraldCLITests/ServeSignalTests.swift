@@ -17,10 +17,12 @@ import Testing
     func secondSignal() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-signal")
         defer { directory.remove() }
-        let server = try BackgroundProcess(BackgroundProcess.heraldExecutable, [
-            "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-            "--emulator-control-port", "0", "--lease-seconds", "600", "--apns-timeout-seconds", "300",
-        ])
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
+                "--emulator-control-port", "0", "--lease-seconds", "600", "--apns-timeout-seconds", "300",
+            ])
         try #require(try await server.waitFor("Built-in APNs emulator: control API"), "\(server.printed)")
         // The crash test already reads a port from what a process printed.
         let crashTests = HeavyProcessTests.ServeCrashTests()
@@ -30,13 +32,15 @@ import Testing
         let admin = try #require(lines.first { $0.hasPrefix("hk_") })
 
         _ = try await self.call("POST", api + "/v1/apps", key: admin, json: #"{"id":"demo","bundleId":"com.example.app"}"#)
-        let device = try await self.call("POST", control + "/v1/devices", json: #"{"bundleId":"com.example.app","environment":"development","kind":"device"}"#)
+        let device = try await self.call(
+            "POST", control + "/v1/devices", json: #"{"bundleId":"com.example.app","environment":"development","kind":"device"}"#)
         let token = try #require(device["token"] as? String)
         _ = try await self.call("PUT", api + "/v1/apps/demo/devices/\(token)", key: admin, json: #"{"environment":"sandbox"}"#)
         // The emulator answers ten minutes late: the delivery stays in flight until its 300 s APNs
         // timeout, however slowly this test gets to the signals on a loaded machine.
         _ = try await self.call("POST", control + "/v1/faults", json: #"{"type":"latency","milliseconds":600000,"count":1}"#)
-        let sent = try await self.call("POST", api + "/v1/apps/demo/notifications", key: admin, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Late"}"#)
+        let sent = try await self.call(
+            "POST", api + "/v1/apps/demo/notifications", key: admin, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Late"}"#)
         #expect(sent["deliveries"] as? Int == 1)
         var inFlight = false
         for _ in 0..<200 where !inFlight {
@@ -61,9 +65,12 @@ import Testing
         let directory = try TemporaryDirectory(prefix: "herald-options")
         defer { directory.remove() }
         for (lease, timeout) in [("20", "11"), ("60", "0")] {
-            let result = try await ProcessRunner.run(BackgroundProcess.heraldExecutable, [
-                "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--lease-seconds", lease, "--apns-timeout-seconds", timeout,
-            ])
+            let result = try await ProcessRunner.run(
+                BackgroundProcess.heraldExecutable,
+                [
+                    "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--lease-seconds", lease, "--apns-timeout-seconds",
+                    timeout,
+                ])
             #expect(result.exitCode == 64, "\(result.standardError)")
             #expect(result.standardError.contains("the APNs timeout must be at least 1 second and at most half the lease (\(lease) s)"))
         }

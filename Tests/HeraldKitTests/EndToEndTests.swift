@@ -7,6 +7,7 @@ import HeraldKit
 import HeraldServer
 import HeraldTesting
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -22,18 +23,22 @@ import FoundationNetworking
             let control = try #require(URL(string: "http://127.0.0.1:\(server.emulator?.controlPort ?? 0)"))
             let admin = try #require(server.initialAdminKey)
             _ = try await HeraldClientTests.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
-            let registerKey = try #require(try await HeraldClientTests.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
-            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await HeraldClientTests.backend(base, admin))
+            let registerKey = try #require(
+                try await HeraldClientTests.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+            let client = HeraldClient(
+                serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await HeraldClientTests.backend(base, admin))
 
             // Two phones of ann's: one with a key, one without.
             var tokens: [String] = []
             for _ in 0..<2 {
-                let device = try await HeraldClientTests.admin(control, "", "POST", "/v1/devices", #"{"bundleId":"com.example.app","environment":"development"}"#)
+                let device = try await HeraldClientTests.admin(
+                    control, "", "POST", "/v1/devices", #"{"bundleId":"com.example.app","environment":"development"}"#)
                 tokens.append(try #require(device["token"] as? String))
             }
             let privateKey = EncryptedPayload.PrivateKey.x25519(.init())
             try await client.register(
-                .device(try #require(PushToken.data(hex: tokens[0]))), DeviceDetails(environment: .sandbox, userID: "ann", encryptionKey: privateKey.publicKey)
+                .device(try #require(PushToken.data(hex: tokens[0]))),
+                DeviceDetails(environment: .sandbox, userID: "ann", encryptionKey: privateKey.publicKey)
             )
             try await client.register(.device(try #require(PushToken.data(hex: tokens[1]))), DeviceDetails(environment: .sandbox, userID: "ann"))
 
@@ -69,10 +74,13 @@ import FoundationNetworking
             #expect(await stranger.process(try NotificationContent(payload: carried)).title == "New message")
 
             // Herald keeps no plaintext once the deliveries are done.
-            let check = try await ProcessRunner.run("python3", [
-                "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select length(payload) from notifications where id=?', (sys.argv[2],)).fetchone()[0])",
-                directory.path + "/herald.sqlite", id,
-            ])
+            let check = try await ProcessRunner.run(
+                "python3",
+                [
+                    "-c",
+                    "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select length(payload) from notifications where id=?', (sys.argv[2],)).fetchone()[0])",
+                    directory.path + "/herald.sqlite", id,
+                ])
             #expect(check.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "0", "\(check.standardError)")
         }
     }

@@ -5,6 +5,7 @@ import HeraldKit
 import HeraldServer
 import HeraldTesting
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -51,7 +52,8 @@ import FoundationNetworking
             let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
             let admin = try #require(server.initialAdminKey)
             _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
-            let registerKey = try #require(try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+            let registerKey = try #require(
+                try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
             let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await Self.backend(base, admin))
 
             let phone = PushToken.device(Data((0..<32).map { UInt8($0) }))
@@ -77,7 +79,13 @@ import FoundationNetworking
             try await client.unregister(voip)  // already gone: not an error
             #expect((try await Self.admin(base, admin, "GET", "/v1/apps/demo/devices")["devices"] as? [Any])?.count == 3)
 
-            await #expect(throws: HeraldKitError(code: "bad_kind", status: 400, message: "kind must be one of device, voip, liveactivity, push-to-start, complication, fileprovider, location, pushtotalk, widgets, controls")) {
+            await #expect(
+                throws: HeraldKitError(
+                    code: "bad_kind", status: 400,
+                    message:
+                        "kind must be one of device, voip, liveactivity, push-to-start, complication, fileprovider, location, pushtotalk, widgets, controls"
+                )
+            ) {
                 try await client.register(.other(Data([1, 2, 3, 4]), kind: "pager"), details)
             }
             let other = HeraldClient(serverURL: base, appID: "elsewhere", registerKey: registerKey)

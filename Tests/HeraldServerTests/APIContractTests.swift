@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
-import HeraldCore
-@testable import HeraldServer
-import HeraldTesting
 import HTTPTypes
+import HeraldCore
+import HeraldTesting
 import Testing
+
+@testable import HeraldServer
 
 /// The API's contract: the OpenAPI document, the router and the operations table agree, and
 /// each error code has one status.
@@ -57,7 +58,9 @@ import Testing
         var codes = Set<String>()
         for target in ["HeraldCore", "HeraldServer", "HeraldSQLite", "HeraldPostgres"] {
             let folder = sources.appendingPathComponent(target)
-            let files = try #require(FileManager.default.enumerator(atPath: folder.path)).compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
+            let files = try #require(FileManager.default.enumerator(atPath: folder.path)).compactMap { $0 as? String }.filter {
+                $0.hasSuffix(".swift")
+            }
             for file in files {
                 let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
                 for match in text.matches(of: /code: "([a-z_A-Z]+)"/) { codes.insert(String(match.output.1)) }

@@ -26,7 +26,10 @@ import Testing
         func call(_ arguments: [String], _ path: String) async throws -> (status: Int, body: String, headers: String) {
             let headers = self.jar + ".headers"
             let result = try await ProcessRunner.run(
-                "curl", ["-s", "-S", "--max-time", "20", "-b", self.jar, "-c", self.jar, "-D", headers, "-o", "-", "-w", "\n%{http_code}"] + arguments + [self.base + path]
+                "curl",
+                ["-s", "-S", "--max-time", "20", "-b", self.jar, "-c", self.jar, "-D", headers, "-o", "-", "-w", "\n%{http_code}"] + arguments + [
+                    self.base + path
+                ]
             )
             var lines = result.standardOutput.split(separator: "\n", omittingEmptySubsequences: false)
             let status = Int(lines.popLast() ?? "") ?? 0
@@ -40,7 +43,9 @@ import Testing
         }
     }
 
-    @Test("sign-in takes admin keys only; the session cookie is HttpOnly and SameSite; forged cookies, missing CSRF tokens and revoked keys are refused")
+    @Test(
+        "sign-in takes admin keys only; the session cookie is HttpOnly and SameSite; forged cookies, missing CSRF tokens and revoked keys are refused"
+    )
     func sessions() async throws {
         try await self.server.withServer { context in
             let keys = try await self.server.setUp(context)
@@ -52,10 +57,12 @@ import Testing
             #expect(try await browser.post("/dashboard/login", [("key", keys.send)]).status == 401, "a send key is not enough")
             #expect(try await browser.post("/dashboard/login", [("key", "hk_nonsense")]).status == 401)
             // A second admin key, to revoke later.
-            let second = try #require(try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"admin","name":"ops"}"#).body["key"] as? String)
+            let second = try #require(
+                try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"admin","name":"ops"}"#).body["key"] as? String)
             let signedIn = try await browser.post("/dashboard/login", [("key", second)])
             #expect(signedIn.status == 303)
-            let cookie = signedIn.headers.split(separator: "\n").first { $0.lowercased().hasPrefix("set-cookie") }.map(String.init) ?? signedIn.headers
+            let cookie =
+                signedIn.headers.split(separator: "\n").first { $0.lowercased().hasPrefix("set-cookie") }.map(String.init) ?? signedIn.headers
             #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/dashboard"))
             let overview = try await browser.get("/dashboard")
             #expect(overview.status == 200 && overview.body.contains("<h1>Overview</h1>") && overview.body.contains("Sign out (ops)"))
@@ -64,11 +71,17 @@ import Testing
 
             // A state-changing form without (or with a wrong) CSRF token is refused and writes nothing.
             #expect(try await browser.post("/dashboard/apps/demo/webhooks", [("url", "https://example.com/a")]).status == 403)
-            #expect(try await browser.post("/dashboard/apps/demo/webhooks", [("url", "https://example.com/a"), ("csrf", (csrf.first == "0" ? "1" : "0") + csrf.dropFirst())]).status == 403)
+            #expect(
+                try await browser.post(
+                    "/dashboard/apps/demo/webhooks", [("url", "https://example.com/a"), ("csrf", (csrf.first == "0" ? "1" : "0") + csrf.dropFirst())]
+                ).status == 403)
             #expect((try await context.api.call("GET", "/v1/apps/demo/webhooks", key: context.admin).body["webhooks"] as? [Any])?.isEmpty == true)
-            let added = try await browser.post("/dashboard/apps/demo/webhooks", [("url", "https://example.com/a"), ("csrf", csrf), ("event.delivery.sent", "on")])
+            let added = try await browser.post(
+                "/dashboard/apps/demo/webhooks", [("url", "https://example.com/a"), ("csrf", csrf), ("event.delivery.sent", "on")])
             #expect(added.status == 200 && added.body.contains("whsec_"))
-            #expect((try await context.api.call("GET", "/v1/apps/demo/webhooks", key: context.admin).body["webhooks"] as? [[String: Any]])?.first?["events"] as? [String] == ["delivery.sent"])
+            #expect(
+                (try await context.api.call("GET", "/v1/apps/demo/webhooks", key: context.admin).body["webhooks"] as? [[String: Any]])?.first?[
+                    "events"] as? [String] == ["delivery.sent"])
             // Bad input in a form: explained, nothing written.
             let bad = try await browser.post("/dashboard/apps/demo/webhooks", [("url", "javascript:alert(1)"), ("csrf", csrf)])
             #expect(bad.status == 400 && bad.body.contains("role=\"alert\""))
@@ -77,7 +90,8 @@ import Testing
             // A tampered cookie is no session.
             let jar = try String(contentsOfFile: browser.jar, encoding: .utf8)
             let tampered = Browser(base: context.api.base, jar: directory.path + "/tampered")
-            try jar.replacingOccurrences(of: "herald_session\t", with: "herald_session\tX").write(toFile: tampered.jar, atomically: true, encoding: .utf8)
+            try jar.replacingOccurrences(of: "herald_session\t", with: "herald_session\tX").write(
+                toFile: tampered.jar, atomically: true, encoding: .utf8)
             #expect(try await tampered.get("/dashboard").status == 303)
 
             // Revoking the key ends its sessions.
@@ -95,20 +109,29 @@ import Testing
             defer { directory.remove() }
             // App "certs" (never sent to: its credentials would point at Apple): a certificate that
             // expires in 10 days for production, a token key for development.
-            #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"certs","bundleId":"com.example.certs"}"#).status == 201)
+            #expect(
+                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"certs","bundleId":"com.example.certs"}"#).status
+                    == 201)
             let key = directory.path + "/key.pem"
             let certificate = directory.path + "/cert.pem"
-            let made = try await ProcessRunner.run("openssl", [
-                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate,
-                "-days", "10", "-subj", "/CN=Apple Push Services: com.example.app",
-            ])
+            let made = try await ProcessRunner.run(
+                "openssl",
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate,
+                    "-days", "10", "-subj", "/CN=Apple Push Services: com.example.app",
+                ])
             try #require(made.exitCode == 0, "\(made.standardError)")
-            func jsonString(_ text: String) -> String { String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description }
-            let certificateBody = #"{"certificate":\#(jsonString(try String(contentsOfFile: certificate, encoding: .utf8))),"privateKey":\#(jsonString(try String(contentsOfFile: key, encoding: .utf8)))}"#
-            #expect(try await context.api.call("PUT", "/v1/apps/certs/credentials/production", key: context.admin, json: certificateBody).status == 204)
+            func jsonString(_ text: String) -> String {
+                String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description
+            }
+            let certificateBody =
+                #"{"certificate":\#(jsonString(try String(contentsOfFile: certificate, encoding: .utf8))),"privateKey":\#(jsonString(try String(contentsOfFile: key, encoding: .utf8)))}"#
+            #expect(
+                try await context.api.call("PUT", "/v1/apps/certs/credentials/production", key: context.admin, json: certificateBody).status == 204)
             let p8 = directory.path + "/AuthKey.p8"
             _ = try await ProcessRunner.run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", p8])
-            let tokenBody = #"{"keyId":"ABC123DEFG","teamId":"TEAM123456","privateKey":\#(jsonString(try String(contentsOfFile: p8, encoding: .utf8)))}"#
+            let tokenBody =
+                #"{"keyId":"ABC123DEFG","teamId":"TEAM123456","privateKey":\#(jsonString(try String(contentsOfFile: p8, encoding: .utf8)))}"#
             #expect(try await context.api.call("PUT", "/v1/apps/certs/credentials/development", key: context.admin, json: tokenBody).status == 204)
 
             let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
@@ -125,7 +148,8 @@ import Testing
             _ = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"production","userId":"<b>ann</b>"}"#
             )
-            let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Hi"}"#)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Hi"}"#)
             _ = try await self.server.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
             let device = try await browser.get("/dashboard/apps/demo/devices/\(token)")
             #expect(device.body.contains("BadDeviceToken"))
@@ -150,10 +174,12 @@ import Testing
             let escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
             let token = try await self.server.virtualDevice(context)
             let registered = try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"sandbox","userId":"\#(script)","tags":["\#(script)"]}"#
+                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send,
+                json: #"{"environment":"sandbox","userId":"\#(script)","tags":["\#(script)"]}"#
             )
             #expect(registered.status == 200 || registered.status == 201, "\(registered.body)")
-            let hook = try await context.api.call("POST", "/v1/apps/demo/webhooks", key: context.admin, json: #"{"url":"https://example.com/hook?\#(script)"}"#)
+            let hook = try await context.api.call(
+                "POST", "/v1/apps/demo/webhooks", key: context.admin, json: #"{"url":"https://example.com/hook?\#(script)"}"#)
             #expect(hook.status == 201, "\(hook.body)")
 
             let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
@@ -197,7 +223,8 @@ import Testing
                 let unchanged = try await browser.call(["-X", "GET", "-H", "If-None-Match: \(etag)"], "/dashboard/static/" + file)
                 #expect(unchanged.status == 304 && unchanged.body.isEmpty)
                 #expect(header("ETag", unchanged.headers) == etag)
-                #expect(try await browser.call(["-X", "GET", "-H", "If-None-Match: \"other\", W/\(etag)"], "/dashboard/static/" + file).status == 304)
+                #expect(
+                    try await browser.call(["-X", "GET", "-H", "If-None-Match: \"other\", W/\(etag)"], "/dashboard/static/" + file).status == 304)
                 let changed = try await browser.call(["-X", "GET", "-H", "If-None-Match: \"0000\""], "/dashboard/static/" + file)
                 #expect(changed.status == 200 && changed.body == first.body)
             }

@@ -1,6 +1,7 @@
+import Testing
+
 // SPDX-License-Identifier: Apache-2.0
 @testable import HeraldServer
-import Testing
 
 /// The engine's doorbell: idle workers wake at a ring, at their own timeout, or when cancelled,
 /// whoever else waits or rings. A wait that never ends fails the suite's time limit.

@@ -88,11 +88,14 @@ import Testing
                 let alive = try await self.server.virtualDevice(context)
                 let gone = try await self.server.virtualDevice(context)
                 for token in [alive, gone] {
-                    #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status == 200)
+                    #expect(
+                        try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
+                            .status == 200)
                 }
                 _ = try await context.control.call("POST", "/v1/devices/\(gone)/uninstall")
                 try await Task.sleep(for: .milliseconds(20))
-                let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"Hi"}"#)
+                let sent = try await context.api.call(
+                    "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"Hi"}"#)
                 let notification = try #require(sent.body["id"] as? String)
 
                 // The first POST is answered 500, the retry 200: the same events, signed each time.
@@ -109,16 +112,19 @@ import Testing
                 var events: [[String: Any]] = []
                 for request in requests {
                     let signature = try #require(request.headers["herald-signature"])
-                    let parts = Dictionary(uniqueKeysWithValues: signature.split(separator: ",").map { part in
-                        let pair = part.split(separator: "=", maxSplits: 1)
-                        return (String(pair[0]), String(pair[1]))
-                    })
+                    let parts = Dictionary(
+                        uniqueKeysWithValues: signature.split(separator: ",").map { part in
+                            let pair = part.split(separator: "=", maxSplits: 1)
+                            return (String(pair[0]), String(pair[1]))
+                        })
                     let timestamp = try #require(parts["t"].flatMap { Int64($0) })
                     #expect(abs(timestamp - Int64(Date().timeIntervalSince1970)) < 300)
-                    let expected = HMAC<SHA256>.authenticationCode(for: Array("\(timestamp).".utf8) + request.body, using: SymmetricKey(data: Array(secret.utf8)))
+                    let expected = HMAC<SHA256>.authenticationCode(
+                        for: Array("\(timestamp).".utf8) + request.body, using: SymmetricKey(data: Array(secret.utf8)))
                     #expect(parts["v1"] == expected.map { String(format: "%02x", $0) }.joined())
                     // A wrong secret does not verify.
-                    let forged = HMAC<SHA256>.authenticationCode(for: Array("\(timestamp).".utf8) + request.body, using: SymmetricKey(data: Array("whsec_wrong".utf8)))
+                    let forged = HMAC<SHA256>.authenticationCode(
+                        for: Array("\(timestamp).".utf8) + request.body, using: SymmetricKey(data: Array("whsec_wrong".utf8)))
                     #expect(parts["v1"] != forged.map { String(format: "%02x", $0) }.joined())
                     #expect(request.headers["herald-webhook-id"] == hookID)
                     let json = try #require(try JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any])
@@ -127,11 +133,14 @@ import Testing
                 #expect(requests.first?.body == requests.last?.body)
                 let last = try #require(try JSONSerialization.jsonObject(with: Data(requests.last!.body)) as? [String: Any])
                 let finalEvents = last["events"] as? [[String: Any]] ?? []
-                let kinds = finalEvents.map { "\($0["type"] as? String ?? "")/\(($0["token"] as? String ?? "") == alive ? "alive" : "gone")" }.sorted()
+                let kinds = finalEvents.map { "\($0["type"] as? String ?? "")/\(($0["token"] as? String ?? "") == alive ? "alive" : "gone")" }
+                    .sorted()
                 #expect(kinds == ["delivery.failed/gone", "delivery.sent/alive", "token.invalidated/gone"])
                 #expect(finalEvents.allSatisfy { $0["notificationId"] as? String == notification })
                 #expect(finalEvents.first { $0["type"] as? String == "delivery.failed" }?["reason"] as? String == "Unregistered")
-                let message = try #require((try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"] as? [[String: Any]])?.first)
+                let message = try #require(
+                    (try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"]
+                        as? [[String: Any]])?.first)
                 #expect(message["attempts"] as? Int == 2)
                 #expect(message["lastStatus"] as? Int == 200)
 
@@ -159,7 +168,9 @@ import Testing
             _ = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"Hi"}"#)
             var message: [String: Any] = [:]
             for _ in 0..<200 {
-                message = (try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"] as? [[String: Any]])?.first ?? [:]
+                message =
+                    (try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"]
+                    as? [[String: Any]])?.first ?? [:]
                 if message["state"] as? String == "expired" { break }
                 try await Task.sleep(for: .milliseconds(50))
             }
@@ -188,7 +199,9 @@ import Testing
             _ = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"Hi"}"#)
             var message: [String: Any] = [:]
             for _ in 0..<200 where (message["lastError"] as? String) == nil {
-                message = (try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"] as? [[String: Any]])?.first ?? [:]
+                message =
+                    (try await context.api.call("GET", "/v1/apps/demo/webhooks/\(hookID)/messages", key: context.admin).body["messages"]
+                    as? [[String: Any]])?.first ?? [:]
                 try await Task.sleep(for: .milliseconds(50))
             }
             #expect((message["lastError"] as? String ?? "").contains("internal address"), "\(message)")
@@ -202,7 +215,8 @@ import Testing
             #expect(try await context.api.call("GET", "/v1/apps/demo/events", key: keys.register).status == 403)
             #expect(try await context.api.call("GET", "/v1/apps/demo/events?types=delivery.nope", key: keys.send).status == 400)
             let stream = try BackgroundProcess(
-                "/usr/bin/env", ["curl", "-sN", "--max-time", "60", "-H", "authorization: Bearer \(keys.send)", context.api.base + "/v1/apps/demo/events"]
+                "/usr/bin/env",
+                ["curl", "-sN", "--max-time", "60", "-H", "authorization: Bearer \(keys.send)", context.api.base + "/v1/apps/demo/events"]
             )
             #expect(try await stream.waitFor(": herald delivery events", timeout: 20))
             let alive = try await self.server.virtualDevice(context)

@@ -16,25 +16,33 @@ extension ServerTests {
         try await self.withServer(driver: driver) { context in
             _ = try await self.setUp(context)
             let pem = P256.Signing.PrivateKey().pemRepresentation
-            let body = try String(decoding: JSONSerialization.data(withJSONObject: ["keyId": "ABC123DEFG", "teamId": "TEAM123456", "privateKey": pem, "restrictedTo": "production"]), as: UTF8.self)
+            let body = try String(
+                decoding: JSONSerialization.data(withJSONObject: [
+                    "keyId": "ABC123DEFG", "teamId": "TEAM123456", "privateKey": pem, "restrictedTo": "production",
+                ]), as: UTF8.self)
             #expect(try await context.api.call("PUT", "/v1/apps/demo/credentials/production", key: context.admin, json: body).status == 204)
             let listed = try await context.api.call("GET", "/v1/apps/demo/credentials", key: context.admin)
             let credentials = try #require(listed.body["credentials"] as? [[String: Any]], "\(listed)")
             #expect(credentials.count == 1)
             let first = try #require(credentials.first)
             #expect(first["environment"] as? String == "production" && first["kind"] as? String == "token")
-            #expect(first["keyId"] as? String == "ABC123DEFG" && first["teamId"] as? String == "TEAM123456" && first["restrictedTo"] as? String == "production")
+            #expect(
+                first["keyId"] as? String == "ABC123DEFG" && first["teamId"] as? String == "TEAM123456"
+                    && first["restrictedTo"] as? String == "production")
             #expect((first["updatedAt"] as? Int ?? 0) > 0)
             let text = String(describing: listed.body)
             #expect(!text.contains("PRIVATE KEY") && !text.contains(pem.split(separator: "\n")[1]), "no key material")
             #expect(code(try await context.api.call("DELETE", "/v1/apps/demo/credentials/staging", key: context.admin)) == "bad_environment")
             #expect(try await context.api.call("DELETE", "/v1/apps/demo/credentials/production", key: context.admin).status == 204)
             #expect(try await context.api.call("DELETE", "/v1/apps/demo/credentials/production", key: context.admin).status == 404)
-            #expect((try await context.api.call("GET", "/v1/apps/demo/credentials", key: context.admin).body["credentials"] as? [Any])?.isEmpty == true)
+            #expect(
+                (try await context.api.call("GET", "/v1/apps/demo/credentials", key: context.admin).body["credentials"] as? [Any])?.isEmpty == true)
         }
     }
 
-    @Test("a user's data is exported and erased by an admin key only, both audited; the erased user is no longer reached", arguments: StoreDriver.enabled)
+    @Test(
+        "a user's data is exported and erased by an admin key only, both audited; the erased user is no longer reached",
+        arguments: StoreDriver.enabled)
     func userErasure(driver: StoreDriver) async throws {
         try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
@@ -43,11 +51,13 @@ extension ServerTests {
             for (token, user) in [(ann, "ann"), (bob, "bob")] {
                 let bound = try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
-                    json: #"{"environment":"sandbox","tags":["news"],"userAssertion":"\#(try await self.assertion(context, send: keys.send, user: user))"}"#
+                    json:
+                        #"{"environment":"sandbox","tags":["news"],"userAssertion":"\#(try await self.assertion(context, send: keys.send, user: user))"}"#
                 )
                 #expect(bound.status == 200)
             }
-            let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"title":"Hi Ann"}"#)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"title":"Hi Ann"}"#)
             _ = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
 
             #expect(try await context.api.call("GET", "/v1/apps/demo/users/ann", key: keys.send).status == 403, "admin only")
@@ -59,7 +69,9 @@ extension ServerTests {
             #expect(deliveries.count == 1 && deliveries.first?["state"] as? String == "sent" && deliveries.first?["token"] as? String == ann)
 
             let erased = try await context.api.call("DELETE", "/v1/apps/demo/users/ann", key: context.admin)
-            #expect(erased.status == 200 && erased.body["devices"] as? Int == 1 && erased.body["deliveries"] as? Int == 1 && erased.body["notifications"] as? Int == 1, "\(erased)")
+            #expect(
+                erased.status == 200 && erased.body["devices"] as? Int == 1 && erased.body["deliveries"] as? Int == 1
+                    && erased.body["notifications"] as? Int == 1, "\(erased)")
             let after = try await context.api.call("GET", "/v1/apps/demo/users/ann", key: context.admin)
             #expect((after.body["devices"] as? [Any])?.isEmpty == true && (after.body["deliveries"] as? [Any])?.isEmpty == true)
             #expect(try await context.api.call("GET", "/v1/apps/demo/devices/\(bob)", key: keys.send).status == 200, "bob stays")
@@ -68,7 +80,8 @@ extension ServerTests {
             let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(try #require(sent.body["id"] as? String))", key: keys.send)
             #expect((status.body["counts"] as? [String: Int])?["sent"] == 1)
             #expect(!String(describing: status.body).contains(ann))
-            let news = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tags":["news"]},"title":"News"}"#)
+            let news = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tags":["news"]},"title":"News"}"#)
             #expect(news.body["deliveries"] as? Int == 1, "only bob is left to reach")
 
             let audit = try await context.api.call("GET", "/v1/audit?app=demo", key: context.admin)
@@ -82,31 +95,44 @@ extension ServerTests {
         }
     }
 
-    @Test("deleting an app removes it and every row of it while another app's notification is delivered; its keys stop working", arguments: StoreDriver.enabled)
+    @Test(
+        "deleting an app removes it and every row of it while another app's notification is delivered; its keys stop working",
+        arguments: StoreDriver.enabled)
     func appDeletion(driver: StoreDriver) async throws {
         try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
             // Many devices (unknown to the emulator: their deliveries fail and invalidate them), tags, a notification.
             for n in 1...40 {
                 let token = String(repeating: "0", count: 62) + String(format: "%02x", n)
-                #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"sandbox","tags":["t\#(n % 3)"]}"#).status == 200)
+                #expect(
+                    try await context.api.call(
+                        "PUT", "/v1/apps/demo/devices/\(token)", key: keys.send, json: #"{"environment":"sandbox","tags":["t\#(n % 3)"]}"#
+                    ).status == 200)
             }
             let big = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","title":"All"}"#)
             _ = try await self.settled(context, key: keys.send, id: try #require(big.body["id"] as? String, "\(big)"))
 
-            #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status == 201)
-            let device = try #require(try await context.control.call(
-                "POST", "/v1/devices", json: #"{"bundleId":"com.example.other","environment":"development","kind":"device"}"#
-            ).body["token"] as? String)
-            #expect(try await context.api.call("PUT", "/v1/apps/other/devices/\(device)", key: context.admin, json: #"{"environment":"sandbox"}"#).status == 200)
+            #expect(
+                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status
+                    == 201)
+            let device = try #require(
+                try await context.control.call(
+                    "POST", "/v1/devices", json: #"{"bundleId":"com.example.other","environment":"development","kind":"device"}"#
+                ).body["token"] as? String)
+            #expect(
+                try await context.api.call("PUT", "/v1/apps/other/devices/\(device)", key: context.admin, json: #"{"environment":"sandbox"}"#).status
+                    == 200)
 
             async let deleted = context.api.call("DELETE", "/v1/apps/demo", key: context.admin)
-            let sent = try await context.api.call("POST", "/v1/apps/other/notifications", key: context.admin, json: #"{"audience":"all","title":"Still here"}"#)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/other/notifications", key: context.admin, json: #"{"audience":"all","title":"Still here"}"#)
             #expect(sent.body["deliveries"] as? Int == 1)
             #expect(try await deleted.status == 204)
             var received = false
             for _ in 0..<200 where !received {
-                received = try await self.inbox(context, device).contains { ($0["payload"] as? [String: Any]).map { String(describing: $0).contains("Still here") } ?? false }
+                received = try await self.inbox(context, device).contains {
+                    ($0["payload"] as? [String: Any]).map { String(describing: $0).contains("Still here") } ?? false
+                }
                 if !received { try await Task.sleep(for: .milliseconds(50)) }
             }
             #expect(received, "the other app's notification was delivered")

@@ -30,7 +30,8 @@ extension ServerTests {
             let armed = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":503,"count":1}"#)
             #expect(armed.status == 201 || armed.status == 200, "\(armed.body)")
             _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":429,"count":1}"#)
-            let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"body":"again"}"#)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"body":"again"}"#)
             let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
             let delivery = try #require((status["deliveries"] as? [[String: Any]])?.first)
             #expect(delivery["state"] as? String == "sent")
@@ -38,7 +39,8 @@ extension ServerTests {
             #expect(try await self.inboxCount(context, token) == 1, "delivered once")
 
             _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"BadCollapseId","count":1}"#)
-            let refused = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"body":"no"}"#)
+            let refused = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"body":"no"}"#)
             let final = try await self.settled(context, key: keys.send, id: try #require(refused.body["id"] as? String))
             let failed = try #require((final["deliveries"] as? [[String: Any]])?.first)
             #expect(failed["state"] as? String == "failed")
@@ -55,7 +57,8 @@ extension ServerTests {
             let token = try await self.registeredDevice(context, keys)
             var ids: [String] = []
             for body in ["one", "two"] {
-                let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"\#(body)"}"#)
+                let sent = try await context.api.call(
+                    "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"\#(body)"}"#)
                 ids.append(try #require(sent.body["id"] as? String))
                 _ = try await self.settled(context, key: keys.send, id: ids.last!)
                 try await Task.sleep(for: .milliseconds(5))

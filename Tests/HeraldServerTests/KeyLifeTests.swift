@@ -6,12 +6,15 @@ import Testing
 
 /// API keys with a life: an expiry, the time of their last use, and rotation with an overlap.
 extension ServerTests {
-    @Test("a key expires; rotation gives a new key while the old one works through the overlap; keys show their last use", arguments: StoreDriver.enabled)
+    @Test(
+        "a key expires; rotation gives a new key while the old one works through the overlap; keys show their last use",
+        arguments: StoreDriver.enabled)
     func keyLife(driver: StoreDriver) async throws {
         try await self.withServer(driver: driver) { context in
             _ = try await self.setUp(context)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let past = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"demo","expiresAt":\#(now - 1000)}"#)
+            let past = try await context.api.call(
+                "POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"demo","expiresAt":\#(now - 1000)}"#)
             #expect(past.status == 400 && (past.body["error"] as? [String: Any])?["code"] as? String == "bad_expiresAt")
 
             let made = try await context.api.call(
@@ -26,7 +29,9 @@ extension ServerTests {
             #expect(rotated.status == 201, "\(rotated.body)")
             let new = try #require((rotated.body["key"] as? [String: Any])?["key"] as? String)
             let previous = try #require(rotated.body["previous"] as? [String: Any])
-            #expect((previous["expiresAt"] as? Int64).map { $0 <= now + 3_600_000 && $0 >= now + 590_000 } == true, "the overlap shortens the old expiry: \(previous)")
+            #expect(
+                (previous["expiresAt"] as? Int64).map { $0 <= now + 3_600_000 && $0 >= now + 590_000 } == true,
+                "the overlap shortens the old expiry: \(previous)")
             #expect(try await context.api.call("GET", "/v1/apps/demo/devices", key: old).status == 200)
             #expect(try await context.api.call("GET", "/v1/apps/demo/devices", key: new).status == 200)
             #expect(try await context.api.call("GET", "/v1/apps", key: new).status == 403, "the same scope as the old one")

@@ -42,7 +42,8 @@ import Testing
             let keys = try await self.server.setUp(context)
             var ids: Set<String> = []
             for n in 0..<12 {
-                let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"\#(n)"}"#)
+                let sent = try await context.api.call(
+                    "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"\#(n)"}"#)
                 #expect(sent.status == 202)
                 ids.insert(try #require(sent.body["id"] as? String))
             }
@@ -82,7 +83,9 @@ import Testing
 
             // A virtual device's three deliveries, two a page.
             let token = try await self.server.virtualDevice(context)
-            #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status == 200)
+            #expect(
+                try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status
+                    == 200)
             for n in 0..<3 {
                 let sent = try await context.api.call(
                     "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"body":"\#(n)"}"#
@@ -95,7 +98,8 @@ import Testing
         }
     }
 
-    @Test("a send that could never be sent is refused with 400 and writes nothing; a token send counts unknown tokens", arguments: StoreDriver.enabled)
+    @Test(
+        "a send that could never be sent is refused with 400 and writes nothing; a token send counts unknown tokens", arguments: StoreDriver.enabled)
     func sendChecks(driver: StoreDriver) async throws {
         let clock = EmulatorClock(fixedAt: 1_800_000_000)
         let now: Int64 = 1_800_000_000

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import CoreMetrics
 import Foundation
 import HeraldCore
-import HeraldServer
 import HeraldSQLite
+import HeraldServer
 import HeraldTesting
-import Testing
 import Prometheus
-import CoreMetrics
+import Testing
 
 /// `herald serve` through its real HTTP API on a real socket, a real SQLite file, and the
 /// built-in emulator's virtual devices.
@@ -58,10 +58,12 @@ import CoreMetrics
     ) async throws -> Result {
         guard driver == .sqlite else {
             return try await PostgresTestDatabase.with { database in
-                try await self.withServer(clock: clock, configure: { configuration in
-                    configuration.database = database.url
-                    configure(&configuration)
-                }, body)
+                try await self.withServer(
+                    clock: clock,
+                    configure: { configuration in
+                        configuration.database = database.url
+                        configure(&configuration)
+                    }, body)
             }
         }
         let directory = try TemporaryDirectory(prefix: "herald-serve")
@@ -81,7 +83,8 @@ import CoreMetrics
 
     /// Creates app `demo` and returns a register key and a send key for it.
     func setUp(_ context: Context) async throws -> (register: String, send: String) {
-        #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"demo","bundleId":"com.example.app"}"#).status == 201)
+        #expect(
+            try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"demo","bundleId":"com.example.app"}"#).status == 201)
         let register = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"register","appId":"demo"}"#)
         let send = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"demo"}"#)
         #expect(try await context.api.call("POST", "/v1/apps/demo/user-secret", key: context.admin).status == 201)
@@ -119,7 +122,8 @@ import CoreMetrics
             let token = try await self.virtualDevice(context)
             let registered = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
-                json: #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
+                json:
+                    #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
             )
             #expect(registered.status == 200)
             #expect(registered.body["userId"] as? String == "ann")
@@ -149,13 +153,18 @@ import CoreMetrics
     )
     func doorbell(driver: StoreDriver) async throws {
         // Polling every hour: only the doorbell can make this delivery, or this shutdown, quick.
-        try await self.withServer(driver: driver, configure: { configuration in
-            configuration.engine.pollInterval = .seconds(3600)
-            configuration.engine.workers = 8
-        }) { context in
+        try await self.withServer(
+            driver: driver,
+            configure: { configuration in
+                configuration.engine.pollInterval = .seconds(3600)
+                configuration.engine.workers = 8
+            }
+        ) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
-            #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status == 200)
+            #expect(
+                try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#).status
+                    == 200)
             let sent = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Now"}"#
             )
@@ -204,7 +213,8 @@ import CoreMetrics
             }
             let sent = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send,
-                json: #"{"audience":"all","kinds":[\#(kinds.map { "\"\($0.herald)\"" }.joined(separator: ","))],"aps":{"content-available":1,"timestamp":1,"event":"update","content-state":{}}}"#
+                json:
+                    #"{"audience":"all","kinds":[\#(kinds.map { "\"\($0.herald)\"" }.joined(separator: ","))],"aps":{"content-available":1,"timestamp":1,"event":"update","content-state":{}}}"#
             )
             #expect(sent.body["deliveries"] as? Int == kinds.count)
             let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
@@ -248,7 +258,10 @@ import CoreMetrics
                 // method, path, body, expected status per key (nil = no key)
                 ("POST", "/v1/apps", #"{"id":"other","bundleId":"com.example.other"}"#, [nil: 401, keys.register: 403, keys.send: 403]),
                 ("GET", "/v1/apps", nil, [nil: 401, keys.register: 403, keys.send: 403, context.admin: 200]),
-                ("PUT", "/v1/apps/demo/devices/\(token)", device, [nil: 401, "hk_0000000000000000_" + String(repeating: "0", count: 64): 401, keys.register: 200, keys.send: 200]),
+                (
+                    "PUT", "/v1/apps/demo/devices/\(token)", device,
+                    [nil: 401, "hk_0000000000000000_" + String(repeating: "0", count: 64): 401, keys.register: 200, keys.send: 200]
+                ),
                 ("GET", "/v1/apps/demo/devices", nil, [nil: 401, keys.register: 403, keys.send: 200, context.admin: 200]),
                 ("POST", "/v1/apps/demo/notifications", note, [nil: 401, keys.register: 403, keys.send: 202]),
                 ("POST", "/v1/keys", #"{"scope":"admin"}"#, [keys.register: 403, keys.send: 403]),
@@ -266,7 +279,9 @@ import CoreMetrics
                 }
             }
             // A key for one app cannot touch another.
-            #expect(try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status == 201)
+            #expect(
+                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status
+                    == 201)
             #expect(try await context.api.call("PUT", "/v1/apps/other/devices/\(token)", key: keys.register, json: device).status == 403)
         }
     }
@@ -285,19 +300,37 @@ import CoreMetrics
                 ("POST", "/v1/apps/demo/notifications", #"{"body":"x"}"#, 400, "missing_audience"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":{"users":[]},"body":"x"}"#, 400, "bad_audience"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","priority":10}"#, 422, "bad_priority"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","collapseId":"\#(String(repeating: "c", count: 65))"}"#, 400, "bad_collapse_id"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","data":{"x":"\#(String(repeating: "y", count: 5000))"}}"#, 422, "payload_too_large"),
+                (
+                    "POST", "/v1/apps/demo/notifications", #"{"audience":"all","collapseId":"\#(String(repeating: "c", count: 65))"}"#, 400,
+                    "bad_collapse_id"
+                ),
+                (
+                    "POST", "/v1/apps/demo/notifications", #"{"audience":"all","data":{"x":"\#(String(repeating: "y", count: 5000))"}}"#, 422,
+                    "payload_too_large"
+                ),
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKey":"AAAA","publicKeyType":"x25519"}"#, 400, "bad_public_key"),
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKey":"not base64","publicKeyType":"p256"}"#, 400, "bad_public_key"),
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"publicKeyType":"x25519"}"#, 400, "bad_public_key"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":"yes"}"#, 400, "bad_encrypt"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","contentAvailable":true,"encrypt":true}"#, 422, "encrypt_not_allowed"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":true,"placeholder":{"title":1}}"#, 400, "bad_placeholder"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","encrypt":true,"data":{"x":"\#(String(repeating: "y", count: 3000))"}}"#, 422, "payload_too_large"),
+                (
+                    "POST", "/v1/apps/demo/notifications", #"{"audience":"all","pushType":"background","contentAvailable":true,"encrypt":true}"#, 422,
+                    "encrypt_not_allowed"
+                ),
+                (
+                    "POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","encrypt":true,"placeholder":{"title":1}}"#, 400,
+                    "bad_placeholder"
+                ),
+                (
+                    "POST", "/v1/apps/demo/notifications",
+                    #"{"audience":"all","encrypt":true,"data":{"x":"\#(String(repeating: "y", count: 3000))"}}"#, 422, "payload_too_large"
+                ),
                 // A field Herald does not know is refused, at any depth, and so is one given twice.
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","titel":"x","body":"y"}"#, 400, "unknown_field"),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":{"tokenz":["abcd"]},"body":"y"}"#, 400, "unknown_field"),
-                ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","placeholder":{"subtitle":"s"},"encrypt":true}"#, 400, "unknown_field"),
+                (
+                    "POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","placeholder":{"subtitle":"s"},"encrypt":true}"#, 400,
+                    "unknown_field"
+                ),
                 ("POST", "/v1/apps/demo/notifications", #"{"audience":"all","body":"x","body":"y"}"#, 400, "duplicate_field"),
                 ("PUT", "/v1/apps/demo/devices/abcd", #"{"userID":"ann"}"#, 400, "unknown_field"),
                 // Nothing to show and no background update.
@@ -320,7 +353,8 @@ import CoreMetrics
             #expect((misspelt.body["error"] as? [String: Any])?["message"] as? String == "unknown field 'audience.tokenz'")
             // A background update has nothing to show and is accepted.
             let background = try await context.api.call(
-                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["abcd"]},"pushType":"background","contentAvailable":true}"#
+                "POST", "/v1/apps/demo/notifications", key: keys.send,
+                json: #"{"audience":{"tokens":["abcd"]},"pushType":"background","contentAvailable":true}"#
             )
             #expect(background.status == 202, "\(background.body)")
             let devices = try await context.api.call("GET", "/v1/apps/demo/devices", key: keys.send)
@@ -402,7 +436,9 @@ import CoreMetrics
                 let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: keys.send)
                 var result: [String: String] = [:]
                 for delivery in status.body["deliveries"] as? [[String: Any]] ?? [] {
-                    if let zone = tokens.first(where: { $0.value == delivery["token"] as? String })?.key { result[zone] = delivery["state"] as? String }
+                    if let zone = tokens.first(where: { $0.value == delivery["token"] as? String })?.key {
+                        result[zone] = delivery["state"] as? String
+                    }
                 }
                 return result
             }

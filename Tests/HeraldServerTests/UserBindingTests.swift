@@ -50,15 +50,18 @@ extension ServerTests {
             #expect(try await self.userDevices(context, keys.send, "ann") == [ann], "nothing was bound to ann but her phone")
 
             // An anonymous device is allowed and still reached by "all"; ann's sends reach only ann.
-            #expect(try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(attacker)", key: keys.register, json: #"{"environment":"sandbox","tags":["news"]}"#
-            ).status == 200)
+            #expect(
+                try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(attacker)", key: keys.register, json: #"{"environment":"sandbox","tags":["news"]}"#
+                ).status == 200)
             let secret = try await context.api.call(
-                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"users":["ann"]},"title":"Your bank code","body":"123456"}"#
+                "POST", "/v1/apps/demo/notifications", key: keys.send,
+                json: #"{"audience":{"users":["ann"]},"title":"Your bank code","body":"123456"}"#
             )
             #expect(secret.body["deliveries"] as? Int == 1)
             _ = try await self.settled(context, key: keys.send, id: try #require(secret.body["id"] as? String))
-            let everyone = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"hello all"}"#)
+            let everyone = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"hello all"}"#)
             #expect(everyone.body["deliveries"] as? Int == 2)
             _ = try await self.settled(context, key: keys.send, id: try #require(everyone.body["id"] as? String))
             let stolen = try await self.inbox(context, attacker)
@@ -72,9 +75,10 @@ extension ServerTests {
                 "PUT", "/v1/apps/demo/devices/\(attacker)", key: keys.register, json: #"{"environment":"sandbox","tags":["vip"]}"#
             )
             #expect(vip.status == 403 && (vip.body["error"] as? [String: Any])?["code"] as? String == "tag_protected")
-            #expect(try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(ann)", key: keys.send, json: #"{"environment":"sandbox","userId":"ann","tags":["vip"]}"#
-            ).status == 200)
+            #expect(
+                try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(ann)", key: keys.send, json: #"{"environment":"sandbox","userId":"ann","tags":["vip"]}"#
+                ).status == 200)
             let refreshed = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(ann)", key: keys.register, json: #"{"environment":"sandbox","userId":"ann","tags":["news"]}"#
             )
@@ -86,7 +90,9 @@ extension ServerTests {
         }
     }
 
-    @Test("forged, expired, too long, wrong-app and malformed assertions are refused with their own code and write nothing", arguments: StoreDriver.enabled)
+    @Test(
+        "forged, expired, too long, wrong-app and malformed assertions are refused with their own code and write nothing",
+        arguments: StoreDriver.enabled)
     func badAssertions(driver: StoreDriver) async throws {
         try await self.withServer(driver: driver) { context in
             let keys = try await self.setUp(context)
@@ -113,9 +119,10 @@ extension ServerTests {
             #expect(try await context.server.store.device(appID: "demo", token: token) == nil, "nothing was written")
             // The same secret, well used, binds; a rotated secret leaves the old assertions worthless.
             let good = UserAssertion(appID: "demo", userID: "ann", expiresAt: now + 300).signed(secret: secret)
-            #expect(try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userAssertion":"\#(good)"}"#
-            ).status == 200)
+            #expect(
+                try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userAssertion":"\#(good)"}"#
+                ).status == 200)
             #expect(try await context.api.call("POST", "/v1/apps/demo/user-secret", key: context.admin).status == 201)
             let other = try await self.virtualDevice(context)
             let stale = try await context.api.call(
@@ -128,9 +135,10 @@ extension ServerTests {
             #expect(try await context.api.call("PATCH", "/v1/apps/demo", key: keys.send, json: #"{"userVerification":false}"#).status == 403)
             let off = try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"userVerification":false}"#)
             #expect(off.body["userVerification"] as? Bool == false)
-            #expect(try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(other)", key: keys.register, json: #"{"environment":"sandbox","userId":"bob"}"#
-            ).status == 200)
+            #expect(
+                try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(other)", key: keys.register, json: #"{"environment":"sandbox","userId":"bob"}"#
+                ).status == 200)
         }
     }
 }

@@ -62,15 +62,18 @@ import Testing
         let policy = ClaimPolicy(limit: 100)
         // Room for all of it: the same chunk, its next attempt.
         #expect(
-            policy.reclaim(found: 30, lastFound: 80, through: 90, attempts: 1, cancelled: false, claimed: 50) == .claim(through: 90, attempts: 2, split: false)
+            policy.reclaim(found: 30, lastFound: 80, through: 90, attempts: 1, cancelled: false, claimed: 50)
+                == .claim(through: 90, attempts: 2, split: false)
         )
         // As many found as there is room for: claimed through the last found, the rest split off.
         #expect(
-            policy.reclaim(found: 50, lastFound: 80, through: 90, attempts: 2, cancelled: false, claimed: 50) == .claim(through: 80, attempts: 3, split: true)
+            policy.reclaim(found: 50, lastFound: 80, through: 90, attempts: 2, cancelled: false, claimed: 50)
+                == .claim(through: 80, attempts: 3, split: true)
         )
         // …unless the last found is the chunk's own end.
         #expect(
-            policy.reclaim(found: 50, lastFound: 90, through: 90, attempts: 2, cancelled: false, claimed: 50) == .claim(through: 90, attempts: 3, split: false)
+            policy.reclaim(found: 50, lastFound: 90, through: 90, attempts: 2, cancelled: false, claimed: 50)
+                == .claim(through: 90, attempts: 3, split: false)
         )
         #expect(policy.reclaim(found: 0, lastFound: nil, through: 90, attempts: 1, cancelled: false, claimed: 0) == .end(recordCancelled: false))
         #expect(policy.reclaim(found: nil, lastFound: nil, through: 90, attempts: 1, cancelled: false, claimed: 0) == .end(recordCancelled: false))
@@ -89,7 +92,8 @@ import Testing
     func publicKeys() {
         func claimed(_ id: Int64, device: Int64, sealed: Bool) -> ClaimedDelivery {
             ClaimedDelivery(
-                id: id, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: .alert, topic: "com.example",
+                id: id, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: .alert,
+                topic: "com.example",
                 priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1, placeholder: sealed ? Array("{}".utf8) : nil
             )
         }

@@ -2,10 +2,11 @@
 import APNSModels
 import Foundation
 import HeraldCore
-@testable import HeraldPostgres
 import HeraldSQLite
 import HeraldTesting
 import Testing
+
+@testable import HeraldPostgres
 
 /// Data governance, on every driver: an app deleted chunk by chunk, credentials as metadata, a
 /// user's data exported and erased.
@@ -50,7 +51,9 @@ import Testing
         }
     }
 
-    @Test("erasing a user: devices gone, tokens scrubbed from deliveries (counts kept) and webhook messages, plaintext only they got emptied; audited", arguments: Driver.enabled)
+    @Test(
+        "erasing a user: devices gone, tokens scrubbed from deliveries (counts kept) and webhook messages, plaintext only they got emptied; audited",
+        arguments: Driver.enabled)
     func erase(driver: Driver) async throws {
         try await driver.withStore { store in
             let ann = [try self.token(0xA1), try self.token(0xA2)].map(\.hex)
@@ -62,9 +65,11 @@ import Testing
             try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{"alert":"for ann only"}}"#, now: 20) { claimed in
                 claimed.token == ann[1] ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
-            try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
+            try await store.createWebhook(
+                Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
             try await store.enqueueWebhookMessages(
-                [WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"},{"token":"\#(bob)"}]"#.utf8), events: 2)], now: 30, expiresAt: 10_000
+                [WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"},{"token":"\#(bob)"}]"#.utf8), events: 2)], now: 30,
+                expiresAt: 10_000
             )
 
             let before = try await store.userData(appID: "demo", userID: "ann")
@@ -92,9 +97,13 @@ import Testing
             #expect(try await self.rows(store, "invalidations") == 0)
 
             let audit = try await store.auditRecords(appID: "demo", limit: 10)
-            #expect(audit.map(\.action) == ["user.erase"] && audit.first?.keyID == "hk_admin" && audit.first?.subject == "ann" && audit.first?.at == 40)
+            #expect(
+                audit.map(\.action) == ["user.erase"] && audit.first?.keyID == "hk_admin" && audit.first?.subject == "ann" && audit.first?.at == 40)
             #expect(try await store.auditRecords(appID: "other", limit: 10).isEmpty)
-            #expect(try await store.eraseUser(appID: "demo", userID: "ann", audit: AuditRecord(at: 50, keyID: nil, action: "user.erase", appID: "demo", subject: "ann")) == UserErasure())
+            #expect(
+                try await store.eraseUser(
+                    appID: "demo", userID: "ann", audit: AuditRecord(at: 50, keyID: nil, action: "user.erase", appID: "demo", subject: "ann"))
+                    == UserErasure())
         }
     }
 
@@ -104,7 +113,11 @@ import Testing
             try await store.setCredential(appID: "demo", environment: .development, sealed: [1], now: 5)
             try await store.setCredential(appID: "demo", environment: .production, sealed: [2], now: 6)
             let listed = try await store.credentialRecords(appID: "demo")
-            #expect(listed == [CredentialRecord(environment: .development, sealed: [1], updatedAt: 5), CredentialRecord(environment: .production, sealed: [2], updatedAt: 6)])
+            #expect(
+                listed == [
+                    CredentialRecord(environment: .development, sealed: [1], updatedAt: 5),
+                    CredentialRecord(environment: .production, sealed: [2], updatedAt: 6),
+                ])
             #expect(try await store.deleteCredential(appID: "demo", environment: .development))
             #expect(try await !store.deleteCredential(appID: "demo", environment: .development))
             #expect(try await store.credentials(appID: "demo").keys.sorted { $0.rawValue < $1.rawValue } == [.production])
@@ -125,15 +138,18 @@ import Testing
 
             let devices = 600
             for n in 1...devices {
-                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1000 + n), userID: "u\(n % 50)", tags: ["t\(n % 3)", "all"]), now: 2)
+                _ = try await store.register(
+                    appID: "demo", DeviceRegistration(token: try self.token(1000 + n), userID: "u\(n % 50)", tags: ["t\(n % 3)", "all"]), now: 2)
             }
             try await self.sendAndRecord(store, id: "big", .all, now: 10) { claimed in
                 claimed.token.hasSuffix("7") ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
             try await store.setCredential(appID: "demo", environment: .production, sealed: [9], now: 3)
             try await store.createAPIKey(id: "hk_demo", hash: [1], scope: .send, appID: "demo", name: nil, now: 3)
-            try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
-            try await store.enqueueWebhookMessages((0..<20).map { _ in WebhookMessage(webhookID: "wh", body: [0x7B, 0x7D], events: 1) }, now: 30, expiresAt: 10_000)
+            try await store.createWebhook(
+                Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
+            try await store.enqueueWebhookMessages(
+                (0..<20).map { _ in WebhookMessage(webhookID: "wh", body: [0x7B, 0x7D], events: 1) }, now: 30, expiresAt: 10_000)
             #expect(try await self.rows(store, "deliveries") == Int64(devices))
             #expect(try await self.rows(store, "invalidations") > 0)
 
@@ -184,7 +200,8 @@ import Testing
         // Enough of ann's devices side by side that whole pages hold only hers and are freed by the erasure.
         let ann = try (0..<120).map { try self.token(0xA11CE000 + $0).hex }
         for (n, token) in ann.enumerated() {
-            _ = try await store.register(appID: "demo", DeviceRegistration(token: try DeviceToken(hex: token), userID: "ann", tags: ["t\(n)"]), now: 1)
+            _ = try await store.register(
+                appID: "demo", DeviceRegistration(token: try DeviceToken(hex: token), userID: "ann", tags: ["t\(n)"]), now: 1)
         }
         // Neighbours on the same pages, so that the erased rows sit among rows that stay.
         for n in 1...200 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), userID: "u\(n)"), now: 1) }
@@ -193,7 +210,8 @@ import Testing
         }
         try await self.sendAndRecord(store, id: "ann", .users(["ann"]), payload: #"{"aps":{"alert":"secret for ann"}}"#, now: 20)
         try await store.createWebhook(Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
-        try await store.enqueueWebhookMessages([WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"}]"#.utf8), events: 1)], now: 30, expiresAt: 10_000)
+        try await store.enqueueWebhookMessages(
+            [WebhookMessage(webhookID: "wh", body: Array(#"[{"token":"\#(ann[0])"}]"#.utf8), events: 1)], now: 30, expiresAt: 10_000)
 
         func found() throws -> [String] {
             var hits: [String] = []
@@ -207,7 +225,8 @@ import Testing
         try await store.database.checkpoint()
         #expect(try found().count == ann.count + 1, "the check sees the tokens and the plaintext while they are there")
 
-        _ = try await store.eraseUser(appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: nil, action: "user.erase", appID: "demo", subject: "ann"))
+        _ = try await store.eraseUser(
+            appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: nil, action: "user.erase", appID: "demo", subject: "ann"))
         #expect(try found() == [], "the erasure checkpoints by itself")
         #expect(try await store.database.checkpoint(), "no reader held the checkpoint back")
         #expect(try found() == [])

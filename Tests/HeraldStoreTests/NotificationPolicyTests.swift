@@ -38,11 +38,20 @@ import Testing
             NotificationSummary(id: "n", appID: "demo", createdAt: 0, scheduledAt: 0, audienceSize: audience, expanding: expanding, cancelledAt: nil)
         }
         let rows: [DeliveryState: Int] = [.sent: 3, .pending: 1]
-        #expect(NotificationPolicy.counts(rows, created: 4, summary: summary(expanding: true, audience: 10), chunksInFlight: 0) == [.sent: 3, .pending: 7])
-        #expect(NotificationPolicy.counts(rows, created: 4, summary: summary(expanding: false, audience: 10), chunksInFlight: 1) == [.sent: 3, .pending: 7])
+        #expect(
+            NotificationPolicy.counts(rows, created: 4, summary: summary(expanding: true, audience: 10), chunksInFlight: 0) == [
+                .sent: 3, .pending: 7,
+            ])
+        #expect(
+            NotificationPolicy.counts(rows, created: 4, summary: summary(expanding: false, audience: 10), chunksInFlight: 1) == [
+                .sent: 3, .pending: 7,
+            ])
         #expect(NotificationPolicy.counts(rows, created: 4, summary: summary(expanding: false, audience: 10), chunksInFlight: 0) == rows)
         // Devices registered since acceptance can make more rows than the audience counted.
-        #expect(NotificationPolicy.counts([.sent: 5], created: 5, summary: summary(expanding: true, audience: 4), chunksInFlight: 0) == [.sent: 5, .pending: 0])
+        #expect(
+            NotificationPolicy.counts([.sent: 5], created: 5, summary: summary(expanding: true, audience: 4), chunksInFlight: 0) == [
+                .sent: 5, .pending: 0,
+            ])
     }
 
     @Test("a local-time delivery is due at its device's own time, never before the notification's scheduled time")

@@ -94,7 +94,9 @@ import Testing
         try await driver.withStore { store in
             var ids: [Int64] = []
             for n in 1...30 {
-                ids.append(try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), tags: n % 3 == 0 ? ["third"] : []), now: 1).id)
+                ids.append(
+                    try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), tags: n % 3 == 0 ? ["third"] : []), now: 1)
+                        .id)
             }
             func walk(_ query: DeviceQuery) async throws -> [Int64] {
                 var query = query
@@ -141,7 +143,8 @@ import Testing
             try await store.createWebhook(
                 Webhook(id: "wh_a", appID: "demo", url: "https://example.com/a", sealedSecret: [1], types: [.failed], createdAt: 5)
             )
-            try await store.enqueueWebhookMessages((0..<7).map { WebhookMessage(webhookID: "wh_a", body: [0x7B, 0x7D], events: $0 + 1) }, now: 10, expiresAt: 10_000)
+            try await store.enqueueWebhookMessages(
+                (0..<7).map { WebhookMessage(webhookID: "wh_a", body: [0x7B, 0x7D], events: $0 + 1) }, now: 10, expiresAt: 10_000)
             var messages: [WebhookMessageRecord] = []
             beforeID = nil
             for _ in 0..<1_000 {
@@ -162,7 +165,10 @@ import Testing
             _ = try await self.send(store, id: "probe", now: 3, audience: .tokens([try self.token(4).hex]))
             let claimed = try await store.claimDeliveries(limit: 10, now: 4, leaseMilliseconds: 1_000)
             try await store.record(
-                claimed.map { DeliveryResult($0, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1) },
+                claimed.map {
+                    DeliveryResult(
+                        $0, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1)
+                },
                 now: 5
             )
             let listed = try [1, 2, 4, 5, 6, 2, 6].map { try self.token($0).hex }

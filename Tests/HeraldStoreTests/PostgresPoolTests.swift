@@ -1,8 +1,9 @@
-// SPDX-License-Identifier: Apache-2.0
-@testable import HeraldPostgres
 import HeraldTesting
 import PostgresNIO
 import Testing
+
+// SPDX-License-Identifier: Apache-2.0
+@testable import HeraldPostgres
 
 /// Herald's PostgreSQL pool settings against a real server.
 @Suite struct PostgresPoolTests {

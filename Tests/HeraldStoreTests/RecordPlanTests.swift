@@ -31,9 +31,13 @@ import Testing
             DeliveryResult(self.claimed(1, chunk: 7), outcome: .sent(apnsID: "a"), latencyMilliseconds: 3),
             DeliveryResult(self.claimed(2), outcome: .retry(status: 429, reason: "TooManyRequests", retryAt: 99), latencyMilliseconds: 4),
             DeliveryResult(self.claimed(3), outcome: .sent(apnsID: nil), latencyMilliseconds: 5),
-            DeliveryResult(self.claimed(4, chunk: 7), outcome: .retry(status: 500, reason: "InternalServerError", retryAt: 99), latencyMilliseconds: 6),
-            DeliveryResult(self.claimed(5, chunk: 8), outcome: .failed(status: 400, reason: "BadTopic", invalidate: false, timestamp: nil), latencyMilliseconds: 7),
-            DeliveryResult(self.claimed(6), outcome: .failed(status: 400, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 8),
+            DeliveryResult(
+                self.claimed(4, chunk: 7), outcome: .retry(status: 500, reason: "InternalServerError", retryAt: 99), latencyMilliseconds: 6),
+            DeliveryResult(
+                self.claimed(5, chunk: 8), outcome: .failed(status: 400, reason: "BadTopic", invalidate: false, timestamp: nil),
+                latencyMilliseconds: 7),
+            DeliveryResult(
+                self.claimed(6), outcome: .failed(status: 400, reason: "BadDeviceToken", invalidate: true, timestamp: nil), latencyMilliseconds: 8),
             DeliveryResult(deliveryID: 9, outcome: .sent(apnsID: "b"), latencyMilliseconds: 9),
         ]
         var rows = Rows()
@@ -78,9 +82,13 @@ import Testing
     @Test("a chunk delivery's failure that invalidates its device is kept for the device alone; only an applied outcome invalidates")
     func invalidation() throws {
         let results = [
-            DeliveryResult(self.claimed(1, chunk: 7), outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 5), latencyMilliseconds: 1),
-            DeliveryResult(self.claimed(2), outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 5), latencyMilliseconds: 1),
-            DeliveryResult(self.claimed(3), outcome: .failed(status: 400, reason: "BadTopic", invalidate: false, timestamp: nil), latencyMilliseconds: 1),
+            DeliveryResult(
+                self.claimed(1, chunk: 7), outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 5),
+                latencyMilliseconds: 1),
+            DeliveryResult(
+                self.claimed(2), outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 5), latencyMilliseconds: 1),
+            DeliveryResult(
+                self.claimed(3), outcome: .failed(status: 400, reason: "BadTopic", invalidate: false, timestamp: nil), latencyMilliseconds: 1),
             DeliveryResult(self.claimed(4), outcome: .retry(status: nil, reason: "timeout", retryAt: 9), latencyMilliseconds: 1),
         ]
         var rows = Rows()

@@ -14,7 +14,9 @@ import Testing
             let before = try SecretBox(masterKey: old)
             try await store.setCredential(appID: "demo", environment: .production, sealed: try before.seal(Array("credential".utf8)), now: 1)
             try await store.createWebhook(
-                Webhook(id: "wh_1", appID: "demo", url: "https://example.com", sealedSecret: try before.seal(Array("webhook".utf8)), types: [.failed], createdAt: 1)
+                Webhook(
+                    id: "wh_1", appID: "demo", url: "https://example.com", sealedSecret: try before.seal(Array("webhook".utf8)), types: [.failed],
+                    createdAt: 1)
             )
             var app = try #require(try await store.app("demo"))
             app.security.sealedUserSecret = try before.seal(Array("user".utf8))
@@ -51,7 +53,8 @@ import Testing
                 _ = try await store.register(appID: "demo", DeviceRegistration(token: token, userID: "ann", tags: ["vip"]), authority: app, now: 2)
             }
             #expect(refusedTag?.code == "tag_protected")
-            let kept = try await store.register(appID: "demo", DeviceRegistration(token: token, userID: "ann", tags: ["sports"]), authority: app, now: 3)
+            let kept = try await store.register(
+                appID: "demo", DeviceRegistration(token: token, userID: "ann", tags: ["sports"]), authority: app, now: 3)
             #expect(kept.registration.userID == "ann" && kept.registration.tags == ["sports", "vip"])
             let stored = try #require(try await store.device(appID: "demo", token: token.hex))
             #expect(stored.registration.tags.sorted() == ["sports", "vip"], "the protected tag is stored, not only answered")

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import HeraldCore
-@testable import HeraldPostgres
 import HeraldSQLite
 import HeraldTesting
 import Logging
 import Testing
+
+@testable import HeraldPostgres
 
 typealias Driver = StoreDriver
 
@@ -40,17 +41,17 @@ extension StoreDriver {
     )
     func postgresMigrations() async throws {
         try await PostgresTestDatabase.with { database in
-        let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
-            for _ in 0..<3 {
-                group.addTask { try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { try await $0.migrate() } }
+            let applied = try await withThrowingTaskGroup(of: [Int].self) { group in
+                for _ in 0..<3 {
+                    group.addTask { try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { try await $0.migrate() } }
+                }
+                var all: [Int] = []
+                for try await versions in group { all += versions }
+                return all
             }
-            var all: [Int] = []
-            for try await versions in group { all += versions }
-            return all
-        }
-        #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
-        #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3,4,5,6,7")
-        #expect(PostgresStore.schemaVersion == 7)
+            #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
+            #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3,4,5,6,7")
+            #expect(PostgresStore.schemaVersion == 7)
         }
     }
 
@@ -62,7 +63,8 @@ extension StoreDriver {
     @Test("registering is an idempotent upsert that moves the token to the new user and replaces its tags", arguments: Driver.enabled)
     func upsert(driver: Driver) async throws {
         try await driver.withStore { store async throws in
-            let first = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["a", "b"]), now: 10)
+            let first = try await store.register(
+                appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["a", "b"]), now: 10)
             let again = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "bob", tags: ["c"]), now: 20)
             #expect(first.id == again.id)
             #expect(again.registration.userID == "bob")
@@ -81,9 +83,11 @@ extension StoreDriver {
     func expansion(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann", tags: ["news", "sport"]), now: 1)
-            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), kind: .voip, userID: "ann", tags: ["news"]), now: 1)
             _ = try await store.register(
-                appID: "demo", DeviceRegistration(token: try self.token(3, bytes: 80), kind: .liveActivity, userID: "bob", activityID: "game-1"), now: 1)
+                appID: "demo", DeviceRegistration(token: try self.token(2), kind: .voip, userID: "ann", tags: ["news"]), now: 1)
+            _ = try await store.register(
+                appID: "demo", DeviceRegistration(token: try self.token(3, bytes: 80), kind: .liveActivity, userID: "bob", activityID: "game-1"),
+                now: 1)
             func send(_ audience: Audience, pushType: PushType? = nil) async throws -> Int {
                 let spec = NotificationSpec(audience: audience, pushType: pushType, payload: Array(#"{"aps":{}}"#.utf8))
                 return try await store.createNotification(appID: "demo", id: UUIDText.random(), bundleID: "com.example.app", spec, now: 5).deliveries
@@ -105,7 +109,9 @@ extension StoreDriver {
         }
     }
 
-    @Test("an audience is expanded chunk by chunk into leased deliveries, from the devices there at acceptance; cancelling stops it", arguments: Driver.enabled)
+    @Test(
+        "an audience is expanded chunk by chunk into leased deliveries, from the devices there at acceptance; cancelling stops it",
+        arguments: Driver.enabled)
     func chunks(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             for n in 1...25 {
@@ -158,11 +164,14 @@ extension StoreDriver {
             #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
             let bob = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), userID: "bob"), now: 3)
             #expect(bob.id != ann.id)
-            #expect(try await store.claimDeliveries(limit: 10, now: 1000, leaseMilliseconds: 1000).isEmpty, "ann's device is gone; bob was never in it")
+            #expect(
+                try await store.claimDeliveries(limit: 10, now: 1000, leaseMilliseconds: 1000).isEmpty, "ann's device is gone; bob was never in it")
         }
     }
 
-    @Test("retention deletes finished deliveries older than the cutoff, in batches, and then their empty notifications; never pending ones", arguments: Driver.enabled)
+    @Test(
+        "retention deletes finished deliveries older than the cutoff, in batches, and then their empty notifications; never pending ones",
+        arguments: Driver.enabled)
     func retention(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             for n in 1...5 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
@@ -172,7 +181,10 @@ extension StoreDriver {
             // Four sent long ago, one still pending (a retry).
             try await store.record(
                 claimed.dropFirst().map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
-                    + [DeliveryResult(claimed[0], outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)],
+                    + [
+                        DeliveryResult(
+                            claimed[0], outcome: .retry(status: 503, reason: "ServiceUnavailable", retryAt: 99_999), latencyMilliseconds: 1)
+                    ],
                 now: 20
             )
             _ = try await store.createNotification(appID: "demo", id: "new", bundleID: "com.example.app", spec, now: 5000)
@@ -205,10 +217,14 @@ extension StoreDriver {
         try await driver.withStore { store async throws in
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1)), now: 100)
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2)), now: 300)
-            _ = try await store.createNotification(appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
+            _ = try await store.createNotification(
+                appID: "demo", id: "n", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8)), now: 400)
             let claimed = try await store.claimDeliveries(limit: 10, now: 400, leaseMilliseconds: 1000)
             let recorded = try await store.record(
-                claimed.map { DeliveryResult($0, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3) },
+                claimed.map {
+                    DeliveryResult(
+                        $0, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: 200), latencyMilliseconds: 3)
+                },
                 now: 401
             )
             #expect(recorded.applied == Set(claimed.map(\.id)))
@@ -261,7 +277,8 @@ extension StoreDriver {
             for n in 1...600 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
             // Scheduled: it fires once, however many claim when its time comes.
             _ = try await store.createNotification(
-                appID: "demo", id: "all", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8), scheduledAt: 20), now: 10)
+                appID: "demo", id: "all", bundleID: "com.example.app", NotificationSpec(audience: .all, payload: Array("{}".utf8), scheduledAt: 20),
+                now: 10)
             #expect(try await store.claimDeliveries(limit: 50, now: 19, leaseMilliseconds: 60_000).isEmpty, "not yet")
             let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
                 for _ in 0..<4 {
@@ -324,7 +341,9 @@ extension StoreDriver {
         }
     }
 
-    @Test("an end-to-end encrypted notification reaches only keyed devices, with their keys; its plaintext is kept while any is pending", arguments: Driver.enabled)
+    @Test(
+        "an end-to-end encrypted notification reaches only keyed devices, with their keys; its plaintext is kept while any is pending",
+        arguments: Driver.enabled)
     func encrypted(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             let key = Array(repeating: UInt8(7), count: 32)
@@ -350,12 +369,15 @@ extension StoreDriver {
         }
     }
 
-    @Test("an encrypted broadcast's plaintext is forgotten when its chunk, claimed again after its lease, finds its devices gone", arguments: Driver.enabled)
+    @Test(
+        "an encrypted broadcast's plaintext is forgotten when its chunk, claimed again after its lease, finds its devices gone",
+        arguments: Driver.enabled)
     func encryptedChunkEmptied(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             let key = Array(repeating: UInt8(7), count: 32)
             for n in 1...3 {
-                _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), publicKey: key, publicKeyType: "x25519"), now: 1)
+                _ = try await store.register(
+                    appID: "demo", DeviceRegistration(token: try self.token(n), publicKey: key, publicKeyType: "x25519"), now: 1)
             }
             let secret = Array(#"{"secret":2}"#.utf8)
             var spec = NotificationSpec(audience: .all, payload: secret)
@@ -403,7 +425,8 @@ extension StoreDriver {
             let first = try await self.broadcastClaimed(store, devices: 6)
             #expect(first.count == 6 && Set(first.compactMap(\.chunk)).count == 1 && Set(first.map(\.id)).count == 6)
             // Two recorded, then the process "dies": the other four wait for the lease.
-            let recorded = try await store.record(first.prefix(2).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 20)
+            let recorded = try await store.record(
+                first.prefix(2).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 20)
             #expect(recorded.applied == Set(first.prefix(2).map(\.id)))
             #expect(try await store.claimDeliveries(limit: 10, now: 500, leaseMilliseconds: 1000).isEmpty, "still leased")
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 2, .pending: 4])
@@ -416,7 +439,9 @@ extension StoreDriver {
             #expect(Set(resent.map(\.deviceID)) == Set(first.suffix(4).map(\.deviceID)), "only the devices without a delivery")
             #expect(Set(resent.map(\.id)).isDisjoint(with: first.map(\.id)), "new ids for the new attempt")
             // The first attempt's late answers are fenced out; the new ones count.
-            #expect(try await store.record(first.suffix(4).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1020).applied.isEmpty)
+            #expect(
+                try await store.record(first.suffix(4).map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1020)
+                    .applied.isEmpty)
             let current = try await store.record(resent.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1030)
             #expect(current.applied == Set(resent.map(\.id)))
             let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
@@ -446,7 +471,8 @@ extension StoreDriver {
             let sent = try #require(byID[claimed[0].id])
             #expect(sent.state == .sent && sent.apnsID == odd && sent.reason == nil && sent.status == 200 && sent.latencyMilliseconds == 7)
             let failed = try #require(byID[claimed[1].id])
-            #expect(failed.state == .failed && failed.reason == odd && failed.apnsID == nil && failed.status == 400 && failed.latencyMilliseconds == 8)
+            #expect(
+                failed.state == .failed && failed.reason == odd && failed.apnsID == nil && failed.status == 400 && failed.latencyMilliseconds == 8)
             let bare = try #require(byID[claimed[2].id])
             #expect(bare.state == .sent && bare.apnsID == nil && bare.token == claimed[2].token && bare.attempts == 1 && bare.updatedAt == 20)
         }
@@ -466,7 +492,9 @@ extension StoreDriver {
             let second = try await store.claimDeliveries(limit: 10, now: 1030, leaseMilliseconds: 1000)
             #expect(second.count == 2 && second.allSatisfy { $0.attempts == 1 && $0.notificationID == "m" })
             // The first claim's late answers change nothing, the second chunk included.
-            #expect(try await store.record(first.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1040).applied.isEmpty)
+            #expect(
+                try await store.record(first.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1040).applied
+                    .isEmpty)
             #expect(try await store.notification(appID: "demo", id: "m", deliveryLimit: 10)?.counts == [.pending: 2])
             let current = try await store.record(second.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }, now: 1050)
             #expect(current.applied == Set(second.map(\.id)))
@@ -524,7 +552,10 @@ extension StoreDriver {
             #expect(lateSent.applied.isEmpty)
             // A late 410 neither ends the delivery nor touches the device: the newer claim answers for both.
             let lateGone = try await store.record(
-                [DeliveryResult(first, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1)],
+                [
+                    DeliveryResult(
+                        first, outcome: .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil), latencyMilliseconds: 1)
+                ],
                 now: 1035)
             #expect(lateGone == RecordedOutcomes())
             #expect(try await store.device(appID: "demo", token: try self.token(1).hex)?.active == true)
@@ -555,14 +586,17 @@ extension StoreDriver {
             #expect(try await store.claimWebhookMessages(limit: 10, now: 20, leaseMilliseconds: 50).isEmpty, "its messages went with it")
             // Messages for a webhook deleted meanwhile are dropped; the others' are kept.
             try await store.enqueueWebhookMessages(
-                [WebhookMessage(webhookID: "wh_a", body: [0x31], events: 1), WebhookMessage(webhookID: "wh_b", body: [0x32], events: 1)], now: 30, expiresAt: 100
+                [WebhookMessage(webhookID: "wh_a", body: [0x31], events: 1), WebhookMessage(webhookID: "wh_b", body: [0x32], events: 1)], now: 30,
+                expiresAt: 100
             )
             #expect(try await store.claimWebhookMessages(limit: 10, now: 30, leaseMilliseconds: 50).map(\.body) == [[0x32]])
             await #expect(throws: (any Error).self) { try await store.createWebhook(self.webhook("wh_b")) }
         }
     }
 
-    @Test("webhook messages: claimed under a lease, due again when it runs out, fenced records, delivered or expired, then pruned", arguments: Driver.enabled)
+    @Test(
+        "webhook messages: claimed under a lease, due again when it runs out, fenced records, delivered or expired, then pruned",
+        arguments: Driver.enabled)
     func webhookOutbox(driver: Driver) async throws {
         try await driver.withStore { store in
             try await store.createWebhook(self.webhook("wh_a"))
@@ -575,16 +609,21 @@ extension StoreDriver {
             let second = try await store.claimWebhookMessages(limit: 5, now: 30, leaseMilliseconds: 100)
             #expect(second.count == 1, "leased ones are not claimed twice")
             // Message 0 acknowledged; message 1's lease (to 120) runs out unanswered; message 2's (to 130) has not.
-            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[0].id, attempt: 1, delivered: true, status: 204, error: nil, retryAt: nil)], now: 40)
+            try await store.recordWebhookAttempts(
+                [WebhookAttempt(messageID: first[0].id, attempt: 1, delivered: true, status: 204, error: nil, retryAt: nil)], now: 40)
             let again = try await store.claimWebhookMessages(limit: 5, now: 125, leaseMilliseconds: 100)
             #expect(again.map(\.id) == [first[1].id] && again.first?.attempt == 2)
             // The first claim's late answer changes nothing; the second's counts.
-            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[1].id, attempt: 1, delivered: true, status: 200, error: nil, retryAt: nil)], now: 140)
-            try await store.recordWebhookAttempts([WebhookAttempt(messageID: first[1].id, attempt: 2, delivered: false, status: 500, error: "answered 500", retryAt: 500)], now: 150)
-            try await store.recordWebhookAttempts([WebhookAttempt(messageID: second[0].id, attempt: 1, delivered: false, status: nil, error: "gave up", retryAt: nil)], now: 160)
+            try await store.recordWebhookAttempts(
+                [WebhookAttempt(messageID: first[1].id, attempt: 1, delivered: true, status: 200, error: nil, retryAt: nil)], now: 140)
+            try await store.recordWebhookAttempts(
+                [WebhookAttempt(messageID: first[1].id, attempt: 2, delivered: false, status: 500, error: "answered 500", retryAt: 500)], now: 150)
+            try await store.recordWebhookAttempts(
+                [WebhookAttempt(messageID: second[0].id, attempt: 1, delivered: false, status: nil, error: "gave up", retryAt: nil)], now: 160)
             let records = try await store.webhookMessages(webhookID: "wh_a", limit: 10)
             #expect(records.map(\.state) == [.expired, .pending, .delivered])
-            #expect(records[1].lastStatus == 500 && records[1].lastError == "answered 500" && records[1].nextAttemptAt == 500 && records[1].attempts == 2)
+            #expect(
+                records[1].lastStatus == 500 && records[1].lastError == "answered 500" && records[1].nextAttemptAt == 500 && records[1].attempts == 2)
             #expect(records[2].deliveredAt == 40 && records[2].events == 1)
             #expect(try await store.claimWebhookMessages(limit: 5, now: 499, leaseMilliseconds: 100).isEmpty, "not before its retry time")
             #expect(try await store.claimWebhookMessages(limit: 5, now: 500, leaseMilliseconds: 100).count == 1)
@@ -597,7 +636,8 @@ extension StoreDriver {
     func webhookConcurrentClaims(driver: Driver) async throws {
         try await driver.withStore { store in
             try await store.createWebhook(self.webhook("wh_a"))
-            try await store.enqueueWebhookMessages((0..<200).map { _ in WebhookMessage(webhookID: "wh_a", body: [0x7B, 0x7D], events: 1) }, now: 10, expiresAt: 10_000)
+            try await store.enqueueWebhookMessages(
+                (0..<200).map { _ in WebhookMessage(webhookID: "wh_a", body: [0x7B, 0x7D], events: 1) }, now: 10, expiresAt: 10_000)
             let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
                 for _ in 0..<4 {
                     group.addTask {

@@ -84,9 +84,15 @@ struct JSONParser {
         case UInt8(ascii: "\""):
             let string = try self.string(build: build)
             return build ? .string(string) : .null
-        case UInt8(ascii: "t"): try self.literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try self.literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try self.literal("null"); return .null
+        case UInt8(ascii: "t"):
+            try self.literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try self.literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try self.literal("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try self.number(build: build)
         default: throw self.error("unexpected character")
         }
@@ -267,9 +273,18 @@ struct JSONParser {
         var minimum: UInt32
         var scalar: UInt32
         switch lead {
-        case 0xC2...0xDF: length = 2; minimum = 0x80; scalar = UInt32(lead & 0x1F)
-        case 0xE0...0xEF: length = 3; minimum = 0x800; scalar = UInt32(lead & 0x0F)
-        case 0xF0...0xF4: length = 4; minimum = 0x10000; scalar = UInt32(lead & 0x07)
+        case 0xC2...0xDF:
+            length = 2
+            minimum = 0x80
+            scalar = UInt32(lead & 0x1F)
+        case 0xE0...0xEF:
+            length = 3
+            minimum = 0x800
+            scalar = UInt32(lead & 0x0F)
+        case 0xF0...0xF4:
+            length = 4
+            minimum = 0x10000
+            scalar = UInt32(lead & 0x07)
         default: throw self.error("invalid UTF-8")
         }
         guard self.index + length <= self.buffer.count else { throw self.error("truncated UTF-8") }

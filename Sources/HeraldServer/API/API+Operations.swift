@@ -1,7 +1,7 @@
+import HTTPTypes
 // SPDX-License-Identifier: Apache-2.0
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 
 /// Every operation the API serves, with every status it can answer. `openapi.yaml` must list
 /// exactly these routes and statuses (a test compares the two and the router's own route list),

@@ -39,7 +39,8 @@ extension DeviceResponse: OmitsNilFields {
             token: r.token.hex, kind: r.kind.rawValue, environment: r.environment.apiName, userId: r.userID, tags: r.tags, locale: r.locale,
             timeZone: r.timeZone, appVersion: r.appVersion, platform: r.platform, activityId: r.activityID, attributesType: r.attributesType,
             active: device.active, createdAt: device.createdAt, lastRegisteredAt: device.lastRegisteredAt, invalidatedAt: device.invalidatedAt,
-            invalidationReason: device.invalidationReason, publicKeyType: r.publicKeyType, publicKey: r.publicKey.map { Data($0).base64EncodedString() },
+            invalidationReason: device.invalidationReason, publicKeyType: r.publicKeyType,
+            publicKey: r.publicKey.map { Data($0).base64EncodedString() },
             invalidations: invalidations?.map { .init(reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, at: $0.at, applied: $0.applied) }
         )
     }

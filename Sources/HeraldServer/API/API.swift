@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
+import HTTPTypes
 import HeraldAPI
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 import NIOCore
 import Prometheus
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import HTTPTypes
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 import NIOCore
 
 /// Decodes request bodies into the API's `Codable` types, strictly: at most ``API/bodyLimit``

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
+import HTTPTypes
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 import Synchronization
 
 /// Reads `Authorization: Bearer hk_<id>_<secret>` once per request: a known, unrevoked key whose

@@ -69,7 +69,9 @@ struct DevicesController {
 
     @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
         let app = try context.requireApp()
-        guard let device = try await self.store.device(appID: app.id, token: try Validate.token(context).hex) else { throw HeraldError.notFound("device") }
+        guard let device = try await self.store.device(appID: app.id, token: try Validate.token(context).hex) else {
+            throw HeraldError.notFound("device")
+        }
         return DeviceResponse(device, invalidations: try await self.store.invalidations(appID: app.id, deviceID: device.id))
     }
 
@@ -114,7 +116,8 @@ struct DevicesController {
             do {
                 try EncryptedPayload.validate(EncryptedPayload.PublicKey(type: type, data: bytes))
             } catch {
-                throw HeraldError.invalid("publicKey is not a valid \(type) public key (x25519: 32 raw bytes; p256: 65 bytes X9.63)", code: "bad_public_key")
+                throw HeraldError.invalid(
+                    "publicKey is not a valid \(type) public key (x25519: 32 raw bytes; p256: 65 bytes X9.63)", code: "bad_public_key")
             }
             publicKey = Array(bytes)
         } else if publicKeyType != nil {
@@ -123,7 +126,8 @@ struct DevicesController {
         let registration = DeviceRegistration(
             token: token, kind: kind, environment: environment, userID: try Validate.text(body.userId, "userId"), tags: tags,
             locale: try Validate.text(body.locale, "locale", limit: 35), timeZone: try Validate.text(body.timeZone, "timeZone", limit: 64),
-            appVersion: try Validate.text(body.appVersion, "appVersion", limit: 64), platform: try Validate.text(body.platform, "platform", limit: 32),
+            appVersion: try Validate.text(body.appVersion, "appVersion", limit: 64),
+            platform: try Validate.text(body.platform, "platform", limit: 32),
             activityID: try Validate.text(body.activityId, "activityId"), attributesType: try Validate.text(body.attributesType, "attributesType"),
             publicKey: publicKey, publicKeyType: publicKey == nil ? nil : publicKeyType
         )

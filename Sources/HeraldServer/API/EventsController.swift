@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import HTTPTypes
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 import NIOCore
 
 /// `GET /v1/apps/{app}/events` (send keys): the app's delivery events as server-sent events.
@@ -37,10 +37,12 @@ enum EventStream {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-            try await write(&writer)
-            try await writer.finish(nil)
-        })
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                try await write(&writer)
+                try await writer.finish(nil)
+            })
     }
 
     /// Writes `items` as server-sent events (`render` gives each one's text, nil to skip it),

@@ -68,7 +68,8 @@ struct GovernanceController {
             throw HeraldError.notFound("\(environment.apiName) credentials of app '\(app.id)'")
         }
         try await self.store.addAudit(
-            AuditRecord(at: self.clock.nowMilliseconds, keyID: context.key?.id, action: "credentials.delete", appID: app.id, subject: environment.apiName)
+            AuditRecord(
+                at: self.clock.nowMilliseconds, keyID: context.key?.id, action: "credentials.delete", appID: app.id, subject: environment.apiName)
         )
         return Response(status: .noContent)
     }
@@ -77,7 +78,8 @@ struct GovernanceController {
     @Sendable func exportUser(_ request: Request, context: APIRequestContext) async throws -> UserDataResponse {
         let app = try context.requireApp()
         let user = try Self.userID(context)
-        try await self.store.addAudit(AuditRecord(at: self.clock.nowMilliseconds, keyID: context.key?.id, action: "user.export", appID: app.id, subject: user))
+        try await self.store.addAudit(
+            AuditRecord(at: self.clock.nowMilliseconds, keyID: context.key?.id, action: "user.export", appID: app.id, subject: user))
         let data = try await self.store.userData(appID: app.id, userID: user)
         return UserDataResponse(
             userId: user,
@@ -105,7 +107,10 @@ struct GovernanceController {
         let limit = request.uri.queryParameters.get("limit").flatMap(Int.init) ?? 100
         guard (1...1000).contains(limit) else { throw HeraldError.invalid("limit is 1 to 1000", code: "bad_limit") }
         let records = try await self.store.auditRecords(appID: appID, limit: limit)
-        return AuditList(records: records.map { AuditRecordResponse(id: $0.id, at: $0.at, keyId: $0.keyID, action: $0.action, appId: $0.appID, subject: $0.subject) })
+        return AuditList(
+            records: records.map {
+                AuditRecordResponse(id: $0.id, at: $0.at, keyId: $0.keyID, action: $0.action, appId: $0.appID, subject: $0.subject)
+            })
     }
 
     static func userID(_ context: APIRequestContext) throws -> String {

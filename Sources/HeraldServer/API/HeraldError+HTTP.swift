@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
-import HeraldAPI
-import Logging
-public import HeraldCore
-public import Hummingbird
 import HTTPTypes
+import HeraldAPI
+package import HeraldCore
+package import Hummingbird
+import Logging
 import NIOCore
 
 /// The one place where an error code becomes an HTTP status: each code has exactly one.
@@ -39,9 +39,9 @@ extension HeraldError: HTTPResponseError {
         }
     }
 
-    public var status: HTTPResponse.Status { Self.status(forCode: self.code) }
+    package var status: HTTPResponse.Status { Self.status(forCode: self.code) }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
         API.json(self.status, (try? JSONValueEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? .null)
     }
 }

@@ -27,10 +27,13 @@ struct KeysController {
         guard (0...30 * 86_400).contains(overlap) else { throw HeraldError.invalid("overlapSeconds is 0 to 2592000", code: "bad_overlapSeconds") }
         try Self.checkExpiry(body.expiresAt, now: now)
         let secret = APIKeySecret.generate()
-        guard let old = try await self.store.rotateAPIKey(
-            replacing: id, id: secret.id, hash: secret.hash, expiresAt: body.expiresAt, overlapUntil: now + overlap * 1000, now: now
-        ) else { throw HeraldError.notFound("API key '\(id)'") }
-        return Answer(.created, RotatedKey(key: CreatedKey(id: secret.id, key: secret.token, scope: old.scope.rawValue), previous: APIKeyResponse(old)))
+        guard
+            let old = try await self.store.rotateAPIKey(
+                replacing: id, id: secret.id, hash: secret.hash, expiresAt: body.expiresAt, overlapUntil: now + overlap * 1000, now: now
+            )
+        else { throw HeraldError.notFound("API key '\(id)'") }
+        return Answer(
+            .created, RotatedKey(key: CreatedKey(id: secret.id, key: secret.token, scope: old.scope.rawValue), previous: APIKeyResponse(old)))
     }
 
     static func checkExpiry(_ expiresAt: Int64?, now: Int64) throws {
@@ -51,7 +54,8 @@ struct KeysController {
         try Self.checkExpiry(body.expiresAt, now: self.clock.nowMilliseconds)
         let secret = APIKeySecret.generate()
         try await self.store.createAPIKey(
-            id: secret.id, hash: secret.hash, scope: scope, appID: body.appId, name: body.name, expiresAt: body.expiresAt, now: self.clock.nowMilliseconds
+            id: secret.id, hash: secret.hash, scope: scope, appID: body.appId, name: body.name, expiresAt: body.expiresAt,
+            now: self.clock.nowMilliseconds
         )
         return Answer(.created, CreatedKey(id: secret.id, key: secret.token, scope: scope.rawValue))
     }

@@ -70,7 +70,9 @@ private struct ValueDecoder: Decoder, SingleValueDecodingContainer {
     let value: JSONValue
     let path: [String]
 
-    var codingPath: [any CodingKey] { self.path.map { $0.hasPrefix("[") ? IndexKey(Int($0.dropFirst().dropLast()) ?? 0) as any CodingKey : NameKey($0) } }
+    var codingPath: [any CodingKey] {
+        self.path.map { $0.hasPrefix("[") ? IndexKey(Int($0.dropFirst().dropLast()) ?? 0) as any CodingKey : NameKey($0) }
+    }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func mismatch(_ expected: String) -> JSONValueDecoder.Failure {

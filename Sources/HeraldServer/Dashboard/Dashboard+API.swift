@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import HTTPTypes
 import HeraldAPI
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 
 /// The dashboard's only door into the API layer: `API`, `NotificationRequest` and the HTTP
 /// status of a `HeraldError` are used here and nowhere else in `Dashboard/`, so a change to the

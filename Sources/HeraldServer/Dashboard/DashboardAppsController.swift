@@ -95,7 +95,9 @@ struct DashboardAppsController: Sendable {
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
         group.get("apps") { request, _ in try await self.dashboard.page(request) { _ in try await self.appsPage() } }
         group.get("apps/:app") { request, context in
-            try await self.dashboard.page(request) { _ in try await self.appPage(app: try await self.dashboard.app(context.parameters.get("app")), secret: nil) }
+            try await self.dashboard.page(request) { _ in
+                try await self.appPage(app: try await self.dashboard.app(context.parameters.get("app")), secret: nil)
+            }
         }
         group.post("apps/:app/webhooks") { request, context in
             let form = try await DashboardForm.read(request)
@@ -103,7 +105,8 @@ struct DashboardAppsController: Sendable {
             let app = try await self.dashboard.app(context.parameters.get("app"))
             let types = Set(DeliveryEventType.allCases.filter { form["event." + $0.rawValue] != nil })
             do {
-                let created = try await self.dashboard.backend.createWebhook(appID: app.id, url: form["url"], types: types.isEmpty ? [.failed, .invalidated] : types)
+                let created = try await self.dashboard.backend.createWebhook(
+                    appID: app.id, url: form["url"], types: types.isEmpty ? [.failed, .invalidated] : types)
                 var view = try await self.appPage(app: app, secret: AppModel.Secret(id: created.id, secret: created.secret))
                 view.title = app.id
                 return self.dashboard.views.response(view, session: session)
@@ -124,7 +127,8 @@ struct DashboardAppsController: Sendable {
     func appsPage() async throws -> DashboardView {
         var rows: [AppsModel.Row] = []
         for app in try await self.dashboard.store.apps() {
-            rows.append(AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
+            rows.append(
+                AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
         }
         return DashboardView(template: .apps, title: nil, model: AppsModel(apps: rows, hasApps: !rows.isEmpty))
     }
@@ -140,9 +144,11 @@ struct DashboardAppsController: Sendable {
             guard let material = self.dashboard.backend.openCredential(bytes) else { return Credential(unreadable: true) }
             switch material {
             case .token(let keyID, let teamID, _, let restriction):
-                return Credential(tokenKey: Credential.TokenKey(
-                    keyID: keyID, teamID: teamID, restricted: restriction != nil, restriction: restriction.map { DashboardFormat.environmentName($0.rawValue) } ?? ""
-                ))
+                return Credential(
+                    tokenKey: Credential.TokenKey(
+                        keyID: keyID, teamID: teamID, restricted: restriction != nil,
+                        restriction: restriction.map { DashboardFormat.environmentName($0.rawValue) } ?? ""
+                    ))
             case .certificate(let pem, _):
                 guard let certificate = CertificateSummary(pem: pem) else { return Credential(certificateUnreadable: true) }
                 let expiry = certificate.notValidAfter
@@ -169,19 +175,22 @@ struct DashboardAppsController: Sendable {
             let types = DeliveryEventType.allCases.filter(hook.types.contains).enumerated().map {
                 AppModel.Hook.EventType(name: $0.element.rawValue, lineBreak: $0.offset > 0)
             }
-            hooks.append(AppModel.Hook(
-                id: hook.id, path: DashboardFormat.path(hook.id), url: hook.url, types: types, messages: messages, hasMessages: !messages.isEmpty
-            ))
+            hooks.append(
+                AppModel.Hook(
+                    id: hook.id, path: DashboardFormat.path(hook.id), url: hook.url, types: types, messages: messages, hasMessages: !messages.isEmpty
+                ))
         }
         let notifications = try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil).map { n in
             AppModel.Notification(
-                path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt), audience: n.audienceSize,
+                path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
+                audience: n.audienceSize,
                 state: n.cancelledAt != nil ? "cancelled" : n.expanding ? "expanding" : ""
             )
         }
         let model = AppModel(
             id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
-            notifications: notifications, hasNotifications: !notifications.isEmpty, error: error, secret: secret, hooks: hooks, hasHooks: !hooks.isEmpty,
+            notifications: notifications, hasNotifications: !notifications.isEmpty, error: error, secret: secret, hooks: hooks,
+            hasHooks: !hooks.isEmpty,
             eventChoices: DeliveryEventType.allCases.enumerated().map {
                 AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
             }

@@ -70,7 +70,8 @@ struct DashboardDevicesController: Sendable {
         }
         group.get("apps/:app/devices/:token") { request, context in
             try await self.dashboard.page(request) { _ in
-                try await self.devicePage(app: try await self.dashboard.app(context.parameters.get("app")), token: context.parameters.get("token") ?? "")
+                try await self.devicePage(
+                    app: try await self.dashboard.app(context.parameters.get("app")), token: context.parameters.get("token") ?? "")
             }
         }
     }
@@ -93,11 +94,14 @@ struct DashboardDevicesController: Sendable {
         let rows = devices.map { device in
             let r = device.registration
             return DevicesModel.Row(
-                token: r.token.hex, shortToken: String(r.token.hex.prefix(16)), kind: r.kind.rawValue, environment: DashboardFormat.environmentName(r.environment),
+                token: r.token.hex, shortToken: String(r.token.hex.prefix(16)), kind: r.kind.rawValue,
+                environment: DashboardFormat.environmentName(r.environment),
                 user: r.userID ?? "—", tags: r.tags.joined(separator: ", "), active: device.active
             )
         }
-        let options = [("user", "User id"), ("prefix", "Token prefix"), ("tag", "Tag")].map { DashboardOption(value: $0.0, label: $0.1, selected: by == $0.0) }
+        let options = [("user", "User id"), ("prefix", "Token prefix"), ("tag", "Tag")].map {
+            DashboardOption(value: $0.0, label: $0.1, selected: by == $0.0)
+        }
         let model = DevicesModel(
             id: app.id, appPath: DashboardFormat.path(app.id), options: options, text: text, searched: !text.isEmpty, count: devices.count,
             plural: devices.count != 1, devices: rows, hasDevices: !rows.isEmpty
@@ -121,13 +125,15 @@ struct DashboardDevicesController: Sendable {
         }
         let details: [(String, String?)] = [
             ("App", app.id), ("Kind", r.kind.rawValue), ("Environment", r.environment == .development ? "sandbox (development)" : "production"),
-            ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("Platform", r.platform), ("App version", r.appVersion),
+            ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("Platform", r.platform),
+            ("App version", r.appVersion),
             ("Locale", r.locale), ("Time zone", r.timeZone), ("Registered first", DashboardFormat.time(device.createdAt)),
             ("Last registration", DashboardFormat.time(device.lastRegisteredAt)),
         ]
         let model = DeviceModel(
             token: r.token.hex, appPath: DashboardFormat.path(app.id), details: details.map { DeviceModel.Pair(label: $0.0, value: $0.1 ?? "—") },
-            active: device.active, invalidatedAt: DashboardFormat.time(device.invalidatedAt ?? 0), invalidationReason: device.invalidationReason ?? "",
+            active: device.active, invalidatedAt: DashboardFormat.time(device.invalidatedAt ?? 0),
+            invalidationReason: device.invalidationReason ?? "",
             invalidations: invalidations, hasInvalidations: !invalidations.isEmpty, deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
         return DashboardView(template: .device, title: nil, model: model)

@@ -49,9 +49,12 @@ struct DashboardEmulatorController: Sendable {
         group.post("emulator/devices") { request, _ in
             let form = try await DashboardForm.read(request)
             let session = try await self.dashboard.sessions.authorized(request, form: form)
-            guard let emulator = self.dashboard.emulator else { throw HeraldError.notFound("the built-in emulator (Apple credentials are configured)") }
+            guard let emulator = self.dashboard.emulator else {
+                throw HeraldError.notFound("the built-in emulator (Apple credentials are configured)")
+            }
             guard let app = try await self.dashboard.store.app(form["app"] ?? "") else {
-                return self.dashboard.views.response(try await self.emulatorPage(error: "Choose an app.", title: "Emulator"), session: session, status: .badRequest)
+                return self.dashboard.views.response(
+                    try await self.emulatorPage(error: "Choose an app.", title: "Emulator"), session: session, status: .badRequest)
             }
             let environment = form["environment"] == "production" ? APNSEnvironment.production : .development
             let now = self.dashboard.backend.nowMilliseconds
@@ -66,7 +69,8 @@ struct DashboardEmulatorController: Sendable {
                 try await self.dashboard.backend.register(appID: app.id, body: body, token: device.token, now: now)
             } catch let error as HeraldError {
                 emulator.state.removeDevice(token: device.token)
-                return self.dashboard.views.response(try await self.emulatorPage(error: error.message, title: "Emulator"), session: session, status: .badRequest)
+                return self.dashboard.views.response(
+                    try await self.emulatorPage(error: error.message, title: "Emulator"), session: session, status: .badRequest)
             }
             return DashboardViews.redirect("/dashboard/emulator/\(device.token)")
         }
@@ -84,7 +88,8 @@ struct DashboardEmulatorController: Sendable {
         let apps = try await self.dashboard.store.apps()
         let devices = emulator.state.devices.sorted { $0.createdAtMilliseconds > $1.createdAtMilliseconds }.prefix(100).map { d in
             EmulatorModel.Row(
-                token: d.token, shortToken: String(d.token.prefix(16)), bundleID: d.bundleID, environment: DashboardFormat.environmentName(d.environment),
+                token: d.token, shortToken: String(d.token.prefix(16)), bundleID: d.bundleID,
+                environment: DashboardFormat.environmentName(d.environment),
                 kind: d.kind.rawValue, received: d.receivedCount
             )
         }
@@ -93,7 +98,9 @@ struct DashboardEmulatorController: Sendable {
     }
 
     func phonePage(token: String) async throws -> DashboardView {
-        guard let emulator = self.dashboard.emulator, let device = emulator.state.device(token: token) else { throw HeraldError.notFound("virtual device") }
+        guard let emulator = self.dashboard.emulator, let device = emulator.state.device(token: token) else {
+            throw HeraldError.notFound("virtual device")
+        }
         let inbox = (emulator.state.inbox(token: device.token) ?? []).reversed().map { notification in
             let item = Self.phoneJSON(notification)
             return PhoneModel.Item(
@@ -104,7 +111,9 @@ struct DashboardEmulatorController: Sendable {
         let apps = try await self.dashboard.store.apps().filter { $0.bundleID == device.bundleID }
         let model = PhoneModel(
             token: device.token, bundleID: device.bundleID, environment: DashboardFormat.environmentName(device.environment),
-            sendLinks: apps.enumerated().map { PhoneModel.SendLink(appID: $0.element.id, appPath: DashboardFormat.path($0.element.id), space: $0.offset > 0) },
+            sendLinks: apps.enumerated().map {
+                PhoneModel.SendLink(appID: $0.element.id, appPath: DashboardFormat.path($0.element.id), space: $0.offset > 0)
+            },
             inbox: inbox, empty: inbox.isEmpty
         )
         return DashboardView(template: .phone, title: nil, model: model)

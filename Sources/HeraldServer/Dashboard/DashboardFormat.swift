@@ -27,7 +27,10 @@ enum DashboardFormat {
         switch value {
         case .object(let members):
             guard !members.isEmpty else { return "{}" }
-            return "{\n" + members.map { inner + String(decoding: JSONValue.string($0.0).serialized(), as: UTF8.self) + ": " + Self.pretty($0.1, indent: inner) }.joined(separator: ",\n") + "\n" + indent + "}"
+            return "{\n"
+                + members.map {
+                    inner + String(decoding: JSONValue.string($0.0).serialized(), as: UTF8.self) + ": " + Self.pretty($0.1, indent: inner)
+                }.joined(separator: ",\n") + "\n" + indent + "}"
         case .array(let items):
             guard !items.isEmpty else { return "[]" }
             return "[\n" + items.map { inner + Self.pretty($0, indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
@@ -49,9 +52,11 @@ enum DashboardFormat {
         let code = reason.split(separator: " ").first.map(String.init) ?? reason
         switch code {
         case "BadDeviceToken":
-            return "Wrong environment, or not a token: a sandbox (development) token sent to production or the reverse. Register the device with the environment its build uses."
+            return
+                "Wrong environment, or not a token: a sandbox (development) token sent to production or the reverse. Register the device with the environment its build uses."
         case "DeviceTokenNotForTopic":
-            return "Wrong topic: the token belongs to another app (bundle id) or another kind of token. Check the app's bundle id and the token's kind."
+            return
+                "Wrong topic: the token belongs to another app (bundle id) or another kind of token. Check the app's bundle id and the token's kind."
         case "Unregistered":
             return "Uninstalled: the app was removed or its token is no longer active. The device was marked inactive."
         case "ExpiredToken":
@@ -59,7 +64,8 @@ enum DashboardFormat {
         case "TopicDisallowed", "BadTopic", "MissingTopic":
             return "Wrong topic for these credentials: the key's team or the certificate does not cover this bundle id and push type."
         case "InvalidProviderToken", "ExpiredProviderToken", "MissingProviderToken":
-            return "The signing key is not accepted: check the key id, team id and .p8 key of this app and environment, and that the key is not revoked."
+            return
+                "The signing key is not accepted: check the key id, team id and .p8 key of this app and environment, and that the key is not revoked."
         case "BadCertificate", "BadCertificateEnvironment":
             return "The certificate is for the other environment or not accepted: upload the certificate for this environment."
         case "PayloadTooLarge":

@@ -38,7 +38,8 @@ struct DashboardNotificationsController: Sendable {
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
         group.get("apps/:app/notifications/:id") { request, context in
             try await self.dashboard.page(request) { _ in
-                try await self.notificationPage(app: try await self.dashboard.app(context.parameters.get("app")), id: context.parameters.get("id") ?? "")
+                try await self.notificationPage(
+                    app: try await self.dashboard.app(context.parameters.get("app")), id: context.parameters.get("id") ?? "")
             }
         }
     }

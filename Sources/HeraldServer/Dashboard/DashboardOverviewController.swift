@@ -74,14 +74,21 @@ struct DashboardOverviewController: Sendable {
         let connections = await self.dashboard.clients.connections()
         var reasons: [String: Int] = [:]
         for minute in minutes { reasons.merge(minute.reasons, uniquingKeysWith: +) }
-        let totals = minutes.reduce(into: (sent: 0, failed: 0, retried: 0)) { $0.sent += $1.sent; $0.failed += $1.failed; $0.retried += $1.retried }
+        let totals = minutes.reduce(into: (sent: 0, failed: 0, retried: 0)) {
+            $0.sent += $1.sent
+            $0.failed += $1.failed
+            $0.retried += $1.retried
+        }
         let top = reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(10)
         let apps = try await self.dashboard.store.apps()
         let model = Model(
             sent: totals.sent, failed: totals.failed, retried: totals.retried, pending: pending,
             openConnections: connections.reduce(0) { $0 + $1.open }, chart: Self.chart(minutes),
-            reasons: top.map { Model.Reason(reason: $0.key, count: $0.value, explanation: DashboardFormat.explain($0.key)) }, hasReasons: !top.isEmpty,
-            connections: connections.map { Model.Connection(appID: $0.appID, environment: DashboardFormat.environmentName($0.environment), open: $0.open) },
+            reasons: top.map { Model.Reason(reason: $0.key, count: $0.value, explanation: DashboardFormat.explain($0.key)) },
+            hasReasons: !top.isEmpty,
+            connections: connections.map {
+                Model.Connection(appID: $0.appID, environment: DashboardFormat.environmentName($0.environment), open: $0.open)
+            },
             hasConnections: !connections.isEmpty,
             apps: apps.map { Model.AppLink(id: $0.id, path: DashboardFormat.path($0.id), bundleID: $0.bundleID) }, hasApps: !apps.isEmpty
         )
@@ -101,13 +108,18 @@ struct DashboardOverviewController: Sendable {
             for (count, kind) in [(minute.sent, "sent"), (minute.retried, "retried"), (minute.failed, "failed")] where count > 0 {
                 let h = max(1, height * Double(count) / Double(peak))
                 y -= h
-                bars.append(Chart.Bar(
-                    kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y), barWidth: DashboardFormat.number(slot - 2),
-                    barHeight: DashboardFormat.number(h), count: count, clock: DashboardFormat.clock(minute.minute * 60_000)
-                ))
+                bars.append(
+                    Chart.Bar(
+                        kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y), barWidth: DashboardFormat.number(slot - 2),
+                        barHeight: DashboardFormat.number(h), count: count, clock: DashboardFormat.clock(minute.minute * 60_000)
+                    ))
             }
         }
-        let totals = minutes.reduce(into: (0, 0, 0)) { $0.0 += $1.sent; $0.1 += $1.retried; $0.2 += $1.failed }
+        let totals = minutes.reduce(into: (0, 0, 0)) {
+            $0.0 += $1.sent
+            $0.1 += $1.retried
+            $0.2 += $1.failed
+        }
         let rows = minutes.filter { $0.sent + $0.failed + $0.retried > 0 }.map {
             Chart.Row(clock: DashboardFormat.clock($0.minute * 60_000), sent: $0.sent, retried: $0.retried, failed: $0.failed)
         }

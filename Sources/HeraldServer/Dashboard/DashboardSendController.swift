@@ -78,7 +78,9 @@ struct DashboardSendController: Sendable {
             guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
             return value
         }
-        guard let target = field("target") else { throw HeraldError.invalid("name a device token, user id or tag to send to", code: "missing_audience") }
+        guard let target = field("target") else {
+            throw HeraldError.invalid("name a device token, user id or tag to send to", code: "missing_audience")
+        }
         let audience: JSONValue
         switch form["to"] ?? "token" {
         case "user": audience = .object([("users", .array([.string(target)]))])
@@ -120,7 +122,8 @@ struct DashboardSendController: Sendable {
             let payload = (try? JSONValue.parse(spec.payload)) ?? .null
             let alert = payload["aps"]?["alert"]
             return .object([
-                ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))), ("headers", .object(headers)),
+                ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))),
+                ("headers", .object(headers)),
                 ("title", alert?["title"] ?? alert ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
                 ("derivedPushType", .bool(spec.pushType == nil)),
             ])
@@ -144,7 +147,12 @@ struct DashboardSendController: Sendable {
                 badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? ""
             ),
             audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
-            pushTypes: options("pushType", [("", "from each device's kind"), ("alert", "alert"), ("background", "background"), ("voip", "voip"), ("liveactivity", "liveactivity")]),
+            pushTypes: options(
+                "pushType",
+                [
+                    ("", "from each device's kind"), ("alert", "alert"), ("background", "background"), ("voip", "voip"),
+                    ("liveactivity", "liveactivity"),
+                ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
             previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",

@@ -1,7 +1,7 @@
+import HTTPTypes
 // SPDX-License-Identifier: Apache-2.0
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 
 /// A signed-in admin: the key it signed in with, and the CSRF token its forms carry.
 struct DashboardSession: Sendable {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 
 /// Sign-in with an admin key, and sign-out.
 struct DashboardSignInController: Sendable {
@@ -37,6 +37,7 @@ struct DashboardSignInController: Sendable {
     }
 
     func loginPage(error: String?, status: HTTPResponse.Status = .ok) -> Response {
-        self.dashboard.views.response(DashboardView(template: .login, title: "Sign in", model: LoginModel(error: error)), session: nil, status: status)
+        self.dashboard.views.response(
+            DashboardView(template: .login, title: "Sign in", model: LoginModel(error: error)), session: nil, status: status)
     }
 }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import Crypto
 import Foundation
+import HTTPTypes
 import HeraldCore
 import Hummingbird
-import HTTPTypes
 import NIOCore
 
 /// The dashboard's stylesheet and script, read once at start, served with a strong `ETag` (the

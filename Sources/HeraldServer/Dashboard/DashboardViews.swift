@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
-import Hummingbird
 import HTTPTypes
+import Hummingbird
 import Mustache
 import NIOCore
 
@@ -47,7 +47,9 @@ struct DashboardViews: Sendable {
         var library = MustacheLibrary()
         for name in DashboardTemplate.allCases.map(\.rawValue) + DashboardTemplate.partials {
             let url = directory.appendingPathComponent(name + ".mustache")
-            guard var text = try? String(contentsOf: url, encoding: .utf8) else { throw DashboardResourceError(missing: "Templates/\(name).mustache") }
+            guard var text = try? String(contentsOf: url, encoding: .utf8) else {
+                throw DashboardResourceError(missing: "Templates/\(name).mustache")
+            }
             // A file's final newline is not part of it: a partial used inside a line adds none.
             if text.hasSuffix("\n") { text.removeLast() }
             try library.register(text, named: name)
@@ -80,7 +82,8 @@ struct DashboardViews: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/html; charset=utf-8"
         headers[.cacheControl] = "no-store"
-        headers[HTTPField.Name("Content-Security-Policy")!] = "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
+        headers[HTTPField.Name("Content-Security-Policy")!] =
+            "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: self.render(view, session: session))))
