@@ -7,7 +7,7 @@ import HTTPTypes
 import HeraldAPI
 import HeraldCore
 import Logging
-package import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 
 /// The delivery engine: claims due deliveries in batches under a lease, sends them through the

@@ -2,7 +2,7 @@
 import APNSModels
 import HeraldCore
 import Logging
-package import ServiceLifecycle
+import ServiceLifecycle
 
 /// Deletes delivery records (and then their notifications) older than the retention period,
 /// at start and every `interval`, in batches so that no transaction holds the writer long.

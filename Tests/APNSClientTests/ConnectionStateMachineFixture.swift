@@ -1,7 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import NIOCore
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSClient
 
 /// One client connection on plain values: bytes from "APNs" go through ``HTTP2FrameReader``

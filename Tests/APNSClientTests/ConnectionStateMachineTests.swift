@@ -1,7 +1,7 @@
+// SPDX-License-Identifier: Apache-2.0
 import NIOCore
 import Testing
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSClient
 
 /// The client's HTTP/2 connection on plain values: frames in, actions and frames out, no channel.

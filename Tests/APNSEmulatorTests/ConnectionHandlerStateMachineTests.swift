@@ -1,9 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import Testing
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSEmulator
 
 /// APNs's connection behaviour on plain values: requests read to their end, the stream-limit

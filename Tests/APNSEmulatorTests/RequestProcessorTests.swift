@@ -1,9 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import NIOCore
 import NIOHPACK
 import Testing
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSEmulator
 
 /// The request checks without a socket: one connection's state across a moving clock.

@@ -1,8 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSEmulator
 
 /// One emulator connection on plain values: a client's bytes go through

@@ -1,9 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import Testing
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import APNSEmulator
 
 /// The emulator's HTTP/2 connection on plain values: a client's frames in, forwarded frames,

@@ -1,8 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 import HeraldTesting
 import PostgresNIO
 import Testing
 
-// SPDX-License-Identifier: Apache-2.0
 @testable import HeraldPostgres
 
 /// Herald's PostgreSQL pool settings against a real server.

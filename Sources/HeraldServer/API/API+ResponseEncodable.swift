@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-package import HeraldAPI
-package import Hummingbird
+public import HeraldAPI
+public import Hummingbird
 
 // Routes return the API's types directly; the context's encoder writes them.
 extension AppResponse: ResponseEncodable {}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-package import HeraldAPI
-package import Hummingbird
+public import HeraldAPI
+public import Hummingbird
 
 // The data-governance routes' answers, returned directly like the others'.
 extension CredentialList: ResponseEncodable {}
