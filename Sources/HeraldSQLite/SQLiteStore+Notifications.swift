@@ -63,7 +63,9 @@ extension SQLiteStore {
         // writer: a device that goes away before its chunk is expanded is skipped then.
         let targeting = spec.targeting
         let filter = Self.audienceFilter(targeting, first: 3)
-        let (until, size, deviceIDs) = try await self.database.read { db -> (Int64, Int64, String?) in
+        // A token list's unknown and inactive tokens are counted here too: the same snapshot as
+        // the deliveries, and off the single writer.
+        let (until, size, deviceIDs, listed) = try await self.database.read { db -> (Int64, Int64, String?, (unknown: Int, inactive: Int)?) in
             let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
             let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
             let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
@@ -80,9 +82,9 @@ extension SQLiteStore {
                     text += String(deviceID).utf8
                 }
                 text.append(UInt8(ascii: "]"))
-                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self))
+                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), try Self.listedTokens(db, appID: appID, targeting.audience))
             case .all, .tags:
-                return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil)
+                return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
             }
         }
         // A resolved list is kept as its device ids; the targeting then records only its length.
@@ -96,7 +98,6 @@ extension SQLiteStore {
             {
                 return CreatedNotification(id: existingID, deliveries: Int(existing[1].int ?? 0), existing: true)
             }
-            let listed = try Self.listedTokens(db, appID: appID, spec.audience)
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,

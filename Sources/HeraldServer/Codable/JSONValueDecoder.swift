@@ -188,6 +188,29 @@ private struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try T(from: try self.child(key)) }
 
+    // Optional primitives, the fields of most request types: read in place, no child decoder.
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        switch self.value(key) {
+        case nil, .null?: return nil
+        case .string(let string)?: return string
+        default: return try self.child(key).decode(type)
+        }
+    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        switch self.value(key) {
+        case nil, .null?: return nil
+        case .bool(let bool)?: return bool
+        default: return try self.child(key).decode(type)
+        }
+    }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? {
+        switch self.value(key) {
+        case nil, .null?: return nil
+        case .int(let int)?: return int
+        default: return try self.child(key).decode(type)
+        }
+    }
+
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let value = self.value(key) else { return nil }
         if case .null = value { return nil }
@@ -232,6 +255,31 @@ private struct UnkeyedContainer: UnkeyedDecodingContainer {
     }
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try T(from: try self.next()) }
+
+    // The primitives read their element in place: no decoder, path or existential per element
+    // (a send lists up to 10,000 tokens). The path is built only for an error.
+    mutating func decode(_ type: String.Type) throws -> String {
+        if !self.isAtEnd, case .string(let string) = self.items[self.currentIndex] {
+            self.currentIndex += 1
+            return string
+        }
+        return try self.next().decode(type)
+    }
+    mutating func decode(_ type: Bool.Type) throws -> Bool {
+        if !self.isAtEnd, case .bool(let bool) = self.items[self.currentIndex] {
+            self.currentIndex += 1
+            return bool
+        }
+        return try self.next().decode(type)
+    }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 {
+        if !self.isAtEnd, case .int(let int) = self.items[self.currentIndex] {
+            self.currentIndex += 1
+            return int
+        }
+        return try self.next().decode(type)
+    }
+
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
         try self.next().container(keyedBy: type)
     }
