@@ -37,6 +37,12 @@ package struct RegistrationAuthority: Sendable, Hashable {
 
     /// The app's backend: send and admin keys.
     package static let backend = RegistrationAuthority(mayBindUser: true, protectedTags: [])
+
+    /// Whether the policy needs what the device holds now (its user; its tags when some are
+    /// protected): the backend's registrations skip reading it.
+    package var readsDevice: Bool { !self.mayBindUser || !self.protectedTags.isEmpty }
+    /// Whether the policy needs the device's tags too.
+    package var readsTags: Bool { !self.protectedTags.isEmpty }
 }
 
 /// The registry's rules for a registration, given what the device holds now. Both store drivers

@@ -566,12 +566,16 @@ package final class PostgresStore: HeraldStore {
         try await self.write { db in
             // What the device holds now decides what this caller may change: read under a lock
             // on its row, so that a concurrent registration of the same token waits for this one.
-            let current = try await db.query(
-                "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
-            ).first
             var existing: (userID: String?, tags: [String])?
-            if let current, let id = current.int(0) {
-                let tags = try await db.query("SELECT tag FROM device_tags WHERE device_id = $1", [.int(id)]).compactMap { $0.string(0) }
+            if authority.readsDevice,
+                let current = try await db.query(
+                    "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
+                ).first,
+                let id = current.int(0)
+            {
+                let tags =
+                    authority.readsTags
+                    ? try await db.query("SELECT tag FROM device_tags WHERE device_id = $1", [.int(id)]).compactMap { $0.string(0) } : []
                 existing = (current.string(1), tags)
             }
             let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)

@@ -347,12 +347,16 @@ package final class SQLiteStore: HeraldStore {
     package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.database.write { db in
             // What the device holds now decides what this caller may change (read in this write).
-            let current = try db.query(
-                "SELECT id, user_id FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(asked.token.hex)]
-            ).first
             var existing: (userID: String?, tags: [String])?
-            if let current, let id = current[0].int {
-                let tags = try db.query("SELECT tag FROM device_tags WHERE device_id = ?", [.integer(id)]).compactMap { $0[0].string }
+            if authority.readsDevice,
+                let current = try db.query(
+                    "SELECT id, user_id FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(asked.token.hex)]
+                ).first,
+                let id = current[0].int
+            {
+                let tags =
+                    authority.readsTags
+                    ? try db.query("SELECT tag FROM device_tags WHERE device_id = ?", [.integer(id)]).compactMap { $0[0].string } : []
                 existing = (current[1].string, tags)
             }
             let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
