@@ -33,9 +33,10 @@ extension APNSConnection {
             /// A stream's answer is in: 200.
             case succeeded(Pending, APNSDelivery)
             /// A stream ended without a delivery (a rejection, a reset, an oversized answer).
-            case failed(Pending, APNSClientError)
+            /// Boxed: the error is large and rare, and every action is moved by value.
+            indirect case failed(Pending, APNSClientError)
             /// 403 ExpiredProviderToken: the pool refreshes the token and resends.
-            case tokenExpired(Pending, ProviderToken?)
+            indirect case tokenExpired(Pending, ProviderToken?)
             /// RST_STREAM(REFUSED_STREAM): never processed; resend it.
             case refused(Pending)
             /// The first SETTINGS: the connection takes streams.

@@ -11,20 +11,45 @@ enum Completion: Sendable {
 }
 
 /// A request on its way through the client: what to send, whom to tell, and until when.
+///
+/// A pending request moves by value through the intake, the pool's queues, the stream table
+/// and the state machine's actions. What never changes on the way sits in one shared box, so
+/// each move is two words and one retain, not the request's nine fields and their retains.
 struct Pending: Sendable {
-    var request: APNSRequest
-    let completion: Completion
-    let submitted: NIODeadline
-    let deadline: NIODeadline
+    /// The part of a pending request that is fixed when it is submitted.
+    final class Fixed: Sendable {
+        let request: APNSRequest
+        let completion: Completion
+        let submitted: NIODeadline
+        let deadline: NIODeadline
+
+        init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline) {
+            self.request = request
+            self.completion = completion
+            self.submitted = submitted
+            self.deadline = deadline
+        }
+    }
+
+    let fixed: Fixed
     /// How often it has been put on the wire.
     var sends = 0
     /// Whether it was already resent once after `ExpiredProviderToken`.
     var tokenRetried = false
 
+    init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline) {
+        self.fixed = Fixed(request: request, completion: completion, submitted: submitted, deadline: deadline)
+    }
+
+    var request: APNSRequest { self.fixed.request }
+    var completion: Completion { self.fixed.completion }
+    var submitted: NIODeadline { self.fixed.submitted }
+    var deadline: NIODeadline { self.fixed.deadline }
+
     func complete(_ result: APNSResult) {
-        switch self.completion {
+        switch self.fixed.completion {
         case .continuation(let continuation): continuation.resume(returning: result)
-        case .callback(let callback): callback(self.request, result)
+        case .callback(let callback): callback(self.fixed.request, result)
         }
     }
 }
