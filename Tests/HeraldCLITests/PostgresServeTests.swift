@@ -79,7 +79,7 @@ extension HeavyProcessTests {
             /// devices straight into the database (registering 100,000 over HTTP would be the test).
             func populate(port: Int, admin: String, database: String, count: Int) async throws {
                 let script = try self.directory.write("setup.py", ServeCrashTests.setupScript)
-                let setup = try await ProcessRunner.run("python3", [script, "\(port)", admin, self.keyFile, "0"], timeout: 60)
+                let setup = try await ProcessRunner.run("python3", [script, "\(port)", admin, self.keyFile, "0"], timeout: 300)
                 try #require(setup.exitCode == 0, "\(setup.standardError)")
                 try await PostgresTestDatabase.psql(
                     database,
