@@ -167,6 +167,14 @@ import Testing
                 )
             )
             #expect(anonymous.reason == "MissingProviderToken")
+            // The channel API names the app the same way.
+            let create = try await fixture.development.send(
+                CurlRequest(
+                    path: "/1/apps/\(EmulatorFixture.bundleID).push-type.liveactivity/channels", headers: try self.auth(fixture),
+                    json: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#
+                )
+            )
+            #expect(create.reason == "TopicDisallowed")
             // The bundle id itself still works.
             #expect(try await self.broadcast(fixture, channel: channel).status == 200)
             #expect(try await fixture.inbox(device).count == 1)
