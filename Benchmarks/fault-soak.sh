@@ -16,7 +16,8 @@
 #   c       1 request in 500 drops its connection
 #   c-drop  mix c, the send asking "onUnknownOutcome": "drop" (n/a while the server refuses it)
 # Env: N (20000), MIXES ("a b c c-drop"), HERALD_SOAK_DEBUG=1 (use the debug build, no release
-# build), HERALD_SOAK_DROP=1 (every mix asks for onUnknownOutcome: drop),
+# build), HERALD_SOAK_SKIP_BUILD=1 (use .build/release/herald as it is), HERALD_SOAK_DROP=1
+# (every mix asks for onUnknownOutcome: drop),
 # SOAK_EXTRA_JSON (a JSON object merged into every send, e.g. a collapse-id option once the API
 # has one; a send the server refuses is n/a), SOAK_TIMEOUT (seconds a broadcast may take before the run gives up on it; 1800), KEEP=1 (keep
 # the work folder and logs).
@@ -32,8 +33,12 @@ if [[ ${HERALD_SOAK_DEBUG:-0} == 1 ]]; then
   [[ -x $ROOT/.build/debug/herald ]] || (cd "$ROOT" && swift build --product herald 2>&1 | tail -n 1 >&2)
 else
   BUILD=release
-  log "swift build -c release --product herald (about 10 minutes from scratch)"
-  (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
+  if [[ ${HERALD_SOAK_SKIP_BUILD:-0} == 1 && -x $ROOT/.build/release/herald ]]; then
+    log "using the release herald already built (HERALD_SOAK_SKIP_BUILD=1)"
+  else
+    log "swift build -c release --product herald (about 10 minutes from scratch)"
+    (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
+  fi
 fi
 HERALD=$ROOT/.build/$BUILD/herald
 
