@@ -29,6 +29,10 @@ public final class APNSEmulator: Service, Sendable {
         var h2cPorts: [APNSEnvironment: Int] = [:]
         var controlPort: Int?
         var connections: [ObjectIdentifier: any Channel] = [:]
+        /// Connections accepted over the emulator's whole life. Unlike the `connections` counter,
+        /// `DELETE /v1/counters` does not reset it: it seeds each connection's id generator, so
+        /// generated `apns-id`s and `apns-unique-id`s never repeat after a reset.
+        var connectionSerial: UInt64 = 0
         var started = false
         var stopped = false
     }
@@ -183,7 +187,7 @@ public final class APNSEmulator: Service, Sendable {
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
-                    let id = self.connectionOpened(channel)
+                    let (id, serial) = self.connectionOpened(channel)
                     return channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         if let tlsContext { try sync.addHandler(NIOSSLServerHandler(context: tlsContext)) }
@@ -192,7 +196,7 @@ public final class APNSEmulator: Service, Sendable {
                             HTTP2ServerCodec(settings: settings, streamCap: self.configuration.maxConcurrentStreams, allocator: channel.allocator)
                         )
                         try sync.addHandler(
-                            APNSConnectionHandler(processor: processor, listener: listener, connectionID: id, seed: seedBase &+ UInt64(id))
+                            APNSConnectionHandler(processor: processor, listener: listener, connectionID: id, seed: seedBase &+ serial)
                         )
                     }
                 }
@@ -203,11 +207,14 @@ public final class APNSEmulator: Service, Sendable {
         }
     }
 
-    private func connectionOpened(_ channel: any Channel) -> Int {
+    /// Registers an accepted connection: its id as the counters number it (restarts after a
+    /// counter reset) and its serial over the emulator's life (never repeats).
+    private func connectionOpened(_ channel: any Channel) -> (id: Int, serial: UInt64) {
         let key = ObjectIdentifier(channel)
-        let stopped = self.runtime.withLock { runtime in
+        let (stopped, serial) = self.runtime.withLock { runtime in
             runtime.connections[key] = channel
-            return runtime.stopped
+            runtime.connectionSerial += 1
+            return (runtime.stopped, runtime.connectionSerial)
         }
         if stopped { channel.close(promise: nil) }
         channel.closeFuture.whenComplete { _ in
@@ -218,7 +225,7 @@ public final class APNSEmulator: Service, Sendable {
             counters.connections += 1
             id = counters.connections
         }
-        return id
+        return (id, serial)
     }
 }
 

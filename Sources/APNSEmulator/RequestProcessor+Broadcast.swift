@@ -135,14 +135,31 @@ extension RequestProcessor {
         now: Int64
     ) -> Outcome? {
         if headers.hasDuplicates { return reply.fail(.duplicateHeaders, 400) }
-        switch self.authenticateApp(headers, bundleID: bundleID, connection: &connection, now: now) {
+        // The path names the app by its bundle id alone: a push-type suffix there (the Live
+        // Activity topic `<bundle>.push-type.liveactivity`) is `TopicDisallowed`, as Apple
+        // documents. Credentials are checked against the bundle id first, so a caller learns
+        // nothing about the topic rule before authenticating.
+        let bundle = Self.bundleID(withoutPushTypeSuffix: bundleID)
+        switch self.authenticateApp(headers, bundleID: bundle, connection: &connection, now: now) {
         case .success(let first): reply.firstAuthentication = first
         case .failure(let failure):
             reply.firstAuthentication = failure.firstAuthentication
             return reply.fail(failure.reason, failure.status)
         }
         if let id = headers.requestID, !UUIDText.isCanonical(id) { return reply.fail(.badMessageId, 400) }
+        if bundle.utf8.count != bundleID.utf8.count { return reply.fail(.topicDisallowed, 400) }
         return nil
+    }
+
+    /// `bundleID` without a trailing `.push-type.<type>` component (the form of the Live
+    /// Activity, widgets and controls topics); unchanged when it has none.
+    static func bundleID(withoutPushTypeSuffix bundleID: Substring) -> Substring {
+        // "<bundle>.push-type.<type>": the type follows the last dot, ".push-type" precedes it.
+        guard let lastDot = bundleID.lastIndex(of: "."), bundleID.index(after: lastDot) < bundleID.endIndex else { return bundleID }
+        let head = bundleID[..<lastDot]
+        guard head.hasSuffix(".push-type") else { return bundleID }
+        let base = head.dropLast(".push-type".count)
+        return base.isEmpty ? bundleID : base
     }
 
     /// Authentication for the app-level APIs: the bundle id in the path must be one the

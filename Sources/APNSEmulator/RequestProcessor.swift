@@ -164,9 +164,11 @@ struct RequestProcessor: Sendable {
         return outcome
     }
 
-    /// The id to answer with: the client's own when it is a UUID, else a fresh one.
+    /// The id to answer with: the client's own, byte for byte, when it is a UUID (APNs echoes
+    /// it; an uppercase id comes back uppercase), else a fresh one from the connection's
+    /// generator, which is seeded per connection over the emulator's whole life.
     func responseID(_ requested: String?, _ connection: inout ConnectionContext) -> String {
-        if let requested, UUIDText.isCanonical(requested) { return requested.lowercased() }
+        if let requested, UUIDText.isCanonical(requested) { return requested }
         return UUIDText.random(using: &connection.random)
     }
 

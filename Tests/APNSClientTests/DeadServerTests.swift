@@ -44,7 +44,7 @@ import Testing
         try #require(made.exitCode == 0, "\(made.standardError)")
         let scriptFile = try directory.write("silent.py", Self.script)
         let server = try BackgroundProcess("/usr/bin/env", ["python3", scriptFile, certificate, key])
-        try #require(try await server.waitFor("port "), "\(server.printed)")
+        try #require(try await server.waitFor("port ", timeout: 300), "\(server.printed)")
         let portLine = try #require(server.printed.split(separator: "\n").first { $0.hasPrefix("port ") })
         let port = try #require(Int(portLine.dropFirst(5)))
 

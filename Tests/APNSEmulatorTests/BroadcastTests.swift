@@ -139,4 +139,45 @@ import Testing
             #expect(put.headers["apns-request-id"] != nil)
         }
     }
+
+    @Test("a broadcast to the Live Activity topic instead of the bundle id is 400 TopicDisallowed, whatever the channel")
+    func liveActivityTopicInPath() async throws {
+        try await withEmulatorFixture { fixture in
+            let channel = try await self.createChannel(fixture, policy: 0)
+            let device = try await fixture.createDevice(kind: "liveactivity")
+            #expect(try await fixture.control("POST", "/v1/devices/\(device)/channels", json: #"{"channelId":"\#(channel)"}"#).status == 200)
+            for channelID in [channel, "AAAAAAAAAAAAAAAAAAAAAA=="] {
+                let response = try await fixture.development.send(
+                    CurlRequest(
+                        path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID).push-type.liveactivity",
+                        headers: try self.auth(fixture) + [("apns-push-type", "liveactivity"), ("apns-channel-id", channelID)],
+                        json: Self.update
+                    )
+                )
+                #expect(response.status == 400)
+                #expect(response.reason == "TopicDisallowed")
+                #expect(UUIDText.isCanonical(response.headers["apns-request-id"] ?? ""))
+            }
+            #expect(try await fixture.inbox(device).isEmpty)
+            // Credentials still come first: without them the answer is about the token.
+            let anonymous = try await fixture.development.send(
+                CurlRequest(
+                    path: "/4/broadcasts/apps/\(EmulatorFixture.bundleID).push-type.liveactivity",
+                    headers: [("apns-push-type", "liveactivity"), ("apns-channel-id", channel)], json: Self.update
+                )
+            )
+            #expect(anonymous.reason == "MissingProviderToken")
+            // The channel API names the app the same way.
+            let create = try await fixture.development.send(
+                CurlRequest(
+                    path: "/1/apps/\(EmulatorFixture.bundleID).push-type.liveactivity/channels", headers: try self.auth(fixture),
+                    json: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#
+                )
+            )
+            #expect(create.reason == "TopicDisallowed")
+            // The bundle id itself still works.
+            #expect(try await self.broadcast(fixture, channel: channel).status == 200)
+            #expect(try await fixture.inbox(device).count == 1)
+        }
+    }
 }

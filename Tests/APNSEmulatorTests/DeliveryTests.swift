@@ -147,17 +147,18 @@ import Testing
             // A background process, not a ProcessRunner slot: on a machine loaded with every suite
             // the stream could wait for a slot longer than this test waits for it.
             let stream = try BackgroundProcess(
-                "/usr/bin/curl", ["-s", "-N", "--max-time", "90", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"])
-            // Push once the stream is attached (bounded wait: 30 s, for a loaded machine; the stream
-            // itself ends when the device is removed, long before its 90 s cap).
-            for _ in 0..<600 where fixture.emulator.state.listenerCount(token: token) == 0 {
+                "/usr/bin/curl", ["-s", "-N", "--max-time", "900", "http://127.0.0.1:\(port)/v1/devices/\(token)/events"])
+            // Push once the stream is attached (the wait ends when it is; 300 s is a hang guard; the
+            // stream itself ends when the device is removed, long before its 900 s cap).
+            let deadline = ContinuousClock.now + .seconds(300)
+            while fixture.emulator.state.listenerCount(token: token) == 0, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(50))
             }
             try #require(fixture.emulator.state.listenerCount(token: token) == 1)
             #expect(try await self.push(fixture, token, body: #"{"aps":{"alert":"live!"}}"#).status == 200)
             // Removing the device ends its stream.
             #expect(try await fixture.control("DELETE", "/v1/devices/\(token)").status == 200)
-            #expect(try await stream.waitFor("event: removed", timeout: 30))
+            #expect(try await stream.waitFor("event: removed", timeout: 300))
             let output = stream.printed
             #expect(output.contains("event: notification"))
             #expect(output.contains(#""alert":"live!""#))

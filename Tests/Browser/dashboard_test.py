@@ -15,6 +15,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["HERALD_URL"].rstrip("/")
@@ -22,6 +23,9 @@ KEY = os.environ["HERALD_ADMIN_KEY"]
 APP = os.environ["HERALD_APP"]
 ARTIFACTS = os.environ["HERALD_ARTIFACTS"]
 os.makedirs(ARTIFACTS, exist_ok=True)
+# How long a wait may take before it is called a hang: the waits end at their event (a page, an
+# element, a text), so this only bounds a browser that never gets there, however loaded the machine.
+HANG_GUARD = 300
 
 
 def browser(javascript=True, width=1280, height=1000):
@@ -33,7 +37,7 @@ def browser(javascript=True, width=1280, height=1000):
         options.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     service = Service(executable_path=os.environ.get("HERALD_CHROMEDRIVER", "/usr/bin/chromedriver"))
     driver = webdriver.Chrome(service=service, options=options)
-    driver.set_page_load_timeout(30)
+    driver.set_page_load_timeout(HANG_GUARD)
     return driver
 
 
@@ -52,7 +56,21 @@ def submit(driver, element):
     """Clicks a button or link that loads a page, and waits until the new page is there."""
     page = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 20).until(EC.staleness_of(page))
+
+    def replaced(_):
+        # Chromium answers a look at a node of the page being replaced either "stale" or, when
+        # the look falls in the middle of the navigation, "does not belong to the document".
+        try:
+            page.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+
+    WebDriverWait(driver, HANG_GUARD).until(replaced)
 
 
 def sign_in(driver):
@@ -65,14 +83,14 @@ def sign_in(driver):
     check("not an admin key" in driver.find_element(By.CSS_SELECTOR, "[role=alert]").text, "a wrong key was not refused")
     driver.find_element(By.ID, "key").send_keys(KEY)
     submit(driver, driver.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
-    WebDriverWait(driver, 10).until(EC.presence_of_element_located((By.XPATH, "//h1[text()='Overview']")))
+    WebDriverWait(driver, HANG_GUARD).until(EC.presence_of_element_located((By.XPATH, "//h1[text()='Overview']")))
     cookie = driver.get_cookie("herald_session")
     check(cookie is not None and cookie.get("httpOnly") and cookie.get("sameSite") == "Strict", f"session cookie flags: {cookie}")
 
 
 def main():
     driver = browser()
-    wait = WebDriverWait(driver, 20)
+    wait = WebDriverWait(driver, HANG_GUARD)
     try:
         sign_in(driver)
         shot(driver, "01-overview")
@@ -131,7 +149,7 @@ def main():
 
         # The delivery log: sent, with its apns-id.
         wait.until(EC.presence_of_element_located((By.ID, "delivery-log")))
-        deadline = time.time() + 30
+        deadline = time.time() + HANG_GUARD
         while driver.find_element(By.ID, "count-sent").text != "1":
             check(time.time() < deadline, "the delivery was not recorded sent")
             time.sleep(0.5)
@@ -143,7 +161,7 @@ def main():
         # The phone page, left open, received it live (no reload happened there).
         driver.switch_to.window(phone)
         check(driver.current_url == phone_url, "the phone tab moved")
-        WebDriverWait(driver, 30).until(EC.text_to_be_present_in_element((By.ID, "phone-notifications"), "Hello from Selenium"))
+        WebDriverWait(driver, HANG_GUARD).until(EC.text_to_be_present_in_element((By.ID, "phone-notifications"), "Hello from Selenium"))
         check(len(driver.find_elements(By.CSS_SELECTOR, "#phone-notifications li.arrived")) == 1, "not added live by the stream")
         shot(driver, "08-phone-received")
 

@@ -44,7 +44,7 @@ import Testing
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
                 "--emulator-control-port", "0", "--log-level", "warning",
             ])
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let lines = server.printed.split(separator: "\n").map(String.init)
         let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
         let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))

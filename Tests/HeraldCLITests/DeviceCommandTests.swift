@@ -15,8 +15,8 @@ import Testing
                 "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
                 "--emulator-production-port", "0", "--emulator-control-port", "0",
             ])
-        try #require(try await server.waitFor("control API listening"), "\(server.printed)")
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        try #require(try await server.waitFor("control API listening", timeout: 300), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let crash = HeavyProcessTests.ServeCrashTests()
         let port = try crash.port(of: server, "Herald listening on")
         let control = try crash.port(of: server, "control API listening")
@@ -55,10 +55,11 @@ import Testing
             server.serve_forever()
             """#)
         let backend = try BackgroundProcess("/usr/bin/env", ["python3", script, secret, "demo"])
-        try #require(try await backend.waitFor("backend listening"), "\(backend.printed)")
+        try #require(try await backend.waitFor("backend listening", timeout: 300), "\(backend.printed)")
         // The port is known once its whole line is there.
         var port: Int?
-        for _ in 0..<600 where port == nil {
+        let deadline = ContinuousClock.now + .seconds(300)  // a hang guard: the loop ends at the line
+        while port == nil, ContinuousClock.now < deadline {
             port = backend.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
                 .first { $0.hasPrefix("backend listening ") }.flatMap { Int($0.dropFirst("backend listening ".count)) }
             if port == nil { try await Task.sleep(for: .milliseconds(50)) }
@@ -91,7 +92,7 @@ import Testing
             ])
         let denied = try BackgroundProcess(herald, common + ["--user", "bob", "--authorization", "denied", "--count", "1"])
         for device in [phone, denied] {
-            try #require(try await device.waitFor("listening for notifications"), "\(device.printed)")
+            try #require(try await device.waitFor("listening for notifications", timeout: 300), "\(device.printed)")
         }
         for body in [
             #"{"audience":{"users":["ann"]},"title":"Hello","body":"from Herald","badge":3,"category":"MESSAGE"}"#,
@@ -105,7 +106,7 @@ import Testing
             // One at a time, so the phone shows them in this order.
             try await Task.sleep(for: .milliseconds(300))
         }
-        #expect(try await phone.waitFor("[VoIP]", timeout: 20), "\(phone.printed)")
+        #expect(try await phone.waitFor("[VoIP]", timeout: 300), "\(phone.printed)")
         let shown = phone.printed
         #expect(shown.contains("│ Hello") && shown.contains("│ from Herald") && shown.contains("badge 3"), "\(shown)")
         #expect(shown.contains("actions: [REPLY] [ARCHIVE]") && shown.contains("tapped REPLY"))
@@ -113,9 +114,9 @@ import Testing
         #expect(!shown.contains("New message"), "decrypted, not the placeholder")
         #expect(shown.contains("[background] the app was woken with sync"))
         #expect(shown.contains("[VoIP] incoming call, reported to CallKit: caller=Bob"))
-        #expect(try await denied.waitFor("[not shown: notifications are turned off", timeout: 20), "\(denied.printed)")
+        #expect(try await denied.waitFor("[not shown: notifications are turned off", timeout: 300), "\(denied.printed)")
         #expect(!denied.printed.contains("For bob"))
-        #expect(try await phone.stop(timeout: 5) == 0, "exited by itself after --count")
+        #expect(try await phone.stop(timeout: 120) == 0, "exited by itself after --count")
         _ = try await server.stop()
     }
 
@@ -130,8 +131,8 @@ import Testing
             [
                 "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
             ])
-        #expect(try await phone.waitFor("user_assertion_required"), "\(phone.printed)")
-        #expect(try await phone.stop(timeout: 10) != 0)
+        #expect(try await phone.waitFor("user_assertion_required", timeout: 300), "\(phone.printed)")
+        #expect(try await phone.stop(timeout: 120) != 0)
         let listed = try await ProcessRunner.run("curl", ["-s", api + "/v1/apps/demo/devices?userId=ann", "-H", "authorization: Bearer \(admin)"])
         #expect(listed.standardOutput.contains(#""devices":[]"#), "\(listed.standardOutput)")
         _ = try await server.stop()
@@ -152,7 +153,7 @@ import Testing
                 "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
                 "--user-assertion-url", assertions, "--live-activities", "MatchAttributes",
             ])
-        try #require(try await phone.waitFor("listening for notifications"), "\(phone.printed)")
+        try #require(try await phone.waitFor("listening for notifications", timeout: 300), "\(phone.printed)")
         let now = Int(Date().timeIntervalSince1970)
         let start = try await self.curl(
             "POST", api + "/v1/apps/demo/notifications", key: admin,
@@ -161,7 +162,7 @@ import Testing
             "content-state":{"home":0,"away":0},"attributes-type":"MatchAttributes","attributes":{"match":"Ajax-PSV"},"alert":{"title":"Kick-off"}}}
             """#)
         #expect(start["deliveries"] as? Int == 1, "\(start)")
-        try #require(try await phone.waitFor("] listening", timeout: 20), "\(phone.printed)")
+        try #require(try await phone.waitFor("] listening", timeout: 300), "\(phone.printed)")
         let line = try #require(phone.printed.split(separator: "\n").first { $0.contains("] listening") && $0.contains("Live Activity") })
         let id = try #require(line.split(separator: " ").dropFirst(2).first.map { String($0.dropLast()) })
         #expect(phone.printed.contains("[Live Activity \(id)] started: ") && phone.printed.contains("Kick-off"), "\(phone.printed)")
@@ -173,7 +174,7 @@ import Testing
                 """#)
             #expect(sent["deliveries"] as? Int == 1, "\(sent)")
             let shown = event == "end" ? "ended" : "update"
-            #expect(try await phone.waitFor("[Live Activity \(id)] \(shown)", timeout: 20), "\(phone.printed)")
+            #expect(try await phone.waitFor("[Live Activity \(id)] \(shown)", timeout: 300), "\(phone.printed)")
         }
         #expect(phone.printed.contains("\"home\":2"))
         _ = try await phone.stop()

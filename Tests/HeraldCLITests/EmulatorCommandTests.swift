@@ -23,7 +23,7 @@ import Testing
                 "--data-dir", directory.path + "/data", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456",
                 "--log-level", "trace",
             ])
-        try #require(try await emulator.waitFor("APNs emulator control API listening"), "\(emulator.printed)")
+        try #require(try await emulator.waitFor("APNs emulator control API listening", timeout: 300), "\(emulator.printed)")
         func port(_ line: String) throws -> Int {
             let entry = try #require(emulator.printed.split(separator: "\n").first { $0.contains(line) })
             let value = try #require(entry.split(separator: " ").first { $0.hasPrefix("emulator.port=") })

@@ -16,7 +16,7 @@ import Testing
                 BackgroundProcess.heraldExecutable, "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
                 "--emulator-production-port", "0", "--emulator-control-port", "0",
             ])
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let crash = HeavyProcessTests.ServeCrashTests()
         let port = try crash.port(of: server, "Herald listening on")
         return (server, "http://127.0.0.1:\(port)", crash.line(after: "Admin API key", in: server.printed)?.trimmingCharacters(in: .whitespaces))
@@ -49,7 +49,7 @@ import Testing
         // The operator puts the new key in the file and tells the process.
         _ = try directory.write("master.key", second)
         server.signal(SIGHUP)
-        #expect(try await server.waitFor("master key changed"), "\(server.printed)")
+        #expect(try await server.waitFor("master key changed", timeout: 300), "\(server.printed)")
         #expect(try await Self.assertionStatus(api, admin) == 201, "the running process opens what it re-sealed")
         _ = try await server.stop()
 

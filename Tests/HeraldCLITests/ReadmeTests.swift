@@ -34,7 +34,7 @@ import Testing
         script = script.replacingOccurrences(of: String(keyLine), with: "KEY=\(admin)")
             .replacingOccurrences(of: "localhost:8080", with: "127.0.0.1:\(port)")
             .replacingOccurrences(of: "localhost:2198", with: "127.0.0.1:\(control)")
-        let result = try await ProcessRunner.run("bash", ["-euo", "pipefail", "-c", script], timeout: 60)
+        let result = try await ProcessRunner.run("bash", ["-euo", "pipefail", "-c", script], timeout: 300)
         #expect(result.exitCode == 0, "\(result.standardError)")
         // The inbox, printed last (curl -s adds no newline between answers), holds the
         // notification the walkthrough sent.

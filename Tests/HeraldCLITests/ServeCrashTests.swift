@@ -66,7 +66,7 @@ extension HeavyProcessTests {
                     "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", directory.path + "/emulator",
                     "--key-file", keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
                 ])
-            try #require(try await emulator.waitFor("control API listening"), "\(emulator.printed)")
+            try #require(try await emulator.waitFor("control API listening", timeout: 300), "\(emulator.printed)")
             let apns = try self.port(of: emulator, "emulator.environment=development")
             let control = try self.port(of: emulator, "control API listening")
 
@@ -78,7 +78,7 @@ extension HeavyProcessTests {
                         "--apns-host", "127.0.0.1", "--apns-port", "\(apns)", "--apns-ca-file", directory.path + "/emulator/ca.pem",
                         "--lease-seconds", "30", "--log-level", "warning",
                     ])
-                try #require(try await process.waitFor("Herald listening on"), "\(process.printed)")
+                try #require(try await process.waitFor("Herald listening on", timeout: 300), "\(process.printed)")
                 return (process, try self.port(of: process, "Herald listening on"))
             }
 
@@ -106,7 +106,9 @@ extension HeavyProcessTests {
                 (try JSONSerialization.jsonObject(with: Data(sent.standardOutput.utf8)) as? [String: Any])?["id"] as? String, "\(sent.standardOutput)"
             )
             var processed = 0
-            for _ in 0..<100 where processed == 0 {
+            // The waits end at their event; their deadlines are only hang guards.
+            let started = ContinuousClock.now + .seconds(300)
+            while processed == 0, ContinuousClock.now < started {
                 try await Task.sleep(for: .milliseconds(50))
                 processed = try await self.counter(control, "acceptedForUnknownTokens")
             }
@@ -118,7 +120,8 @@ extension HeavyProcessTests {
             var counts: [String: Int] = [:]
             // The killed process's leases (30 s: its APNs deadline is half of that, far beyond what a
             // loaded machine needs) run out before the restarted one sends them again.
-            for _ in 0..<1200 {
+            let deadline = ContinuousClock.now + .seconds(900)
+            while ContinuousClock.now < deadline {
                 let status = try await ProcessRunner.run(
                     "curl",
                     [

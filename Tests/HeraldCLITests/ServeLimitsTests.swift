@@ -14,7 +14,7 @@ import Testing
             [
                 "serve", "--port", "0", "--no-emulator", "--data-dir", directory.path, "--max-connections", "1",
             ])
-        try #require(try await server.waitFor("Herald listening on"), "\(server.printed)")
+        try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let port = try HeavyProcessTests.ServeCrashTests().port(of: server, "Herald listening on")
         // The first connection is answered (so the server counted it) and kept open; the second
         // is read until the server closes it. The sockets' 30 s timeout is only a hang guard.
@@ -39,7 +39,7 @@ import Testing
             except socket.timeout:
                 print("HANG", data.decode("latin-1").split("\\r\\n")[0])
             """
-        let result = try await ProcessRunner.run("python3", ["-c", client, "\(port)"], timeout: 60)
+        let result = try await ProcessRunner.run("python3", ["-c", client, "\(port)"], timeout: 300)
         _ = try await server.stop()
         #expect(result.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "EOF", "\(result.standardOutput) \(result.standardError)")
     }

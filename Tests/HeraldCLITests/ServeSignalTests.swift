@@ -23,7 +23,7 @@ import Testing
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
                 "--emulator-control-port", "0", "--lease-seconds", "600", "--apns-timeout-seconds", "300",
             ])
-        try #require(try await server.waitFor("Built-in APNs emulator: control API"), "\(server.printed)")
+        try #require(try await server.waitFor("Built-in APNs emulator: control API", timeout: 300), "\(server.printed)")
         // The crash test already reads a port from what a process printed.
         let crashTests = HeavyProcessTests.ServeCrashTests()
         let api = "http://127.0.0.1:\(try crashTests.port(of: server, "Herald listening on"))"
@@ -43,7 +43,9 @@ import Testing
             "POST", api + "/v1/apps/demo/notifications", key: admin, json: #"{"audience":{"tokens":["\#(token)"]},"title":"Late"}"#)
         #expect(sent["deliveries"] as? Int == 1)
         var inFlight = false
-        for _ in 0..<200 where !inFlight {
+        // Until the emulator holds the delivery (300 s is a hang guard, not a window).
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !inFlight, ContinuousClock.now < deadline {
             inFlight = (try await self.call("GET", control + "/v1/counters")["faultsInjected"] as? Int ?? 0) >= 1
             if !inFlight { try await Task.sleep(for: .milliseconds(50)) }
         }
@@ -52,10 +54,10 @@ import Testing
         try await Task.sleep(for: .seconds(11))
 
         server.signal(SIGTERM)
-        try #require(try await server.waitFor("shutting down"), "\(server.printed)")
+        try #require(try await server.waitFor("shutting down", timeout: 300), "\(server.printed)")
         // Still finishing the delivery in flight (it would exit 0 at its APNs timeout); the second
         // signal ends the process now, with status 1.
-        let status = try await server.stop(signal: SIGTERM, timeout: 30)
+        let status = try await server.stop(signal: SIGTERM, timeout: 120)
         #expect(status == 1, "\(server.printed)")
         #expect(server.printed.contains("second signal"))
     }

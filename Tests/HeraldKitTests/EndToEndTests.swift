@@ -48,7 +48,8 @@ import FoundationNetworking
             )
             #expect(sent["deliveries"] as? Int == 1, "only the device with a key: \(sent)")
             let id = try #require(sent["id"] as? String)
-            for _ in 0..<200 {
+            let deadline = ContinuousClock.now + .seconds(300)  // a hang guard: the loop ends when it is sent
+            while ContinuousClock.now < deadline {
                 let status = try await HeraldClientTests.admin(base, admin, "GET", "/v1/apps/demo/notifications/\(id)")
                 if (status["counts"] as? [String: Int])?["sent"] == 1 { break }
                 try await Task.sleep(for: .milliseconds(25))

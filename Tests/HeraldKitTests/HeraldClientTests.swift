@@ -43,6 +43,9 @@ import FoundationNetworking
         configuration.emulatorPorts = (0, 0, 0)
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
+        // An APNs timeout (and the lease bounding it) a loaded machine cannot hit.
+        configuration.engine.lease = .seconds(600)
+        configuration.engine.apnsTimeout = .seconds(300)
         try await withHeraldServer(configuration: configuration) { server in try await body(server, directory) }
     }
 
@@ -129,7 +132,8 @@ import FoundationNetworking
             let server = try BackgroundProcess("/usr/bin/env", ["python3", script, "\(failures)"])
             // The port is known once its whole line is there ("listening" can be read before it).
             var port: Int?
-            for _ in 0..<600 where port == nil {
+            let deadline = ContinuousClock.now + .seconds(300)  // a hang guard: the loop ends at the line
+            while port == nil, ContinuousClock.now < deadline {
                 port = server.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
                     .first { $0.hasPrefix("listening ") }.flatMap { Int($0.dropFirst("listening ".count)) }
                 if port == nil { try await Task.sleep(for: .milliseconds(50)) }

@@ -40,7 +40,9 @@ import Testing
         let content = try Self.encrypted(Self.secret)
         async let result = handler.process(content)
         // Once the download started and the deadline sleeps on the clock, move it past 25 s.
-        for _ in 0..<500 where !(started.withLock { $0 } && clock.sleepers == 1) { try await Task.sleep(for: .milliseconds(2)) }
+        // (A wait for that event; 300 s is only a hang guard.)
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !(started.withLock { $0 } && clock.sleepers == 1), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         clock.advance(by: .seconds(24))
         #expect(clock.sleepers == 1, "not yet")
         clock.advance(by: .seconds(1))
@@ -52,13 +54,17 @@ import Testing
     @Test("the system's expiry ends it at once with the best attempt; a wrong key leaves the placeholder")
     func expiryAndWrongKey() async throws {
         let job = NotificationServiceHandler.Job()
+        let started = Mutex(false)
         let handler = NotificationServiceHandler(privateKey: Self.key, clock: TestClock()) { _ in
+            started.withLock { $0 = true }
             try await Task.sleep(for: .seconds(3600))
             return Data()
         }
         let content = try Self.encrypted(Self.secret)
         async let result = handler.process(content, job: job)
-        try await Task.sleep(for: .milliseconds(50))
+        // Expire once the download started (decrypted by then), not after a fixed moment.
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !started.withLock({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
         job.expire()
         let best = await result
         #expect(best.title == "Ann" && best.attachments.isEmpty)

@@ -47,7 +47,7 @@ struct HealthCauseTests {
         try await PostgresTestDatabase.with { database in
             var components = try #require(URLComponents(string: database.url))
             let forwarder = try BackgroundProcess("python3", ["-c", Self.forwarder, components.host ?? "127.0.0.1", "\(components.port ?? 5432)"])
-            try #require(try await forwarder.waitFor("ready"), "\(forwarder.printed)")
+            try #require(try await forwarder.waitFor("ready", timeout: 300), "\(forwarder.printed)")
             let line = try #require(forwarder.printed.split(separator: "\n").first { $0.hasPrefix("forwarding on") })
             let port: Int = try #require(Int(String(line.split(separator: " ")[2])))
             components.port = port

@@ -45,6 +45,10 @@ import Testing
         configuration.emulatorPorts = (0, 0, 0)
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
+        // An APNs answer on a loaded machine can take seconds: a timeout (and the lease that
+        // bounds it) no test can hit, so a slow answer is never a timeout and a second send.
+        configuration.engine.lease = .seconds(600)
+        configuration.engine.apnsTimeout = .seconds(300)
         configuration.refuseUndeclaredStatuses = true
         return configuration
     }
@@ -104,14 +108,19 @@ import Testing
         return try #require(created.body["token"] as? String)
     }
 
-    /// Polls the notification until nothing is pending (bounded).
+    /// How long a wait for an event may take before the test calls it a hang: far beyond what
+    /// any event takes, however loaded the machine. Waits end at the event, not at this.
+    static let hangGuard: Duration = .seconds(300)
+
+    /// Polls the notification until nothing is pending (bounded by the hang guard only).
     func settled(_ context: Context, key: String, id: String) async throws -> [String: Any] {
-        for _ in 0..<200 {
+        let deadline = ContinuousClock.now + Self.hangGuard
+        while ContinuousClock.now < deadline {
             let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: key)
             if let counts = status.body["counts"] as? [String: Int], counts["pending"] == 0 { return status.body }
             try await Task.sleep(for: .milliseconds(50))
         }
-        Issue.record("notification \(id) still pending")
+        Issue.record("notification \(id) still pending after \(Self.hangGuard)")
         return [:]
     }
 
@@ -443,7 +452,8 @@ import Testing
                 return result
             }
             func wait(for zone: String) async throws {
-                for _ in 0..<100 where try await states()[zone] != "sent" { try await Task.sleep(for: .milliseconds(50)) }
+                let deadline = ContinuousClock.now + Self.hangGuard
+                while ContinuousClock.now < deadline, try await states()[zone] != "sent" { try await Task.sleep(for: .milliseconds(50)) }
             }
             try await Task.sleep(for: .milliseconds(200))
             #expect(try await states() == ["Asia/Tokyo": "pending", "America/New_York": "pending"])
