@@ -20,8 +20,10 @@ public import ServiceLifecycle
 /// Each has a deadline (``APNSClientConfiguration/requestTimeout`` unless given).
 ///
 /// The client resends on its own only what APNs cannot have processed: refused streams, streams
-/// above a GOAWAY's last-stream-id, streams of a connection lost before their answer, and once
-/// after `ExpiredProviderToken`. Everything else comes back with a ``FailureClass`` for the
+/// above a GOAWAY's last-stream-id, requests handed back unwritten, and once after
+/// `ExpiredProviderToken`. A request written and left unanswered (its connection lost, its
+/// deadline passed) comes back with ``APNSClientError/outcomeUnknown`` set, never resent here:
+/// APNs may have delivered it. Everything else comes back with a ``FailureClass`` for the
 /// caller to act on.
 ///
 /// As a `Service` it runs until graceful shutdown, then finishes what it holds and closes.

@@ -73,8 +73,10 @@ public struct APNSClientConfiguration: Sendable {
     public var pingTimeout: Duration
     /// Reconnect back-off after failures: the first delay, doubled per failure up to `maximum`, with jitter.
     public var reconnectBackoff: (initial: Duration, maximum: Duration)
-    /// How often one request may be put on the wire again after a refused stream, a GOAWAY or a
-    /// lost connection, before it fails with `connectionFailed`.
+    /// How often one request may be put on the wire again after APNs did not process it (a
+    /// refused stream, a stream above a GOAWAY's last-stream-id), before it fails with
+    /// `connectionFailed`. A request written and unanswered when its connection ends is never
+    /// resent by the client: it fails with `unknownOutcome`.
     public var maximumResends: Int
     /// When the shared provider token is replaced (20–59 minutes; 50 by default).
     public var tokenRefreshInterval: Duration

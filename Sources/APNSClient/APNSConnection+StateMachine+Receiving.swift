@@ -67,7 +67,9 @@ extension APNSConnection.StateMachine {
             }
             return .failed(
                 stream.pending,
-                APNSClientError(code: .connectionFailed, message: "APNs reset the stream (HTTP/2 error \(code)); it may have been processed")
+                APNSClientError(
+                    code: .connectionFailed, message: "APNs reset the stream (HTTP/2 error \(code)); it may have been processed",
+                    outcomeUnknown: true)
             )
         case .settings:
             return self.settings(flags: flags, streamID: streamID, payload: payload)

@@ -69,7 +69,7 @@ extension APNSConnection {
             /// Streams whose answer had started (completed with what arrived), and ones at or
             /// below a GOAWAY's last-stream-id (failed: APNs may have acted on them).
             var outcomes: [FrameAction]
-            /// Sent, never answered: APNs did not process them, as far as we know.
+            /// Sent, never answered: APNs may or may not have processed them (an unknown outcome).
             var unanswered: [Pending]
             var becameReady: Bool
             var reason: String
@@ -217,7 +217,8 @@ extension APNSConnection {
                         .failed(
                             stream.pending,
                             APNSClientError(
-                                code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered")
+                                code: .connectionFailed, message: "the connection closed after GOAWAY before the answer; it may have been delivered",
+                                outcomeUnknown: true)
                         )
                     )
                 } else {

@@ -11,8 +11,9 @@ import NIOTLS
 /// The pool hands it requests while it has stream capacity; it writes each as one HEADERS
 /// frame (HPACK per Apple's guidance, by ``APNSHeaderEncoder``) and one DATA frame into a
 /// buffer that goes out in a single write per batch. Answers come back as the pool's callbacks:
-/// success, rejection, or a resend for streams APNs never processed (REFUSED_STREAM, streams
-/// above a GOAWAY's last-stream-id, a connection lost before the answer).
+/// success, rejection, a resend for streams APNs never processed (REFUSED_STREAM, streams above
+/// a GOAWAY's last-stream-id), or an unknown outcome for streams written and unanswered when the
+/// connection ends.
 ///
 /// Stream capacity follows the server's SETTINGS. On token connections it is one stream until
 /// the first answer that is not an authentication failure, as APNs itself allows.
@@ -219,13 +220,13 @@ final class APNSConnection: ChannelInboundHandler {
             self.pool.providerTokenExpired(pending, token: token, on: self)
         case .refused(let pending):
             self.pool.metrics.refusedStreams.increment()
-            self.pool.resend(pending, countingSend: true)
+            self.pool.resend(pending, countingSend: true, reason: "REFUSED_STREAM")
         case .ready(let maxStreams):
             self.logger.debug("connection ready", metadata: ["apns.max_streams": "\(maxStreams)"])
             self.pool.connectionReady(self)
         case .goAway(let goAway):
             self.logger.info("APNs sent GOAWAY", metadata: ["apns.goaway.reason": "\(goAway.reason)", "apns.goaway.code": "\(goAway.code)"])
-            for pending in goAway.unprocessed { self.pool.resend(pending, countingSend: true) }
+            for pending in goAway.unprocessed { self.pool.resend(pending, countingSend: true, reason: "above GOAWAY's last-stream-id") }
             self.pool.connectionDraining(self, failedBeforeReady: goAway.failedBeforeReady)
             self.closeIfDrained()
         case .connectionError(_, let message):

@@ -82,6 +82,9 @@ public struct APNSClientError: Error, Sendable, Hashable, CustomStringConvertibl
         public static let deadlineExceeded = Code("deadline_exceeded")
         /// No connection could carry it (connect, TLS or HTTP/2 failures), after the client's own resends.
         public static let connectionFailed = Code("connection_failed")
+        /// It was written to APNs and the connection ended before the answer: it may or may not
+        /// have been delivered. The client does not send it again itself (see ``outcomeUnknown``).
+        public static let unknownOutcome = Code("unknown_outcome")
         /// The client was shut down before the request was sent.
         public static let shutdown = Code("shutdown")
         /// The client's configuration or credentials cannot be used.
@@ -102,6 +105,11 @@ public struct APNSClientError: Error, Sendable, Hashable, CustomStringConvertibl
     public var apnsID: String?
     /// The broken rule, for `invalidRequest`.
     public var validation: APNSValidationError?
+    /// Whether APNs may have delivered it: it was written and no answer came (`unknownOutcome`:
+    /// the connection ended; `deadlineExceeded`: the deadline passed in flight; `connectionFailed`:
+    /// a stream reset, or a close after GOAWAY, at or below its last-stream-id). Sending it again
+    /// may show it twice; the client never does so itself. False: APNs answered, or never had it.
+    public var outcomeUnknown: Bool
 
     public init(
         code: Code,
@@ -110,8 +118,10 @@ public struct APNSClientError: Error, Sendable, Hashable, CustomStringConvertibl
         reason: APNSReason? = nil,
         timestampMilliseconds: Int64? = nil,
         apnsID: String? = nil,
-        validation: APNSValidationError? = nil
+        validation: APNSValidationError? = nil,
+        outcomeUnknown: Bool = false
     ) {
+        self.outcomeUnknown = outcomeUnknown
         self.code = code
         self.message = message
         self.status = status

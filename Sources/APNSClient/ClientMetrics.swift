@@ -9,6 +9,8 @@ struct ClientMetrics: Sendable {
     let resent: Counter
     let refusedStreams: Counter
     let deadlines: Counter
+    /// Written, unanswered, not resent: APNs may or may not have delivered them.
+    let unknownOutcomes: Counter
     let connectionsOpened: Counter
     let connectionFailures: Counter
     let tokenRefreshes: Counter
@@ -21,6 +23,7 @@ struct ClientMetrics: Sendable {
         self.resent = Counter(label: "apns_client_resends_total", dimensions: dimensions)
         self.refusedStreams = Counter(label: "apns_client_refused_streams_total", dimensions: dimensions)
         self.deadlines = Counter(label: "apns_client_deadlines_exceeded_total", dimensions: dimensions)
+        self.unknownOutcomes = Counter(label: "apns_client_unknown_outcomes_total", dimensions: dimensions)
         self.connectionsOpened = Counter(label: "apns_client_connections_opened_total", dimensions: dimensions)
         self.connectionFailures = Counter(label: "apns_client_connection_failures_total", dimensions: dimensions)
         self.tokenRefreshes = Counter(label: "apns_client_provider_token_refreshes_total", dimensions: dimensions)

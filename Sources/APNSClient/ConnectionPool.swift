@@ -12,7 +12,8 @@ import NIOSSL
 ///
 /// It keeps `connections` connections open once the first request arrives (Apple asks for
 /// long-lived connections), replaces ones that fail, drain or stop answering PINGs, reconnects
-/// with exponential back-off and jitter, resends what APNs never processed, and fails requests
+/// with exponential back-off and jitter, resends what APNs never processed, reports what it may
+/// have processed without an answer as an unknown outcome (``ResendPolicy``), and fails requests
 /// whose deadline passes — queued, waiting for a resend, or in flight.
 final class ConnectionPool {
     let loop: any EventLoop
@@ -39,6 +40,7 @@ final class ConnectionPool {
     private var shutdownPromise: EventLoopPromise<Void>?
     private var shutDown = false
     private var roundRobin = 0
+    private let resendPolicy: ResendPolicy
 
     init(
         loop: any EventLoop,
@@ -59,6 +61,7 @@ final class ConnectionPool {
         self.clock = clock
         self.logger = logger
         self.metrics = ClientMetrics(environment: configuration.environment.rawValue)
+        self.resendPolicy = ResendPolicy(maximumResends: configuration.maximumResends)
         let host = configuration.resolvedHost
         self.authority = configuration.port == 443 ? host : "\(host):\(configuration.port)"
     }
@@ -223,8 +226,14 @@ final class ConnectionPool {
         } else {
             self.logger.debug("APNs connection closed", metadata: ["apns.connection": "\(connection.id)", "reason": "\(reason)"])
         }
-        // Sent but never answered: APNs may not have processed them; sent again (bounded).
-        for pending in unanswered { self.resend(pending, countingSend: true, reason: reason) }
+        // Written but never answered: APNs may have processed them. Reported as unknown outcomes,
+        // never resent here: the caller decides, once.
+        let now = NIODeadline.now()
+        for pending in unanswered {
+            self.apply(
+                self.resendPolicy.decide(.connectionLost(reason: reason), sends: pending.sends, written: true, deadline: pending.deadline, now: now),
+                to: pending)
+        }
         self.dispatch()
     }
 
@@ -238,15 +247,17 @@ final class ConnectionPool {
 
     func failed(_ pending: Pending, _ error: APNSClientError) {
         self.metrics.failed(error.failureClass)
+        if error.outcomeUnknown { self.metrics.unknownOutcomes.increment() }
         pending.complete(.failure(error))
     }
 
+    /// `sent`: the deadline passed while it was on the wire, unanswered (an unknown outcome);
+    /// otherwise it was queued, or waiting to be resent after APNs did not process it.
     func deadlineExceeded(_ pending: Pending, sent: Bool) {
         self.metrics.deadlines.increment()
+        if sent { return self.failed(pending, ResendPolicy.deadlinePassedInFlight()) }
         let message: String
-        if sent {
-            message = "APNs did not answer in time; the notification may or may not have been delivered"
-        } else if let error = self.lastConnectionError {
+        if let error = self.lastConnectionError {
             message = "not sent before the deadline: \(error)"
         } else {
             message = "not sent before the deadline (no free stream)"
@@ -254,20 +265,26 @@ final class ConnectionPool {
         self.failed(pending, APNSClientError(code: .deadlineExceeded, message: message))
     }
 
-    /// Puts a request on the wire again, at the front of the line, unless it was sent too often
-    /// or its deadline passed.
+    /// Puts a request APNs did not process on the wire again, at the front of the line, unless
+    /// it was sent too often or its deadline passed (``ResendPolicy``).
     /// `countingSend`: it went on the wire (and counts against `maximumResends`); otherwise it
     /// was handed back before being written.
-    func resend(_ pending: Pending, countingSend: Bool, reason: String = "resent") {
-        if pending.deadline <= .now() { return self.deadlineExceeded(pending, sent: pending.sends > 0) }
-        if pending.sends > self.configuration.maximumResends {
-            return self.failed(
-                pending,
-                APNSClientError(code: .connectionFailed, message: "sent \(pending.sends) times without an answer; last: \(reason)")
-            )
+    func resend(_ pending: Pending, countingSend: Bool, reason: String = "not processed") {
+        self.apply(
+            self.resendPolicy.decide(
+                .notProcessed(reason: reason), sends: pending.sends, written: countingSend, deadline: pending.deadline, now: .now()),
+            to: pending)
+    }
+
+    private func apply(_ decision: ResendPolicy.Decision, to pending: Pending) {
+        switch decision {
+        case .resend(let counts):
+            if counts { self.metrics.resent.increment() }
+            self.retries.append(pending)
+        case .fail(let error):
+            if error.code == .deadlineExceeded { self.metrics.deadlines.increment() }
+            self.failed(pending, error)
         }
-        if countingSend { self.metrics.resent.increment() }
-        self.retries.append(pending)
     }
 
     /// `ExpiredProviderToken`: a new token, and the request once more on a fresh connection
@@ -302,7 +319,8 @@ final class ConnectionPool {
         if self.retries.contains(where: { $0.deadline <= now }) {
             let expired = self.retries.filter { $0.deadline <= now }
             self.retries.removeAll { $0.deadline <= now }
-            for pending in expired { self.deadlineExceeded(pending, sent: pending.sends > 0) }
+            // Waiting for a resend: APNs never processed it (an unknown outcome is not resent).
+            for pending in expired { self.deadlineExceeded(pending, sent: false) }
         }
         let pingInterval = TimeAmount(self.configuration.pingInterval)
         let pingTimeout = TimeAmount(self.configuration.pingTimeout)

@@ -140,11 +140,15 @@ public struct DeliveryResponse: Sendable, Hashable, Codable {
     public var reason: String?
     public var latencyMs: Int64?
     public var updatedAt: Int64
+    /// Whether a send of it had an unknown outcome: written to APNs, and no answer came. APNs may
+    /// have delivered it (and a resend after it then a second time).
+    public var outcomeUncertain: Bool
 
     public init(
         notificationId: String?, token: String, kind: String?, environment: String, pushType: String, state: String, attempts: Int,
-        apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64
+        apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64, outcomeUncertain: Bool = false
     ) {
+        self.outcomeUncertain = outcomeUncertain
         self.notificationId = notificationId
         self.token = token
         self.kind = kind

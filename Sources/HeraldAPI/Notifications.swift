@@ -106,6 +106,11 @@ public struct SendRequest: Sendable, Hashable, Codable {
     public var encrypt: Bool?
     /// What APNs carries around an encrypted payload: `{"title", "body"}`.
     public var placeholder: Placeholder?
+    /// A push APNs may or may not have delivered (written, no answer: the connection was lost or
+    /// the deadline passed): `resend` (the default) sends it once more, at most once per device
+    /// (at-least-once; without a `collapseId`, the device replaces rather than adds); `drop`
+    /// never sends it again (at-most-once).
+    public var onUnknownOutcome: String?
 
     public struct Placeholder: Sendable, Hashable, Codable {
         public var title: String?

@@ -19,6 +19,11 @@ package enum NotificationPolicy {
         spec.placeholder != nil && audienceSize == 0 ? [] : spec.payload
     }
 
+    /// What a notification stores for `onUnknownOutcome`: nil (NULL) for the default, resend.
+    package static func storedUnknownOutcome(_ spec: NotificationSpec) -> String? {
+        spec.onUnknownOutcome == .default ? nil : spec.onUnknownOutcome.rawValue
+    }
+
     /// Where a new notification's expansion starts: before the first device, or nowhere for an
     /// empty audience.
     package static func expandAfter(audienceSize: Int64) -> Int64? {

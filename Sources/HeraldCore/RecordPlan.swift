@@ -9,7 +9,8 @@
 ///    their outcome, fenced by their chunk's attempt); then ``retriedChunkDeliveries`` of a
 ///    notification cancelled meanwhile are failed; then ``chunkEnds``;
 /// 2. ``sent``, in one statement;
-/// 3. ``singles``, in the order of the results, each fenced by its attempt.
+/// 3. ``singles``, in the order of the results, each fenced by its attempt;
+/// 4. ``uncertain``: of those applied, each counts one more unknown outcome.
 package struct RecordPlan: Sendable, Hashable {
     /// A delivery APNs accepted, recorded with the others in one statement.
     package struct Sent: Sendable, Hashable {
@@ -54,6 +55,9 @@ package struct RecordPlan: Sendable, Hashable {
     package private(set) var chunkEnds: [ChunkEnd]
     package private(set) var sent: [Sent]
     package private(set) var singles: [Single]
+    /// Deliveries whose send had an unknown outcome (``DeliveryResult/outcomeUncertain``): those
+    /// whose outcome was applied count one more.
+    package private(set) var uncertain: [Int64]
 
     /// Plans the recording of `results` at `now`, adding to `created` the rows it creates.
     package init(_ results: [DeliveryResult], now: Int64, creating created: inout some NewDeliveryRows) {
@@ -63,6 +67,7 @@ package struct RecordPlan: Sendable, Hashable {
         self.retriedChunkDeliveries = results.retriedChunkDeliveries
         self.sent = []
         self.singles = []
+        self.uncertain = results.compactMap { $0.outcomeUncertain ? $0.deliveryID : nil }
         for result in results {
             let isCreated = result.created != nil
             switch result.outcome {
@@ -83,6 +88,11 @@ package struct RecordPlan: Sendable, Hashable {
 
     /// Whether `single`'s failure deactivates its device, its outcome written or not
     /// (`applied`): fenced out, a newer claim answers for the delivery, and its device.
+    /// The deliveries of ``uncertain`` whose outcome was `applied` (not fenced out).
+    package func uncertain(applied: Set<Int64>) -> [Int64] {
+        self.uncertain.filter(applied.contains)
+    }
+
     package static func invalidates(_ single: Single, applied: Set<Int64>) -> Bool {
         guard case .failed(_, _, true, _) = single.outcome else { return false }
         return applied.contains(single.deliveryID)

@@ -125,6 +125,8 @@ package struct NotificationSpec: Sendable, Hashable {
     /// device, APNs carrying this placeholder payload (JSON, `mutable-content` set) beside the
     /// envelope; `payload` is then the plaintext, forgotten once the deliveries are done.
     package var placeholder: [UInt8]?
+    /// What to do with a push APNs may or may not have delivered.
+    package var onUnknownOutcome: UnknownOutcomeAction = .default
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -178,6 +180,10 @@ package struct ClaimedDelivery: Sendable, Hashable {
     /// recording its outcome creates one (each delivery of a broadcast is written once). If the
     /// process dies first, the chunk's lease runs out and its devices are claimed again.
     package var chunk: Int64?
+    /// Unknown outcomes recorded for it before this claim (0 for a chunk's delivery).
+    package var unknownOutcomes = 0
+    /// What its notification wants done with an unknown outcome.
+    package var onUnknownOutcome: UnknownOutcomeAction = .default
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,
@@ -232,6 +238,9 @@ package struct DeliveryResult: Sendable, Hashable {
     package var attempt: Int?
     /// For a delivery claimed in an audience chunk, the row its outcome creates.
     package var created: NewDelivery?
+    /// APNs may or may not have delivered this send (it was written, no answer came): the
+    /// delivery counts one more unknown outcome, whatever `outcome` decides.
+    package var outcomeUncertain = false
 
     package init(deliveryID: Int64, outcome: Outcome, latencyMilliseconds: Int64, attempt: Int? = nil) {
         self.deliveryID = deliveryID
@@ -299,6 +308,8 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var latencyMilliseconds: Int64?
     /// When its state last changed (ms).
     package var updatedAt: Int64
+    /// How many of its sends had an unknown outcome (written, unanswered).
+    package var unknownOutcomes = 0
 
     package init(
         id: Int64, notificationID: String, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState,

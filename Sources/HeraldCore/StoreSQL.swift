@@ -33,7 +33,7 @@ package enum StoreSQL {
     /// ``DeliveryRecord/init(row:)``.
     package static let deliveryColumns = """
         x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
-        x.latency_ms, x.updated_at
+        x.latency_ms, x.updated_at, x.unknown_outcomes
         """
 }
 
@@ -59,6 +59,7 @@ extension DeliveryRecord {
             apnsID: row.string(8), status: row.int(9).map(Int.init), reason: row.string(10), latencyMilliseconds: row.int(11),
             updatedAt: row.int(12) ?? 0
         )
+        self.unknownOutcomes = Int(row.int(13) ?? 0)
     }
 }
 
@@ -70,9 +71,10 @@ package struct NotificationShared: Sendable {
     package var collapseID: String?
     package var payload: [UInt8]
     package var placeholder: [UInt8]?
+    package var onUnknownOutcome: UnknownOutcomeAction
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder"
+    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -82,6 +84,7 @@ package struct NotificationShared: Sendable {
         self.collapseID = row.string(first + 3)
         self.payload = row.bytes(first + 4) ?? []
         self.placeholder = row.bytes(first + 5)
+        self.onUnknownOutcome = row.string(first + 6).flatMap(UnknownOutcomeAction.init(rawValue:)) ?? .default
     }
 }
 
@@ -104,7 +107,8 @@ package struct ChunkDevice: Sendable {
 }
 
 extension ClaimedDelivery {
-    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts.
+    /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts,
+    /// unknown_outcomes.
     package init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
         self.init(
             id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
@@ -113,6 +117,8 @@ extension ClaimedDelivery {
             priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
             attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
         )
+        self.unknownOutcomes = Int(row.int(8) ?? 0)
+        self.onUnknownOutcome = shared.onUnknownOutcome
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
@@ -123,5 +129,6 @@ extension ClaimedDelivery {
             topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
             attempts: attempts, placeholder: shared.placeholder, chunk: chunk
         )
+        self.onUnknownOutcome = shared.onUnknownOutcome
     }
 }

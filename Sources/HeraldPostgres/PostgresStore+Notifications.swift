@@ -74,8 +74,9 @@ extension PostgresStore {
                 let inserted = try await db.query(
                     """
                     INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
-                        idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                        idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
+                        on_unknown_outcome)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
                     ON CONFLICT (app_id, idempotency_key) DO NOTHING
                     RETURNING id
                     """,
@@ -86,7 +87,7 @@ extension PostgresStore {
                         .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
                         .int(NotificationPolicy.expandAfter(audienceSize: size)), .int(until), .text(targeting.pushType?.rawValue),
                         .text(targeting.localTime?.description),
-                        .bytes(spec.placeholder),
+                        .bytes(spec.placeholder), .text(NotificationPolicy.storedUnknownOutcome(spec)),
                     ]
                 )
                 guard inserted.isEmpty else {

@@ -97,6 +97,10 @@ extension PostgresStore {
                     )
                 }
             }
+            let uncertain = plan.uncertain(applied: outcomes.applied)
+            if !uncertain.isEmpty {
+                try await db.query("UPDATE deliveries SET unknown_outcomes = unknown_outcomes + 1 WHERE id = ANY($1)", [.ints(uncertain)])
+            }
             return outcomes
         }
     }

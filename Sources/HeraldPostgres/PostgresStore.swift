@@ -356,6 +356,11 @@ package final class PostgresStore: HeraldStore {
             """,
             "CREATE INDEX audit_app ON audit (app_id, id)",
         ],
+        // 8: unknown outcomes per delivery, and what a notification wants done with one, as in SQLite's.
+        [
+            "ALTER TABLE notifications ADD COLUMN on_unknown_outcome TEXT",
+            "ALTER TABLE deliveries ADD COLUMN unknown_outcomes BIGINT NOT NULL DEFAULT 0",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

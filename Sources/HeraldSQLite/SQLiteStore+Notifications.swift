@@ -101,8 +101,9 @@ extension SQLiteStore {
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
-                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
+                    on_unknown_outcome)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -113,6 +114,7 @@ extension SQLiteStore {
                     NotificationPolicy.expandAfter(audienceSize: size).map(SQLValue.integer) ?? .null, .integer(until),
                     targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
+                    NotificationPolicy.storedUnknownOutcome(spec).map(SQLValue.text) ?? .null,
                 ]
             )
             return CreatedNotification(

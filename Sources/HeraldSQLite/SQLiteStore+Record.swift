@@ -96,6 +96,13 @@ extension SQLiteStore {
                     )
                 }
             }
+            let uncertain = plan.uncertain(applied: outcomes.applied)
+            if !uncertain.isEmpty {
+                try db.query(
+                    "UPDATE deliveries SET unknown_outcomes = unknown_outcomes + 1 WHERE id IN (SELECT value FROM json_each(?))",
+                    [.text(JSONValue.array(uncertain.map { .int($0) }).jsonString)]
+                )
+            }
             return outcomes
         }
     }

@@ -139,6 +139,12 @@ package final class SQLiteStore: HeraldStore {
             id INTEGER PRIMARY KEY, at INTEGER NOT NULL, key_id TEXT, action TEXT NOT NULL, app_id TEXT, subject TEXT);
         CREATE INDEX audit_app ON audit (app_id, id);
         """,
+        // 8: pushes APNs may or may not have delivered (written, unanswered): how many a delivery
+        // had, and what its notification wants done with one (NULL: resend once).
+        """
+        ALTER TABLE notifications ADD COLUMN on_unknown_outcome TEXT;
+        ALTER TABLE deliveries ADD COLUMN unknown_outcomes INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

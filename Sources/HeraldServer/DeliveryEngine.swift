@@ -16,6 +16,11 @@ import Synchronization
 /// exponential back-off and jitter, until the notification expires or `maximumAttempts`; never
 /// retries what must be fixed; invalidates tokens APNs calls dead.
 ///
+/// A send whose outcome is unknown (written, unanswered: APNs may have delivered it) is resent
+/// at most once per delivery, and only if its notification's `onUnknownOutcome` is `resend`
+/// (``UnknownOutcomePolicy``); the delivery counts it either way. A push whose sender set no
+/// collapse id carries its notification's id as one, so that a resend replaces on the device.
+///
 /// At-least-once: a delivery is leased, not removed, while it is sent; if the process dies, the
 /// lease runs out and another claim sends it again.
 package final class DeliveryEngine: Service, Sendable {
@@ -177,6 +182,10 @@ package final class DeliveryEngine: Service, Sendable {
                 )
                 .increment(by: count)
             }
+            for (decision, count) in outcome.unknownOutcomes {
+                Counter(label: "herald_unknown_outcomes_total", dimensions: [("app", outcome.appID), ("decision", decision)])
+                    .increment(by: count)
+            }
             if !outcome.latencies.isEmpty {
                 let timer = Timer(label: "herald_delivery_latency", dimensions: [("app", outcome.appID)])
                 for value in outcome.latencies { timer.recordMilliseconds(value) }
@@ -197,6 +206,8 @@ package final class DeliveryEngine: Service, Sendable {
         var results: [DeliveryResult] = []
         var tallies: [Key: Int64] = [:]
         var latencies: [Int64] = []
+        /// Unknown outcomes by decision: "resend" or "drop".
+        var unknownOutcomes: [String: Int64] = [:]
 
         mutating func add(_ result: DeliveryResult, pushType: PushType) {
             let name: String
@@ -249,7 +260,7 @@ package final class DeliveryEngine: Service, Sendable {
                 let headers = NotificationHeaders(
                     pushType: delivery.pushType, topic: delivery.topic, priority: delivery.priority,
                     expiration: delivery.expiration.map { $0 == 0 ? .immediately : .at(epochSeconds: $0) } ?? .storagePolicy,
-                    collapseID: delivery.collapseID
+                    collapseID: UnknownOutcomePolicy.collapseID(sender: delivery.collapseID, notificationID: delivery.notificationID)
                 )
                 let payload: [UInt8]
                 if let placeholder = delivery.placeholder {
@@ -290,6 +301,10 @@ package final class DeliveryEngine: Service, Sendable {
                 case .failure(let error):
                     var result = self.classify(delivery, error)
                     result.latencyMilliseconds = latency
+                    if result.outcomeUncertain {
+                        let decision = if case .retry = result.outcome { "resend" } else { "drop" }
+                        outcome.unknownOutcomes[decision, default: 0] += 1
+                    }
                     outcome.add(result, pushType: delivery.pushType)
                 }
             }
@@ -310,6 +325,20 @@ package final class DeliveryEngine: Service, Sendable {
     }
 
     private func classify(_ delivery: ClaimedDelivery, _ error: APNSClientError) -> DeliveryResult {
+        if error.outcomeUnknown {
+            // APNs may have delivered it: resent at most once per delivery, if its sender wants.
+            var result: DeliveryResult
+            switch UnknownOutcomePolicy.decide(delivery.onUnknownOutcome, earlier: delivery.unknownOutcomes) {
+            case .resend:
+                result = self.retryOrFail(delivery, status: error.status, reason: UnknownOutcomePolicy.reason, retryable: true)
+            case .fail(let reason):
+                result = DeliveryResult(
+                    deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil),
+                    latencyMilliseconds: 0)
+            }
+            result.outcomeUncertain = true
+            return result
+        }
         let reason = error.reason?.rawValue ?? error.code.rawValue
         switch error.failureClass {
         case .invalidateToken:

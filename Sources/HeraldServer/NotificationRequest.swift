@@ -115,6 +115,13 @@ enum NotificationRequest {
         if let text = body.idempotencyKey, text.isEmpty || text.utf8.count > 128 {
             throw bad("idempotencyKey is 1 to 128 bytes", "bad_idempotency_key")
         }
+        var onUnknownOutcome = UnknownOutcomeAction.default
+        if let text = body.onUnknownOutcome {
+            guard let parsed = UnknownOutcomeAction(rawValue: text) else {
+                throw bad("onUnknownOutcome is resend (the default: at most one resend) or drop (never resent)", "bad_on_unknown_outcome")
+            }
+            onUnknownOutcome = parsed
+        }
         let json = try self.payloadJSON(body)
         var payload = try self.encode(json, pushType: pushType)
         var placeholder: [UInt8]?
@@ -131,6 +138,7 @@ enum NotificationRequest {
             collapseID: body.collapseId, payload: payload, scheduledAt: body.scheduledAt, localTime: localTime, idempotencyKey: body.idempotencyKey
         )
         spec.placeholder = placeholder
+        spec.onUnknownOutcome = onUnknownOutcome
         return spec
     }
 

@@ -47,15 +47,20 @@ import Testing
         }
     }
 
-    @Test("a dropped connection: unanswered pushes are resent on a new connection")
+    @Test("a dropped connection: a written, unanswered push is reported as an unknown outcome, not resent; the next goes on a new connection")
     func dropped() async throws {
         try await withEmulatorFixture { fixture in
             let token = try await fixture.createDevice()
             try await fixture.withClient { client async throws in
                 try await client.send(try alert(token))
                 try await fixture.control("POST", "/v1/faults", json: #"{"type":"drop"}"#)
+                let error = try #require(await clientError { try await client.send(try alert(token)) }, "expected an unknown outcome")
+                #expect(error.code == .unknownOutcome)
+                #expect(error.outcomeUnknown)
                 #expect(try await client.send(try alert(token)).apnsID != nil)
             }
+            // The emulator drops the connection before processing: the dropped push never arrived,
+            // and the client did not send it again.
             #expect(try await fixture.inbox(token).count == 2)
             #expect(try await fixture.counter("connections") == 2)
         }

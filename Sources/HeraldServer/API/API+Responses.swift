@@ -53,7 +53,7 @@ extension DeliveryResponse: OmitsNilFields {
         self.init(
             notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.environment.apiName,
             pushType: d.pushType.rawValue, state: d.state.rawValue, attempts: d.attempts, apnsId: d.apnsID, status: d.status, reason: d.reason,
-            latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt
+            latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt, outcomeUncertain: d.unknownOutcomes > 0
         )
     }
 }

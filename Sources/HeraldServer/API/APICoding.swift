@@ -54,6 +54,7 @@ struct APIRequestDecoder: RequestDecoder {
         case "scheduledAt": return "bad_scheduled_at"
         case "localTime": return "bad_local_time"
         case "idempotencyKey": return "bad_idempotency_key"
+        case "onUnknownOutcome": return "bad_on_unknown_outcome"
         case "publicKey", "publicKeyType": return "bad_public_key"
         case "environment", "restrictedTo": return "bad_environment"
         case "privateKey", "keyId", "teamId": return "bad_credentials"
