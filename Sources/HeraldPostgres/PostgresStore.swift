@@ -356,6 +356,16 @@ package final class PostgresStore: HeraldStore {
             """,
             "CREATE INDEX audit_app ON audit (app_id, id)",
         ],
+        // 8: rate-limit buckets shared by the processes (PostgreSQL only: on SQLite one process
+        // holds them in memory). `full_at`: when the bucket is full again, and can be forgotten.
+        [
+            """
+            CREATE TABLE rate_buckets (
+                bucket TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, granted DOUBLE PRECISION NOT NULL,
+                updated_at BIGINT NOT NULL, full_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX rate_buckets_full ON rate_buckets (full_at)",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
