@@ -66,9 +66,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Rate limit per register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_KEY_LIMIT, registerKeyLimit; 5000/1000].")
     var registerKeyLimit: String?
     @Option(help: "Rate limit per send key, BURST/PER_SECOND, 0: none [HERALD_SEND_KEY_LIMIT, sendKeyLimit; 10000/5000].") var sendKeyLimit: String?
-    @Option(help: "Rate limit per admin key, BURST/PER_SECOND, 0: none [HERALD_ADMIN_KEY_LIMIT, adminKeyLimit; 10000/5000].") var adminKeyLimit: String?
+    @Option(help: "Rate limit per admin key, BURST/PER_SECOND, 0: none [HERALD_ADMIN_KEY_LIMIT, adminKeyLimit; 10000/5000].") var adminKeyLimit:
+        String?
     @Option(
-        help: "Rate limit per client address using a register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_ADDRESS_LIMIT, registerAddressLimit; 60/1]."
+        help:
+            "Rate limit per client address using a register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_ADDRESS_LIMIT, registerAddressLimit; 60/1]."
     ) var registerAddressLimit: String?
     @Option(help: "Rate limit per client address using a send key, BURST/PER_SECOND, 0: none [HERALD_SEND_ADDRESS_LIMIT, sendAddressLimit; 0].")
     var sendAddressLimit: String?

@@ -19,7 +19,8 @@ package struct TokenBucket: Sendable, Equatable {
         /// `BURST/RATE`, such as `60/1` (a burst of 60, one more per second) or `10/0.5`.
         package init?(parsing text: String) {
             let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-            guard parts.count == 2, let capacity = Double(parts[0]), let rate = Double(parts[1]), capacity >= 1, capacity <= 1e9, rate > 0, rate <= 1e9
+            guard parts.count == 2, let capacity = Double(parts[0]), let rate = Double(parts[1]), capacity >= 1, capacity <= 1e9, rate > 0,
+                rate <= 1e9
             else { return nil }
             self.init(capacity: capacity, perSecond: rate)
         }

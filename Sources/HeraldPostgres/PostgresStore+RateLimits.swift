@@ -8,7 +8,8 @@ extension PostgresStore: RateBucketStore {
     /// `count` whole tokens are taken. It runs outside a transaction (one round trip).
     package func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
         try await self.read { db in
-            let row = try await db.query(Self.leaseSQL, [.text(bucket), .double(limit.capacity), .double(limit.perSecond), .double(Double(count))]).first
+            let row = try await db.query(Self.leaseSQL, [.text(bucket), .double(limit.capacity), .double(limit.perSecond), .double(Double(count))])
+                .first
             return RateLease(granted: Int(row?.double(0) ?? 0), tokensLeft: row?.double(1) ?? 0)
         }
     }

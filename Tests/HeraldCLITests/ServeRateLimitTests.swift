@@ -31,7 +31,8 @@ import Testing
         var answers: [String] = []
         for n in 0..<3 {
             answers.append(
-                try await self.call("PUT", base + "/v1/apps/demo/devices/" + String(repeating: "a", count: 63) + "\(n)", key: send, #"{"environment":"sandbox"}"#))
+                try await self.call(
+                    "PUT", base + "/v1/apps/demo/devices/" + String(repeating: "a", count: 63) + "\(n)", key: send, #"{"environment":"sandbox"}"#))
         }
         _ = try await server.stop()
         #expect(answers.prefix(2) == ["200", "200"], "\(answers)")

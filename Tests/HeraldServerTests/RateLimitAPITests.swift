@@ -64,11 +64,14 @@ extension ServerTests {
     @Test("a key over its limit is answered 429 rate_limited with Retry-After, counted at /metrics, and accepted again once its bucket refills")
     func keyLimit() async throws {
         let clock = PausableClock()
-        try await self.withServer(clock: clock, configure: { configuration in
-            configuration.metrics = ServerDocumentTests.registry
-            configuration.rateLimits.perKey[.send] = TokenBucket.Limit(capacity: 3, perSecond: 2)
-            configuration.rateLimits.perAddress = [:]
-        }) { context in
+        try await self.withServer(
+            clock: clock,
+            configure: { configuration in
+                configuration.metrics = ServerDocumentTests.registry
+                configuration.rateLimits.perKey[.send] = TokenBucket.Limit(capacity: 3, perSecond: 2)
+                configuration.rateLimits.perAddress = [:]
+            }
+        ) { context in
             let keys = try await self.setUp(context)
             let base = context.api.base
             clock.stop()
@@ -101,15 +104,20 @@ extension ServerTests {
         }
     }
 
-    @Test("register-key traffic is limited per client address: another key from the same address is refused, another address is not; X-Forwarded-For counts only from a trusted proxy")
+    @Test(
+        "register-key traffic is limited per client address: another key from the same address is refused, another address is not; X-Forwarded-For counts only from a trusted proxy"
+    )
     func addressLimit() async throws {
         for trusted in [false, true] {
             let clock = PausableClock()
             clock.stop()
-            try await self.withServer(clock: clock, configure: { configuration in
-                configuration.rateLimits.perAddress[.register] = TokenBucket.Limit(capacity: 3, perSecond: 0.5)
-                if trusted { configuration.rateLimits.trustedProxies = ["127.0.0.1"] }
-            }) { context in
+            try await self.withServer(
+                clock: clock,
+                configure: { configuration in
+                    configuration.rateLimits.perAddress[.register] = TokenBucket.Limit(capacity: 3, perSecond: 0.5)
+                    if trusted { configuration.rateLimits.trustedProxies = ["127.0.0.1"] }
+                }
+            ) { context in
                 let keys = try await self.setUp(context)
                 let other = try #require(
                     try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"register","appId":"demo"}"#).body["key"]
@@ -126,7 +134,9 @@ extension ServerTests {
                 let elsewhere = try await self.limited(base, "PUT", Self.register(5), key: other, json: Self.sandbox, forwardedFor: "203.0.113.8")
                 #expect(elsewhere.status == (trusted ? 200 : 429), "trusted: \(trusted), \(elsewhere)")
                 // A send key (the backend) is not limited per address.
-                #expect(try await self.limited(base, "PUT", Self.register(6), key: keys.send, json: Self.sandbox, forwardedFor: "203.0.113.7").status == 200)
+                #expect(
+                    try await self.limited(base, "PUT", Self.register(6), key: keys.send, json: Self.sandbox, forwardedFor: "203.0.113.7").status
+                        == 200)
             }
         }
     }

@@ -18,7 +18,8 @@ import Testing
         #expect(bucket.take(limit: self.limit, now: 12_000) == .admitted)
         #expect(bucket.take(limit: self.limit, now: 12_000) == .refused(retryAfterSeconds: 2))
         // A long quiet spell refills to the capacity, not beyond.
-        #expect((0..<4).map { _ in bucket.take(limit: self.limit, now: 1_000_000) } == [.admitted, .admitted, .admitted, .refused(retryAfterSeconds: 2)])
+        #expect(
+            (0..<4).map { _ in bucket.take(limit: self.limit, now: 1_000_000) } == [.admitted, .admitted, .admitted, .refused(retryAfterSeconds: 2)])
     }
 
     @Test("a clock that goes back adds nothing, and later time is not counted twice")

@@ -43,7 +43,9 @@ struct RateLimitGate: Sendable {
     }
 
     /// Nil when the request may go on; else the bucket that refused it and when to come back.
-    func check(_ operation: RateLimits.Operation, key: StoredAPIKey, address: String?) async throws -> (
+    func check(
+        _ operation: RateLimits.Operation, key: StoredAPIKey, address: String?
+    ) async throws -> (
         kind: RateLimits.Kind, retryAfter: Int
     )? {
         let now = self.clock.nowMilliseconds
