@@ -73,19 +73,22 @@ package struct RateLease: Sendable, Equatable {
 
 /// Buckets shared by the processes on one database, spent locally from leases: a process takes
 /// a batch of tokens (``RateLimits/leaseSize(_:)``) from the shared bucket in one statement and
-/// admits from it without a round trip; a refusal is remembered until the bucket's next token is
-/// due, so a client over its limit costs no round trip either. Every token admitted was taken
-/// from the shared bucket, so over any long period the processes together admit no more than
-/// one bucket would; in a short window they can admit up to `processes × (lease − 1)` more
-/// (tokens leased before the window, spent in it), and tokens leased but not used within
-/// `leaseLifetime` are dropped (admitting less, never more).
+/// admits from it without a round trip; requests arriving while a batch is being leased wait for
+/// it instead of leasing their own; a refusal is remembered until the bucket's next token is due,
+/// so a client over its limit costs no round trip either. Every token admitted was taken from
+/// the shared bucket, so over any long period the processes together admit no more than one
+/// bucket would; in a short window they can admit up to `processes × (lease − 1)` more (tokens
+/// leased before the window, spent in it), and tokens leased but not used within the lease
+/// lifetime are dropped (admitting less, never more).
 package final class LeasedRateLimiter: RateLimiter {
     private struct Entry {
         var tokens = 0
         var expiresAt: Int64 = 0
         var refusedUntil: Int64 = 0
-        /// A lease of a batch is in flight: other requests meanwhile lease one token each.
+        /// A lease is in flight: requests meanwhile wait for its tokens.
         var leasing = false
+        /// Resumed when the lease ends: admitted, refused, or nil to try again (the batch ran out).
+        var waiters: [CheckedContinuation<TokenBucket.Decision?, any Error>] = []
     }
 
     private let entries = Mutex<[String: Entry]>([:])
@@ -99,11 +102,17 @@ package final class LeasedRateLimiter: RateLimiter {
 
     private enum Local {
         case decided(TokenBucket.Decision)
-        case lease(count: Int)
+        case lease
+        case wait
     }
 
     package func take(_ bucket: RateLimits.Bucket, now: Int64) async throws -> TokenBucket.Decision {
-        let batch = self.limits.leaseSize(bucket.limit)
+        while true {
+            if let decision = try await self.attempt(bucket, now: now) { return decision }
+        }
+    }
+
+    private func attempt(_ bucket: RateLimits.Bucket, now: Int64) async throws -> TokenBucket.Decision? {
         let local: Local = self.entries.withLock { entries in
             var entry = entries[bucket.id] ?? Entry()
             defer { entries[bucket.id] = entry }
@@ -115,41 +124,75 @@ package final class LeasedRateLimiter: RateLimiter {
                 return .decided(.refused(retryAfterSeconds: max(1, Int((entry.refusedUntil - now + 999) / 1000))))
             }
             entry.tokens = 0
-            if entry.leasing { return .lease(count: 1) }
+            if entry.leasing { return .wait }
             entry.leasing = true
             if entries.count >= self.limits.maxBuckets { Self.evict(&entries, keep: self.limits.maxBuckets * 3 / 4, now: now) }
-            return .lease(count: batch)
+            return .lease
         }
-        guard case .lease(let count) = local else {
-            if case .decided(let decision) = local { return decision }
-            return .admitted
+        switch local {
+        case .decided(let decision):
+            return decision
+        case .wait:
+            return try await withCheckedThrowingContinuation { continuation in
+                let queued = self.entries.withLock { entries in
+                    guard entries[bucket.id]?.leasing == true else { return false }
+                    entries[bucket.id]?.waiters.append(continuation)
+                    return true
+                }
+                // The lease ended in between: try again.
+                if !queued { continuation.resume(returning: nil) }
+            }
+        case .lease:
+            return try await self.lease(bucket, now: now)
         }
+    }
+
+    private func lease(_ bucket: RateLimits.Bucket, now: Int64) async throws -> TokenBucket.Decision {
         let lease: RateLease
         do {
-            lease = try await self.store.leaseRateTokens(bucket: bucket.id, limit: bucket.limit, count: count)
+            lease = try await self.store.leaseRateTokens(bucket: bucket.id, limit: bucket.limit, count: self.limits.leaseSize(bucket.limit))
         } catch {
-            if count > 1 { self.entries.withLock { $0[bucket.id]?.leasing = false } }
+            let waiters = self.entries.withLock { entries in
+                defer {
+                    entries[bucket.id]?.leasing = false
+                    entries[bucket.id]?.waiters = []
+                }
+                return entries[bucket.id]?.waiters ?? []
+            }
+            for waiter in waiters { waiter.resume(throwing: error) }
             throw error
         }
-        return self.entries.withLock { entries in
+        let (decision, resumes) = self.entries.withLock { entries in
             var entry = entries[bucket.id] ?? Entry()
             defer { entries[bucket.id] = entry }
-            if count > 1 { entry.leasing = false }
+            entry.leasing = false
+            let waiters = entry.waiters
+            entry.waiters = []
             guard lease.granted > 0 else {
-                let seconds = TokenBucket.retryAfter(tokens: lease.tokensLeft, limit: bucket.limit)
+                let decision = TokenBucket.Decision.refused(retryAfterSeconds: TokenBucket.retryAfter(tokens: lease.tokensLeft, limit: bucket.limit))
                 // Exact to the millisecond for the local wait; whole seconds for Retry-After.
                 let due = Int64((1 - min(lease.tokensLeft, 1)) / bucket.limit.perSecond * 1000)
                 entry.refusedUntil = max(entry.refusedUntil, now + max(1, due))
-                return .refused(retryAfterSeconds: seconds)
+                return (decision, waiters.map { ($0, Optional(decision)) })
             }
             entry.tokens += lease.granted - 1
             entry.expiresAt = now + self.limits.leaseLifetimeMilliseconds
-            return .admitted
+            let resumes = waiters.map { waiter -> (CheckedContinuation<TokenBucket.Decision?, any Error>, TokenBucket.Decision?) in
+                guard entry.tokens > 0 else { return (waiter, nil) }
+                entry.tokens -= 1
+                return (waiter, .admitted)
+            }
+            return (TokenBucket.Decision.admitted, resumes)
         }
+        for (waiter, decision) in resumes { waiter.resume(returning: decision) }
+        return decision
     }
 
     /// Entries held now.
     package var count: Int { self.entries.withLock { $0.count } }
+
+    /// Requests waiting for a lease in flight (for tests).
+    package var waiting: Int { self.entries.withLock { $0.values.reduce(0) { $0 + $1.waiters.count } } }
 
     private static func evict(_ entries: inout [String: Entry], keep: Int, now: Int64) {
         entries = entries.filter { $0.value.leasing || ($0.value.tokens > 0 && $0.value.expiresAt > now) || $0.value.refusedUntil > now }

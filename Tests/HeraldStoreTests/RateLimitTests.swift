@@ -133,4 +133,68 @@ import Testing
         #expect(try await processes[0].take(bucket, now: 1000) == .admitted)
         #expect(try await processes[1].take(bucket, now: 1000) == .refused(retryAfterSeconds: 1))
     }
+
+    /// The shared bucket, with each lease held until the test lets it through (or opens the
+    /// gate for good, so that a failing test ends instead of hanging).
+    final class GatedBuckets: RateBucketStore {
+        let shared = SharedBuckets()
+        let gate = Mutex<(started: Int, held: [CheckedContinuation<Void, Never>], open: Bool)>((0, [], false))
+
+        func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
+            await withCheckedContinuation { continuation in
+                let open = self.gate.withLock { gate in
+                    gate.started += 1
+                    if !gate.open { gate.held.append(continuation) }
+                    return gate.open
+                }
+                if open { continuation.resume() }
+            }
+            return try await self.shared.leaseRateTokens(bucket: bucket, limit: limit, count: count)
+        }
+
+        func pruneRateBuckets() async throws -> Int { 0 }
+
+        /// Lets the leases held now through; `open`: and every later one.
+        func release(open: Bool = false) {
+            let held = self.gate.withLock { gate in
+                defer { gate.held = [] }
+                gate.open = gate.open || open
+                return gate.held
+            }
+            for continuation in held { continuation.resume() }
+        }
+    }
+
+    /// Waits (bounded by a hang guard) until `condition` holds; else opens the gate and fails.
+    func until(_ what: String, _ store: GatedBuckets, _ condition: () -> Bool) async throws {
+        for _ in 0..<20_000 where !condition() { try await Task.sleep(for: .milliseconds(1)) }
+        if !condition() { store.release(open: true) }
+        try #require(condition(), "never: \(what)")
+    }
+
+    @Test("requests arriving while a lease is in flight wait for its batch instead of leasing their own")
+    func waitersShareTheLease() async throws {
+        let store = GatedBuckets()
+        var limits = RateLimits()
+        limits.leaseLifetimeMilliseconds = 60_000
+        let limiter = LeasedRateLimiter(store: store, limits: limits)
+        let bucket = RateLimits.Bucket(id: "k:key", limit: TokenBucket.Limit(capacity: 100, perSecond: 1), kind: .key)
+        let decisions = try await withThrowingTaskGroup(of: TokenBucket.Decision.self) { group in
+            group.addTask { try await limiter.take(bucket, now: 0) }
+            try await self.until("the first lease starts", store) { store.gate.withLock { $0.started } == 1 }
+            for _ in 0..<14 { group.addTask { try await limiter.take(bucket, now: 0) } }
+            try await self.until("14 wait", store) { limiter.waiting == 14 }
+            // A batch of 10: the leader and 9 waiters; the other 5 try again, one leasing, 4 waiting.
+            store.release()
+            try await self.until("the second lease starts", store) { store.gate.withLock { $0.started } == 2 }
+            try await self.until("4 wait", store) { limiter.waiting == 4 }
+            store.release()
+            var decisions: [TokenBucket.Decision] = []
+            for try await decision in group { decisions.append(decision) }
+            return decisions
+        }
+        #expect(decisions.count == 15 && decisions.allSatisfy { $0 == .admitted })
+        #expect(store.gate.withLock { $0.started } == 2)
+        #expect(store.shared.state.withLock { $0.leases } == 2)
+    }
 }
