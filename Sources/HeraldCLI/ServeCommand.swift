@@ -4,6 +4,7 @@ import APNSModels
 import ArgumentParser
 import CoreMetrics
 import Foundation
+import HeraldCore
 import HeraldServer
 import Logging
 import Prometheus
@@ -61,6 +62,22 @@ struct ServeCommand: AsyncParsableCommand {
     var idleTimeoutSeconds: Int?
     @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].")
     var maxConnections: Int?
+    @Flag(help: "No rate limits on registration and sending [HERALD_NO_RATE_LIMITS=1, noRateLimits].") var noRateLimits = false
+    @Option(help: "Rate limit per register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_KEY_LIMIT, registerKeyLimit; 5000/1000].")
+    var registerKeyLimit: String?
+    @Option(help: "Rate limit per send key, BURST/PER_SECOND, 0: none [HERALD_SEND_KEY_LIMIT, sendKeyLimit; 10000/5000].") var sendKeyLimit: String?
+    @Option(help: "Rate limit per admin key, BURST/PER_SECOND, 0: none [HERALD_ADMIN_KEY_LIMIT, adminKeyLimit; 10000/5000].") var adminKeyLimit:
+        String?
+    @Option(
+        help:
+            "Rate limit per client address using a register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_ADDRESS_LIMIT, registerAddressLimit; 60/1]."
+    ) var registerAddressLimit: String?
+    @Option(help: "Rate limit per client address using a send key, BURST/PER_SECOND, 0: none [HERALD_SEND_ADDRESS_LIMIT, sendAddressLimit; 0].")
+    var sendAddressLimit: String?
+    @Option(
+        help:
+            "Comma-separated IP addresses of proxies whose X-Forwarded-For names the client for the rate limits; none: the header is ignored [HERALD_TRUSTED_PROXIES, trustedProxies]."
+    ) var trustedProxies: String?
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
@@ -113,6 +130,7 @@ struct ServeCommand: AsyncParsableCommand {
         let maxConnections = try settings.int(self.maxConnections, "maxConnections") ?? 512
         guard (0...1_000_000).contains(maxConnections) else { throw ValidationError("maxConnections must be 0 (no cap) to 1000000") }
         configuration.maxConnections = maxConnections == 0 ? nil : maxConnections
+        configuration.rateLimits = try self.rateLimits(settings)
         for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }
@@ -153,6 +171,31 @@ struct ServeCommand: AsyncParsableCommand {
             group.cancelAll()
         }
         logger.info("stopped")
+    }
+}
+
+extension ServeCommand {
+    /// The rate limits from the flags, the environment or the file, over ``RateLimits``'s defaults.
+    func rateLimits(_ settings: Settings) throws -> RateLimits {
+        if self.noRateLimits || settings.flag("noRateLimits") { return .off }
+        var limits = RateLimits()
+        func limit(_ flag: String?, _ key: String) throws -> TokenBucket.Limit?? {
+            guard let text = settings.string(flag, key) else { return .none }
+            if text == "0" || text == "off" { return .some(nil) }
+            guard let limit = TokenBucket.Limit(parsing: text) else {
+                throw ValidationError("\(key) must be BURST/PER_SECOND (such as 60/1), or 0 for none")
+            }
+            return .some(limit)
+        }
+        if let value = try limit(self.registerKeyLimit, "registerKeyLimit") { limits.perKey[.register] = value }
+        if let value = try limit(self.sendKeyLimit, "sendKeyLimit") { limits.perKey[.send] = value }
+        if let value = try limit(self.adminKeyLimit, "adminKeyLimit") { limits.perKey[.admin] = value }
+        if let value = try limit(self.registerAddressLimit, "registerAddressLimit") { limits.perAddress[.register] = value }
+        if let value = try limit(self.sendAddressLimit, "sendAddressLimit") { limits.perAddress[.send] = value }
+        if let proxies = settings.string(self.trustedProxies, "trustedProxies") {
+            limits.trustedProxies = Set(proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        }
+        return limits
     }
 }
 

@@ -76,6 +76,7 @@ struct Row: StoredRow {
     func int(_ index: Int) -> Int64? { (try? self.cells[index].decode(Int64?.self)) ?? nil }
     func string(_ index: Int) -> String? { (try? self.cells[index].decode(String?.self)) ?? nil }
     func bool(_ index: Int) -> Bool? { (try? self.cells[index].decode(Bool?.self)) ?? nil }
+    func double(_ index: Int) -> Double? { (try? self.cells[index].decode(Double?.self)) ?? nil }
     func bytes(_ index: Int) -> [UInt8]? { ((try? self.cells[index].decode(ByteBuffer?.self)) ?? nil).map { Array($0.readableBytesView) } }
     func isNull(_ index: Int) -> Bool { self.cells[index].bytes == nil }
 }
@@ -86,6 +87,7 @@ enum Value {
     case text(String?)
     case bytes([UInt8]?)
     case bool(Bool)
+    case double(Double)
     case texts([String])
     case ints([Int64])
 }
@@ -107,6 +109,7 @@ struct Query {
         case .text(let value): self.binds.append(value)
         case .bytes(let value): self.binds.append(value.map { ByteBuffer(bytes: $0) })
         case .bool(let value): self.binds.append(value)
+        case .double(let value): self.binds.append(value)
         case .texts(let value): self.binds.append(value)
         case .ints(let value): self.binds.append(value)
         }

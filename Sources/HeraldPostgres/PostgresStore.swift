@@ -361,6 +361,16 @@ package final class PostgresStore: HeraldStore {
             "ALTER TABLE notifications ADD COLUMN on_unknown_outcome TEXT",
             "ALTER TABLE deliveries ADD COLUMN unknown_outcomes BIGINT NOT NULL DEFAULT 0",
         ],
+        // 9: rate-limit buckets shared by the processes (PostgreSQL only: on SQLite one process
+        // holds them in memory). `full_at`: when the bucket is full again, and can be forgotten.
+        [
+            """
+            CREATE TABLE rate_buckets (
+                bucket TEXT PRIMARY KEY, tokens DOUBLE PRECISION NOT NULL, granted DOUBLE PRECISION NOT NULL,
+                updated_at BIGINT NOT NULL, full_at BIGINT NOT NULL)
+            """,
+            "CREATE INDEX rate_buckets_full ON rate_buckets (full_at)",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

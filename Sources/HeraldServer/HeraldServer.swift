@@ -60,6 +60,9 @@ package struct ServerConfiguration: Sendable {
     /// For tests: an API answer whose status its operation does not declare (as `openapi.yaml`
     /// must) becomes a 500 `undeclared_status`.
     package var refuseUndeclaredStatuses = false
+    /// Token buckets per API key and per client address on registration and sending (see
+    /// ``RateLimits``); ``RateLimits/off`` for none.
+    package var rateLimits = RateLimits()
 
     package init() {}
 }
@@ -136,7 +139,8 @@ private func runHeraldServer<Result: Sendable>(
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
         let api = API(
             store: store, secrets: secrets, engine: engine, clock: clock, metrics: configuration.metrics, events: events,
-            webhookAllowInternal: configuration.webhookAllowInternal
+            webhookAllowInternal: configuration.webhookAllowInternal,
+            rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock)
         )
         api.register(on: router)
         if configuration.dashboard {
@@ -156,6 +160,9 @@ private func runHeraldServer<Result: Sendable>(
         ]
         if configuration.masterKey == nil {
             services.append(.init(service: MasterKeyReloader(secrets: secrets, store: store, directory: configuration.dataDirectory, logger: logger)))
+        }
+        if !configuration.rateLimits.isOff, let shared = store as? any RateBucketStore {
+            services.append(.init(service: RateBucketPruner(store: shared, logger: logger)))
         }
         if let keep = configuration.retention {
             services.append(.init(service: Retention(store: store, keep: keep, interval: .seconds(3600), clock: clock, logger: logger)))

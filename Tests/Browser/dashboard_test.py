@@ -7,7 +7,9 @@ delivery log; the same pages on a narrow screen and without JavaScript.
 Environment: HERALD_URL, HERALD_ADMIN_KEY, HERALD_APP (an existing app id), HERALD_ARTIFACTS
 (a directory for screenshots). Exits non-zero, with the reason, on the first failed check.
 """
+import datetime
 import os
+import re
 import sys
 import time
 
@@ -94,6 +96,24 @@ def main():
     try:
         sign_in(driver)
         shot(driver, "01-overview")
+
+        # The keys page: each key's expiry and last use (the admin key was just used; the
+        # backend key expires a day from now and has not been used).
+        submit(driver, driver.find_element(By.LINK_TEXT, "Keys"))
+        wait.until(EC.presence_of_element_located((By.XPATH, "//h1[text()='API keys']")))
+        rows = {row.find_element(By.CSS_SELECTOR, "td.name").text: row for row in driver.find_elements(By.CSS_SELECTOR, "#keys tbody tr")}
+        check(set(rows) >= {"initial admin", "backend"}, f"keys listed: {sorted(rows)}")
+        admin, backend = rows["initial admin"], rows["backend"]
+        used = admin.find_element(By.CSS_SELECTOR, "td.last-used").text
+        check(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", used) is not None, f"the admin key's last use: {used!r}")
+        check(admin.find_element(By.CSS_SELECTOR, "td.expires").text == "never", "the admin key has no expiry")
+        expiry = datetime.datetime.fromtimestamp(int(os.environ["HERALD_KEY_EXPIRY"]) / 1000, datetime.timezone.utc)
+        expires = backend.find_element(By.CSS_SELECTOR, "td.expires").text
+        check(expires == expiry.strftime("%Y-%m-%d %H:%M:%S"), f"the backend key's expiry: {expires!r}, not {expiry}")
+        check(backend.find_element(By.CSS_SELECTOR, "td.last-used").text == "never", "the backend key was never used")
+        check(backend.find_element(By.CSS_SELECTOR, "td.state").text == "active", "the backend key is active")
+        check("hk_" not in driver.page_source, "a key's secret is never shown")
+        shot(driver, "01b-keys")
 
         # A virtual device for user "ann", registered with Herald as the app would.
         driver.get(BASE + "/dashboard/emulator")

@@ -55,6 +55,16 @@ import Testing
                 "-d", #"{"id":"demo","bundleId":"com.example.demo"}"#,
             ])
         try #require(created.standardOutput == "201")
+        // A key with an expiry, for the keys page (a day ahead).
+        // Whole seconds: the page shows seconds.
+        let expiry = (Int64(Date().timeIntervalSince1970) + 86_400) * 1000
+        let key = try await ProcessRunner.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/v1/keys", "-H", "authorization: Bearer \(admin)",
+                "-d", #"{"scope":"send","appId":"demo","name":"backend","expiresAt":\#(expiry)}"#,
+            ])
+        try #require(key.standardOutput == "201")
         let artifacts =
             ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
             ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
@@ -66,7 +76,7 @@ import Testing
         let browser = try BackgroundProcess(
             "/usr/bin/env",
             [
-                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_ARTIFACTS=\(artifacts)",
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_KEY_EXPIRY=\(expiry)", "HERALD_ARTIFACTS=\(artifacts)",
                 "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
             ])
         // Signal 0 only waits (bounded) for it to finish.

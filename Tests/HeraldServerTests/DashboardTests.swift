@@ -202,6 +202,34 @@ import Testing
         }
     }
 
+    @Test("the keys page shows each key's expiry and last use, never a secret, and a key's name escaped")
+    func keysPage() async throws {
+        try await self.server.withServer { context in
+            _ = try await self.server.setUp(context)
+            let directory = try TemporaryDirectory(prefix: "herald-dashboard")
+            defer { directory.remove() }
+            // Whole seconds: the page shows seconds.
+            let expiry = (Int64(Date().timeIntervalSince1970) + 86_400) * 1000
+            let made = try await context.api.call(
+                "POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"demo","name":"<b>ops</b>","expiresAt":\#(expiry)}"#)
+            let id = try #require(made.body["id"] as? String)
+            let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
+            #expect(try await browser.post("/dashboard/login", [("key", context.admin)]).status == 303)
+            let page = try await browser.get("/dashboard/keys")
+            #expect(page.status == 200)
+            let row = try #require(page.body.firstRange(of: "<tr data-key=\"\(id)\">").map { String(page.body[$0.lowerBound...].prefix(600)) })
+            #expect(row.contains(#"<td class="name">&lt;b&gt;ops&lt;/b&gt;</td>"#), "\(row)")
+            let expires = Date(timeIntervalSince1970: Double(expiry / 1000)).formatted(.iso8601).replacingOccurrences(of: "T", with: " ").dropLast()
+            #expect(row.contains(#"<td class="expires">\#(expires)</td><td class="last-used">never</td><td class="state">active</td>"#), "\(row)")
+            #expect(!page.body.contains(try #require(made.body["key"] as? String)), "the secret is never shown")
+            // The admin key signing in was used just now.
+            #expect(
+                page.body.contains(
+                    /<td class="name">initial admin<\/td><td>admin<\/td><td>every app<\/td><td>[^<]+<\/td><td class="expires">never<\/td><td class="last-used">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d<\/td>/
+                ), "\(page.body)")
+        }
+    }
+
     @Test("static files carry a strong ETag (the SHA-256 of their bytes) and Cache-Control; a matching If-None-Match gets a bodiless 304")
     func staticFilesETag() async throws {
         try await self.server.withServer { context in

@@ -24,6 +24,8 @@ extension API {
         let app = secured.union([404])
         // With a JSON body: malformed, unknown fields, too large.
         let body: Set<Int> = [400, 413]
+        // Rate-limited (registration and sending): 429 with Retry-After.
+        let limited: Set<Int> = [429]
         return [
             Operation(method: .get, path: "/health", statuses: [200, 503]),
             Operation(method: .get, path: "/metrics", statuses: [200, 404]),
@@ -46,11 +48,11 @@ extension API {
             Operation(method: .delete, path: "/v1/keys/{id}", statuses: secured.union([204, 404, 409])),
             Operation(method: .post, path: "/v1/keys/{id}/rotate", statuses: secured.union(body).union([201, 404])),
             Operation(method: .get, path: "/v1/apps/{app}/devices", statuses: app.union([200, 400])),
-            Operation(method: .put, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(body).union([200, 422])),
-            Operation(method: .delete, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([204, 400])),
+            Operation(method: .put, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(body).union(limited).union([200, 422])),
+            Operation(method: .delete, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(limited).union([204, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/devices/{token}/deliveries", statuses: app.union([200, 400])),
-            Operation(method: .post, path: "/v1/apps/{app}/notifications", statuses: app.union(body).union([200, 202, 422])),
+            Operation(method: .post, path: "/v1/apps/{app}/notifications", statuses: app.union(body).union(limited).union([200, 202, 422])),
             Operation(method: .get, path: "/v1/apps/{app}/notifications", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),

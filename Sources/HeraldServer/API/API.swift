@@ -19,6 +19,8 @@ struct API: Sendable {
     let events: DeliveryEvents
     /// Webhooks may point at loopback and private addresses.
     var webhookAllowInternal = false
+    /// The rate limits on registration and sending; nil: none.
+    var rateLimit: RateLimitGate?
     static let bodyLimit = 1 << 20
 
     var webhooks: WebhooksController {
@@ -35,8 +37,8 @@ struct API: Sendable {
         let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store, clock: self.clock))
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
-        DevicesController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
-        NotificationsController(store: self.store, engine: self.engine, clock: self.clock).addRoutes(to: v1)
+        DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
+        NotificationsController(store: self.store, engine: self.engine, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
     }

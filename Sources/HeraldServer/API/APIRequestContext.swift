@@ -2,11 +2,14 @@
 import HeraldCore
 import Hummingbird
 import Logging
+import NIOCore
 
 /// The request context of every route: what the authenticator found (the key) and, on routes
 /// under `/v1/apps/{app}`, the app the key was checked against.
-struct APIRequestContext: RequestContext {
+struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     var coreContext: CoreRequestContextStorage
+    /// The TCP peer (the rate limits' client address, unless it is a trusted proxy).
+    let remoteAddress: SocketAddress?
     /// The caller's key, set by ``APIKeyAuthenticator`` when the request carried a valid one.
     var key: StoredAPIKey?
     /// The app named by the path, set by ``RequireScope`` once the key may act on it.
@@ -14,6 +17,7 @@ struct APIRequestContext: RequestContext {
 
     init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.remoteAddress = source.channel.remoteAddress
     }
 
     var requestDecoder: APIRequestDecoder { APIRequestDecoder() }

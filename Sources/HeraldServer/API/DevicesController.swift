@@ -11,9 +11,11 @@ struct DevicesController {
     let store: any HeraldStore
     let secrets: SecretBox
     let clock: any EpochClock
+    var rateLimit: RateLimitGate?
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let register = v1.group("apps/:app/devices").add(middleware: RequireScope(.register, store: self.store))
+        let register = v1.group("apps/:app/devices").add(middleware: RateLimit(operation: .register, gate: self.rateLimit))
+            .add(middleware: RequireScope(.register, store: self.store))
         register.put(":token", use: self.register)
         register.delete(":token", use: self.unregister)
         let read = v1.group("apps/:app/devices").add(middleware: RequireScope(.send, store: self.store))

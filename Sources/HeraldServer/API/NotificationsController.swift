@@ -9,10 +9,13 @@ struct NotificationsController {
     let store: any HeraldStore
     let engine: DeliveryEngine
     let clock: any EpochClock
+    var rateLimit: RateLimitGate?
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
+        v1.group("apps/:app/notifications").add(middleware: RateLimit(operation: .send, gate: self.rateLimit))
+            .add(middleware: RequireScope(.send, store: self.store))
+            .post(use: self.send)
         let send = v1.group("apps/:app/notifications").add(middleware: RequireScope(.send, store: self.store))
-        send.post(use: self.send)
         send.get(use: self.list)
         send.get(":id", use: self.show)
         send.delete(":id", use: self.cancel)

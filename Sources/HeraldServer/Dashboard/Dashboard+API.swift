@@ -67,6 +67,11 @@ struct DashboardBackend: Sendable {
         _ = try await self.store.register(appID: appID, registration, now: now)
     }
 
+    /// The API keys as `GET /v1/keys` lists them (never a secret or a hash).
+    func keys() async throws -> [APIKeyResponse] {
+        try await self.store.apiKeys().map(APIKeyResponse.init)
+    }
+
     static func isNotFound(_ error: HeraldError) -> Bool {
         error.status == .notFound
     }

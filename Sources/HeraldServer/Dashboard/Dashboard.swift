@@ -33,6 +33,7 @@ struct Dashboard: Sendable {
         DashboardSignInController(dashboard: self).register(on: group)
         DashboardOverviewController(dashboard: self).register(on: group)
         DashboardAppsController(dashboard: self).register(on: group)
+        DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
         DashboardNotificationsController(dashboard: self).register(on: group)

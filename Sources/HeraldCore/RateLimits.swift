@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+import Crypto
+import Foundation
+
+/// The rate limits on registration and sending: a token bucket per API key and one per client
+/// address, each sized by the scope of the key the request carries. The register key ships inside
+/// every copy of the app, so anyone holding the app binary has it: its per-key limit is the whole
+/// app's registration rate, and the per-address limit is what bounds one attacker.
+package struct RateLimits: Sendable, Equatable {
+    /// Which routes are limited.
+    package enum Operation: String, Sendable, CaseIterable {
+        /// `PUT` and `DELETE /v1/apps/{app}/devices/{token}`.
+        case register
+        /// `POST /v1/apps/{app}/notifications`.
+        case send
+    }
+
+    /// Which bucket refused.
+    package enum Kind: String, Sendable, CaseIterable {
+        case key
+        case address
+    }
+
+    /// Per key, by the key's scope; a scope without an entry is not limited per key.
+    package var perKey: [APIScope: TokenBucket.Limit] = [
+        // Every install of the app shares the register key: this is the whole app's rate.
+        .register: TokenBucket.Limit(capacity: 5000, perSecond: 1000),
+        // The backend and the team: a bound on a runaway loop, far above what one server serves.
+        .send: TokenBucket.Limit(capacity: 10000, perSecond: 5000),
+        .admin: TokenBucket.Limit(capacity: 10000, perSecond: 5000),
+    ]
+    /// Per client address, by the scope of the key it uses; a scope without an entry is not
+    /// limited per address. Backends (send and admin keys) often sit behind one NAT address.
+    package var perAddress: [APIScope: TokenBucket.Limit] = [
+        // A phone registers on launch and when its token changes: a burst of 60, then one a second.
+        .register: TokenBucket.Limit(capacity: 60, perSecond: 1)
+    ]
+    /// Peers (exact IP addresses) whose `X-Forwarded-For` is believed: a request from one of them
+    /// is counted against the rightmost forwarded address that is not itself a trusted proxy.
+    /// Empty (the default): the header is ignored and the TCP peer is the client.
+    package var trustedProxies: Set<String> = []
+    /// Buckets one process keeps in memory at most (each ~100 bytes): past it, full (idle) buckets
+    /// are forgotten first, then arbitrary ones.
+    package var maxBuckets = 100_000
+    /// On PostgreSQL: tokens a process takes from the shared bucket at once, at most (each bucket
+    /// leases a tenth of its capacity, 1 to this).
+    package var maxLease = 20
+    /// On PostgreSQL: leased tokens not used within this many milliseconds are dropped.
+    package var leaseLifetimeMilliseconds: Int64 = 1000
+
+    package init() {}
+
+    /// No limit at all.
+    package static let off: RateLimits = {
+        var limits = RateLimits()
+        limits.perKey = [:]
+        limits.perAddress = [:]
+        return limits
+    }()
+
+    package var isOff: Bool { self.perKey.isEmpty && self.perAddress.isEmpty }
+
+    /// A bucket a request must take a token from.
+    package struct Bucket: Sendable, Equatable {
+        /// Names the bucket among all processes: the key's id, or a hash of the scope and the
+        /// address (addresses are not written to the database).
+        package var id: String
+        package var limit: TokenBucket.Limit
+        package var kind: Kind
+
+        package init(id: String, limit: TokenBucket.Limit, kind: Kind) {
+            self.id = id
+            self.limit = limit
+            self.kind = kind
+        }
+    }
+
+    /// The buckets a request with a key of `scope` (id `keyID`) from `address` takes a token from,
+    /// in order: the address's first, so that a client over its own limit does not also drain the
+    /// key's (for a register key, the whole app's), then the key's.
+    package func buckets(scope: APIScope, keyID: String, address: String?) -> [Bucket] {
+        var buckets: [Bucket] = []
+        if let limit = self.perAddress[scope], let address {
+            buckets.append(Bucket(id: "a:" + Self.digest(scope.rawValue + " " + address), limit: limit, kind: .address))
+        }
+        if let limit = self.perKey[scope] { buckets.append(Bucket(id: "k:" + keyID, limit: limit, kind: .key)) }
+        return buckets
+    }
+
+    private static func digest(_ text: String) -> String {
+        APIKeySecret.hex(Array(SHA256.hash(data: Array(text.utf8)).prefix(16)))
+    }
+
+    /// The tokens one process leases at once from a shared bucket of `limit`.
+    package func leaseSize(_ limit: TokenBucket.Limit) -> Int {
+        max(1, min(self.maxLease, Int(limit.capacity / 10)))
+    }
+
+    /// The client a request counts against: the TCP peer, or, when the peer is a trusted proxy,
+    /// the rightmost `X-Forwarded-For` entry that is not one (a client can prepend anything to
+    /// the header, but not what the proxies append after it). IPv6 clients count by their /64,
+    /// which one subscriber usually holds whole.
+    package func clientAddress(peer: String?, forwardedFor: [String]) -> String? {
+        guard let peer else { return nil }
+        guard self.trustedProxies.contains(peer) else { return Self.prefix(peer) }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        for hop in hops.reversed() where !self.trustedProxies.contains(hop) {
+            return hop.isEmpty ? Self.prefix(peer) : Self.prefix(hop)
+        }
+        return Self.prefix(peer)
+    }
+
+    /// An IPv6 address's first four groups (its /64); an IPv4 address (or one mapped into
+    /// IPv6) as it is.
+    package static func prefix(_ address: String) -> String {
+        guard address.contains(":") else { return address }
+        let lower = address.lowercased()
+        if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains(".") { return String(lower.dropFirst(7)) }
+        let halves = lower.split(separator: "::", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        let head = halves[0].isEmpty ? [] : halves[0].split(separator: ":").map(String.init)
+        let tail = halves.count > 1 && !halves[1].isEmpty ? halves[1].split(separator: ":").map(String.init) : []
+        let groups = halves.count > 1 ? head + Array(repeating: "0", count: max(0, 8 - head.count - tail.count)) + tail : head
+        return groups.prefix(4).map { group in
+            let trimmed = group.drop { $0 == "0" }
+            return trimmed.isEmpty ? "0" : String(trimmed)
+        }.joined(separator: ":") + "::/64"
+    }
+}

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import CoreMetrics
+import HTTPTypes
+import HeraldCore
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// The rate limits of one server: the configured ``RateLimits``, the limiter that keeps the
+/// buckets (in memory on SQLite, leased from shared rows on PostgreSQL) and the counters of
+/// refusals at `/metrics` (`herald_rate_limited_total{operation, scope, limit}`).
+struct RateLimitGate: Sendable {
+    let limits: RateLimits
+    let limiter: any RateLimiter
+    let clock: any EpochClock
+    private let refused: [String: Counter]
+
+    init(limits: RateLimits, store: any HeraldStore, clock: any EpochClock) {
+        self.limits = limits
+        self.clock = clock
+        if let shared = store as? any RateBucketStore {
+            self.limiter = LeasedRateLimiter(store: shared, limits: limits)
+        } else {
+            self.limiter = LocalRateLimiter(maxBuckets: limits.maxBuckets)
+        }
+        var refused: [String: Counter] = [:]
+        for operation in RateLimits.Operation.allCases {
+            for scope in APIScope.allCases {
+                for kind in RateLimits.Kind.allCases {
+                    refused[Self.name(operation, scope, kind)] = Counter(
+                        label: "herald_rate_limited_total",
+                        dimensions: [("operation", operation.rawValue), ("scope", scope.rawValue), ("limit", kind.rawValue)]
+                    )
+                }
+            }
+        }
+        self.refused = refused
+    }
+
+    private static func name(_ operation: RateLimits.Operation, _ scope: APIScope, _ kind: RateLimits.Kind) -> String {
+        "\(operation.rawValue) \(scope.rawValue) \(kind.rawValue)"
+    }
+
+    /// Nil when the request may go on; else the bucket that refused it and when to come back.
+    func check(
+        _ operation: RateLimits.Operation, key: StoredAPIKey, address: String?
+    ) async throws -> (
+        kind: RateLimits.Kind, retryAfter: Int
+    )? {
+        let now = self.clock.nowMilliseconds
+        for bucket in self.limits.buckets(scope: key.scope, keyID: key.id, address: address) {
+            if case .refused(let seconds) = try await self.limiter.take(bucket, now: now) {
+                self.refused[Self.name(operation, key.scope, bucket.kind)]?.increment()
+                return (bucket.kind, seconds)
+            }
+        }
+        return nil
+    }
+}
+
+/// Applies the rate limits to a route group (after authentication, so that the key is known):
+/// a request over its limit is answered 429 `rate_limited` with `Retry-After` in whole seconds
+/// (at least 1), before the route reads anything. A request without a key goes on (and
+/// ``RequireScope`` refuses it).
+struct RateLimit: RouterMiddleware {
+    typealias Context = APIRequestContext
+    let operation: RateLimits.Operation
+    let gate: RateLimitGate?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let gate = self.gate, let key = context.key else { return try await next(request, context) }
+        let address = gate.limits.clientAddress(
+            peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
+        guard let refused = try await gate.check(self.operation, key: key, address: address) else { return try await next(request, context) }
+        let whose = refused.kind == .key ? "this API key" : "this client address"
+        var response = try HeraldError(code: "rate_limited", "too many requests from \(whose); retry in \(refused.retryAfter) s")
+            .response(from: request, context: context)
+        response.headers[.retryAfter] = String(refused.retryAfter)
+        return response
+    }
+}
+
+extension HTTPField.Name {
+    static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+}
+
+/// Forgets the shared buckets that are full again, every 10 minutes (PostgreSQL only).
+struct RateBucketPruner: Service {
+    let store: any RateBucketStore
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            do {
+                _ = try await self.store.pruneRateBuckets()
+            } catch {
+                self.logger.warning("pruning rate-limit buckets failed", metadata: ["error": "\(error)"])
+            }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(600)) }
+        }
+    }
+}

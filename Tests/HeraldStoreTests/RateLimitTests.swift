@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+import HeraldCore
+import Synchronization
+import Testing
+
+/// The rate limits' token bucket, buckets and limiters on plain values: the time is a number the
+/// test passes, so nothing sleeps.
+@Suite struct RateLimitTests {
+    let limit = TokenBucket.Limit(capacity: 3, perSecond: 0.5)
+
+    @Test("a full bucket admits its burst, then refuses with the whole seconds until its next token, and admits again once refilled")
+    func burstRefuseRefill() {
+        var bucket = TokenBucket(limit: self.limit, now: 10_000)
+        #expect((0..<3).map { _ in bucket.take(limit: self.limit, now: 10_000) } == [.admitted, .admitted, .admitted])
+        #expect(bucket.take(limit: self.limit, now: 10_000) == .refused(retryAfterSeconds: 2))
+        // 1.5 s later: three quarters of a token; half a second to go is still Retry-After: 1.
+        #expect(bucket.take(limit: self.limit, now: 11_500) == .refused(retryAfterSeconds: 1))
+        #expect(bucket.take(limit: self.limit, now: 12_000) == .admitted)
+        #expect(bucket.take(limit: self.limit, now: 12_000) == .refused(retryAfterSeconds: 2))
+        // A long quiet spell refills to the capacity, not beyond.
+        #expect(
+            (0..<4).map { _ in bucket.take(limit: self.limit, now: 1_000_000) } == [.admitted, .admitted, .admitted, .refused(retryAfterSeconds: 2)])
+    }
+
+    @Test("a clock that goes back adds nothing, and later time is not counted twice")
+    func clockBack() {
+        var bucket = TokenBucket(tokens: 0, updatedAt: 10_000)
+        bucket.refill(limit: self.limit, now: 5_000)
+        #expect(bucket == TokenBucket(tokens: 0, updatedAt: 10_000))
+        bucket.refill(limit: self.limit, now: 11_000)
+        #expect(bucket.tokens == 0.5)
+        #expect(bucket.isIdle(limit: self.limit, now: 11_000) == false)
+        #expect(bucket.isIdle(limit: self.limit, now: 16_000))
+    }
+
+    @Test("Retry-After is whole seconds, at least 1", arguments: [(0.0, 0.25, 4), (0.9, 1000, 1), (0.0, 3, 1), (0.5, 0.1, 5)])
+    func retryAfter(tokens: Double, perSecond: Double, seconds: Int) {
+        #expect(TokenBucket.retryAfter(tokens: tokens, limit: TokenBucket.Limit(capacity: 10, perSecond: perSecond)) == seconds)
+    }
+
+    @Test("limits are written BURST/PER_SECOND")
+    func parsing() {
+        #expect(TokenBucket.Limit(parsing: "60/1") == TokenBucket.Limit(capacity: 60, perSecond: 1))
+        #expect(TokenBucket.Limit(parsing: "10/0.5")?.description == "10/0.5")
+        for bad in ["60", "0/1", "60/0", "60/-1", "a/b", "60/1/2", ""] { #expect(TokenBucket.Limit(parsing: bad) == nil, "\(bad)") }
+    }
+
+    @Test("a request takes from its address's bucket first, then its key's; addresses are hashed, IPv6 counts by /64")
+    func buckets() {
+        var limits = RateLimits()
+        limits.perAddress = [.register: self.limit]
+        let buckets = limits.buckets(scope: .register, keyID: "k1", address: "203.0.113.9")
+        #expect(buckets.map(\.kind) == [.address, .key])
+        #expect(buckets[1].id == "k:k1" && !buckets[0].id.contains("203"))
+        #expect(limits.buckets(scope: .send, keyID: "k1", address: "203.0.113.9").map(\.kind) == [.key], "no per-address limit for send keys")
+        #expect(RateLimits.off.buckets(scope: .register, keyID: "k1", address: "203.0.113.9").isEmpty)
+        #expect(RateLimits.prefix("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::/64")
+        #expect(RateLimits.prefix("2001:DB8::1") == "2001:db8:0:0::/64")
+        #expect(RateLimits.prefix("::ffff:198.51.100.3") == "198.51.100.3")
+        #expect(RateLimits.prefix("198.51.100.3") == "198.51.100.3")
+    }
+
+    @Test("X-Forwarded-For counts only from a trusted proxy, and then its rightmost untrusted entry")
+    func forwardedFor() {
+        var limits = RateLimits()
+        #expect(limits.clientAddress(peer: "127.0.0.1", forwardedFor: ["203.0.113.9"]) == "127.0.0.1", "no trusted proxy: ignored")
+        limits.trustedProxies = ["10.0.0.2", "10.0.0.3"]
+        #expect(limits.clientAddress(peer: "198.51.100.1", forwardedFor: ["203.0.113.9"]) == "198.51.100.1", "not from a proxy: ignored")
+        // What the client wrote itself comes first; the proxies append what they saw.
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.2.3.4, 203.0.113.9", "10.0.0.3"]) == "203.0.113.9")
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: []) == "10.0.0.2")
+        #expect(limits.clientAddress(peer: nil, forwardedFor: []) == nil)
+    }
+
+    @Test("the in-memory limiter keeps at most maxBuckets, forgetting full buckets before ones still in use")
+    func bounded() {
+        let limiter = LocalRateLimiter(maxBuckets: 100)
+        let slow = TokenBucket.Limit(capacity: 2, perSecond: 0.001)
+        let fast = TokenBucket.Limit(capacity: 1, perSecond: 1000)
+        let hot = RateLimits.Bucket(id: "hot", limit: slow, kind: .address)
+        #expect(limiter.take(hot, now: 0) == .admitted)
+        #expect(limiter.take(hot, now: 0) == .admitted)
+        #expect(limiter.take(hot, now: 0) != .admitted)
+        // An attacker cycling addresses: 10,000 new buckets, each full again a millisecond later.
+        for n in 0..<10_000 {
+            _ = limiter.take(RateLimits.Bucket(id: "a\(n)", limit: fast, kind: .address), now: Int64(n) * 2 + 10)
+            #expect(limiter.count <= 100)
+        }
+        #expect(limiter.take(hot, now: 30_000) != .admitted, "the bucket in use was kept")
+    }
+
+    /// One shared bucket, as the database keeps it, on a clock the test sets.
+    final class SharedBuckets: RateBucketStore {
+        let state = Mutex<(buckets: [String: TokenBucket], now: Int64, leases: Int)>(([:], 0, 0))
+
+        func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
+            self.state.withLock { state in
+                state.leases += 1
+                var shared = state.buckets[bucket] ?? TokenBucket(limit: limit, now: state.now)
+                shared.refill(limit: limit, now: state.now)
+                let granted = min(count, Int(shared.tokens.rounded(.down)))
+                shared = TokenBucket(tokens: shared.tokens - Double(granted), updatedAt: shared.updatedAt)
+                state.buckets[bucket] = shared
+                return RateLease(granted: granted, tokensLeft: shared.tokens)
+            }
+        }
+
+        func pruneRateBuckets() async throws -> Int { 0 }
+    }
+
+    @Test("limiters leasing from one shared bucket admit no more together than the bucket holds, with a round trip per lease, not per request")
+    func leased() async throws {
+        let store = SharedBuckets()
+        var limits = RateLimits()
+        limits.leaseLifetimeMilliseconds = 60_000
+        let bucket = RateLimits.Bucket(id: "k:key", limit: TokenBucket.Limit(capacity: 100, perSecond: 1), kind: .key)
+        #expect(limits.leaseSize(bucket.limit) == 10)
+        let processes = [LeasedRateLimiter(store: store, limits: limits), LeasedRateLimiter(store: store, limits: limits)]
+        var admitted = 0
+        var refusals: [Int] = []
+        for n in 0..<300 {
+            switch try await processes[n % 2].take(bucket, now: 0) {
+            case .admitted: admitted += 1
+            case .refused(let seconds): refusals.append(seconds)
+            }
+        }
+        #expect(admitted == 100)
+        #expect(refusals.count == 200 && refusals.allSatisfy { $0 == 1 })
+        // 10 leases of 10, and one refused lease per process: refusals are then answered locally.
+        #expect(store.state.withLock { $0.leases } == 12)
+        // A second later the shared bucket has one token again.
+        store.state.withLock { $0.now = 1000 }
+        #expect(try await processes[0].take(bucket, now: 1000) == .admitted)
+        #expect(try await processes[1].take(bucket, now: 1000) == .refused(retryAfterSeconds: 1))
+    }
+
+    /// The shared bucket, with each lease held until the test lets it through (or opens the
+    /// gate for good, so that a failing test ends instead of hanging).
+    final class GatedBuckets: RateBucketStore {
+        let shared = SharedBuckets()
+        let gate = Mutex<(started: Int, held: [CheckedContinuation<Void, Never>], open: Bool)>((0, [], false))
+
+        func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
+            await withCheckedContinuation { continuation in
+                let open = self.gate.withLock { gate in
+                    gate.started += 1
+                    if !gate.open { gate.held.append(continuation) }
+                    return gate.open
+                }
+                if open { continuation.resume() }
+            }
+            return try await self.shared.leaseRateTokens(bucket: bucket, limit: limit, count: count)
+        }
+
+        func pruneRateBuckets() async throws -> Int { 0 }
+
+        /// Lets the leases held now through; `open`: and every later one.
+        func release(open: Bool = false) {
+            let held = self.gate.withLock { gate in
+                defer { gate.held = [] }
+                gate.open = gate.open || open
+                return gate.held
+            }
+            for continuation in held { continuation.resume() }
+        }
+    }
+
+    /// Waits (bounded by a hang guard) until `condition` holds; else opens the gate and fails.
+    func until(_ what: String, _ store: GatedBuckets, _ condition: () -> Bool) async throws {
+        for _ in 0..<20_000 where !condition() { try await Task.sleep(for: .milliseconds(1)) }
+        if !condition() { store.release(open: true) }
+        try #require(condition(), "never: \(what)")
+    }
+
+    @Test("requests arriving while a lease is in flight wait for its batch instead of leasing their own")
+    func waitersShareTheLease() async throws {
+        let store = GatedBuckets()
+        var limits = RateLimits()
+        limits.leaseLifetimeMilliseconds = 60_000
+        let limiter = LeasedRateLimiter(store: store, limits: limits)
+        let bucket = RateLimits.Bucket(id: "k:key", limit: TokenBucket.Limit(capacity: 100, perSecond: 1), kind: .key)
+        let decisions = try await withThrowingTaskGroup(of: TokenBucket.Decision.self) { group in
+            group.addTask { try await limiter.take(bucket, now: 0) }
+            try await self.until("the first lease starts", store) { store.gate.withLock { $0.started } == 1 }
+            for _ in 0..<14 { group.addTask { try await limiter.take(bucket, now: 0) } }
+            try await self.until("14 wait", store) { limiter.waiting == 14 }
+            // A batch of 10: the leader and 9 waiters; the other 5 try again, one leasing, 4 waiting.
+            store.release()
+            try await self.until("the second lease starts", store) { store.gate.withLock { $0.started } == 2 }
+            try await self.until("4 wait", store) { limiter.waiting == 4 }
+            store.release()
+            var decisions: [TokenBucket.Decision] = []
+            for try await decision in group { decisions.append(decision) }
+            return decisions
+        }
+        #expect(decisions.count == 15 && decisions.allSatisfy { $0 == .admitted })
+        #expect(store.gate.withLock { $0.started } == 2)
+        #expect(store.shared.state.withLock { $0.leases } == 2)
+    }
+}
