@@ -47,7 +47,8 @@ extension PostgresStore {
     ]
 
     package func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
-        try await self.write { db in
+        defer { self.lookups.clear() }
+        return try await self.write { db in
             var deleted = try await db.query(
                 "UPDATE api_keys SET revoked_at = $2 WHERE app_id = $1 AND revoked_at IS NULL RETURNING 1", [.text(appID), .int(now)]
             ).count

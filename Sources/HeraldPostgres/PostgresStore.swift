@@ -13,6 +13,8 @@ import PostgresNIO
 package final class PostgresStore: HeraldStore {
     let client: PostgresClient
     let logger: Logger
+    /// Apps and keys as every request reads them: another process's change is seen within its lifetime.
+    let lookups = LookupCache()
     /// Where the pool connects, for ``check()`` to find out why it cannot.
     let location: PostgresLocation?
 
@@ -413,7 +415,9 @@ package final class PostgresStore: HeraldStore {
     }
 
     package func app(_ id: String) async throws -> App? {
-        try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps WHERE id = $1", [.text(id)]).first.map(Self.app) }
+        try await self.lookups.app(id: id) {
+            try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps WHERE id = $1", [.text(id)]).first.map(Self.app) }
+        }
     }
 
     package func apps() async throws -> [App] {
@@ -432,7 +436,8 @@ package final class PostgresStore: HeraldStore {
     }
 
     package func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
-        try await self.write { db in
+        defer { self.lookups.clear() }
+        return try await self.write { db in
             var count = 0
             for (table, column) in [("credentials", "sealed"), ("webhooks", "secret"), ("apps", "user_secret")] {
                 let rows = try await db.query("SELECT ctid::text, \(column) FROM \(table) WHERE \(column) IS NOT NULL FOR UPDATE")
@@ -447,7 +452,8 @@ package final class PostgresStore: HeraldStore {
     }
 
     package func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
-        try await self.write { db in
+        defer { self.lookups.clear() }
+        return try await self.write { db in
             try await db.query(
                 "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3 WHERE id = $4 RETURNING id",
                 [
@@ -496,7 +502,8 @@ package final class PostgresStore: HeraldStore {
     package func rotateAPIKey(
         replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
     ) async throws -> StoredAPIKey? {
-        try await self.write { db in
+        defer { self.lookups.clear() }
+        return try await self.write { db in
             let row = try await db.query(
                 "SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL FOR UPDATE", [.text(replacing)]
             ).first
@@ -528,8 +535,10 @@ package final class PostgresStore: HeraldStore {
     }
 
     package func apiKey(id: String) async throws -> StoredAPIKey? {
-        try await self.read { db in
-            try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(Self.apiKey)
+        try await self.lookups.apiKey(id: id) {
+            try await self.read { db in
+                try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(Self.apiKey)
+            }
         }
     }
 
@@ -540,7 +549,8 @@ package final class PostgresStore: HeraldStore {
     }
 
     package func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
-        try await self.write { db in
+        defer { self.lookups.clear() }
+        return try await self.write { db in
             // Admin keys are counted under a lock, so two processes cannot revoke the last two at once.
             let admins = try await db.query("SELECT id FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE")
             let scope = try await db.query("SELECT scope FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first?.string(0)

@@ -44,7 +44,8 @@ extension SQLiteStore {
     ]
 
     package func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int {
-        try await self.database.write { db in
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
             // First of all, nothing more can be sent or registered with the app's own keys or credentials.
             try db.query("UPDATE api_keys SET revoked_at = ?2 WHERE app_id = ?1 AND revoked_at IS NULL", [.text(appID), .integer(now)])
             var deleted = db.changes

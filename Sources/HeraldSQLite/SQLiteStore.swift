@@ -7,6 +7,8 @@ extension SQLiteDatabase.Connection.Row: StoredRow {}
 /// The embedded store: one SQLite file in WAL mode.
 package final class SQLiteStore: HeraldStore {
     package let database: SQLiteDatabase
+    /// Apps and keys as every request reads them (see ``LookupCache``); cleared by every write to them.
+    package let lookups = LookupCache()
 
     /// Opens (creating and migrating if needed) the database at `path`.
     package init(path: String) async throws {
@@ -174,8 +176,10 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func app(_ id: String) async throws -> App? {
-        try await self.database.read { db in
-            try db.query("SELECT \(Self.appColumns) FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
+        try await self.lookups.app(id: id) {
+            try await self.database.read { db in
+                try db.query("SELECT \(Self.appColumns) FROM apps WHERE id = ?", [.text(id)]).first.map(Self.app)
+            }
         }
     }
 
@@ -195,7 +199,8 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func resealSecrets(_ reseal: @escaping @Sendable ([UInt8]) throws -> [UInt8]) async throws -> Int {
-        try await self.database.write { db in
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
             var count = 0
             for (table, column, key) in [("credentials", "sealed", "rowid"), ("webhooks", "secret", "rowid"), ("apps", "user_secret", "rowid")] {
                 let rows = try db.query("SELECT \(key), \(column) FROM \(table) WHERE \(column) IS NOT NULL")
@@ -210,7 +215,8 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool {
-        try await self.database.write { db in
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
             try db.query(
                 "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ? WHERE id = ?",
                 [
@@ -263,7 +269,8 @@ package final class SQLiteStore: HeraldStore {
     package func rotateAPIKey(
         replacing: String, id: String, hash: [UInt8], expiresAt: Int64?, overlapUntil: Int64, now: Int64
     ) async throws -> StoredAPIKey? {
-        try await self.database.write { db in
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
             var old: StoredAPIKey?
             try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(replacing)]) { old = Self.apiKey($0) }
             guard var old else { return nil }
@@ -297,10 +304,12 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func apiKey(id: String) async throws -> StoredAPIKey? {
-        try await self.database.read { db in
-            var key: StoredAPIKey?
-            try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]) { key = Self.apiKey($0) }
-            return key
+        try await self.lookups.apiKey(id: id) {
+            try await self.database.read { db in
+                var key: StoredAPIKey?
+                try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]) { key = Self.apiKey($0) }
+                return key
+            }
         }
     }
 
@@ -315,7 +324,8 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
-        try await self.database.write { db in
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
             let scope = try db.query("SELECT scope FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]).first?[0].string
             guard let scope else { return false }
             if scope == APIScope.admin.rawValue,

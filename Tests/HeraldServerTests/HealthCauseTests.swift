@@ -5,7 +5,7 @@ import HeraldTesting
 import Testing
 
 /// `/health` on PostgreSQL names why the database cannot be used — refused, no such database —
-/// instead of only that the pool gave no answer within 3 s.
+/// instead of only that the pool gave no answer within 3 s; `/livez` stays alive meanwhile.
 @Suite(.enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)))
 struct HealthCauseTests {
     let server = ServerTests()
@@ -59,6 +59,8 @@ struct HealthCauseTests {
                 #expect(health.status == 503)
                 let cause = try #require(health.body["database"] as? String)
                 #expect(cause.contains("connection refused"), "\(cause)")
+                // Liveness does not ask the database: the process is alive, only not ready.
+                #expect(try await context.api.call("GET", "/livez").status == 204)
             }
         }
     }

@@ -28,6 +28,7 @@ extension API {
         let limited: Set<Int> = [429]
         return [
             Operation(method: .get, path: "/health", statuses: [200, 503]),
+            Operation(method: .get, path: "/livez", statuses: [204]),
             Operation(method: .get, path: "/metrics", statuses: [200, 404]),
             Operation(method: .get, path: "/v1/openapi.yaml", statuses: [200, 404]),
             Operation(method: .post, path: "/v1/apps", statuses: secured.union(body).union([201, 409])),

@@ -31,6 +31,7 @@ struct API: Sendable {
         router.add(middleware: ErrorMiddleware())
         router.add(middleware: MetricsMiddleware())
         router.get("/health", use: self.health)
+        router.get("/livez", use: Self.live)
         router.get("/metrics", use: self.metricsText)
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
@@ -42,6 +43,11 @@ struct API: Sendable {
         self.webhooks.addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
     }
+
+    /// Alive means this process answers HTTP: nothing else is asked, so a liveness probe never
+    /// restarts a server whose database is down (`/health` is the readiness check). It is also
+    /// the API's own ceiling in `Benchmarks/api-bench.sh`: every middleware, no work.
+    @Sendable static func live(_ request: Request, context: APIRequestContext) -> HTTPResponse.Status { .noContent }
 
     /// Healthy means the database answers (within 3 s): without it nothing is accepted or recorded.
     @Sendable func health(_ request: Request, context: APIRequestContext) async throws -> Response {

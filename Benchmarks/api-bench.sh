@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The API's request rate under wrk (Debian's), against a release `herald serve` on SQLite, with
+# the API's own ceiling measured in the same run: `GET /livez`, which passes every middleware
+# and does no work. Then, each on the same server and connections:
+#   - `GET /health` (asks the database);
+#   - an authenticated read, `GET /v1/apps/bench` (admin key);
+#   - registrations, `PUT /v1/apps/bench/devices/<random token>` with the register key that
+#     ships in apps (anonymous devices: what a registration storm after an app release is);
+#   - registrations with a send key and a user id (the backend's own registrations).
+# Every row prints its rate, its ratio to /livez, its latency and its non-2xx answers. Not a
+# test: nothing fails on a number.
+#
+#   Benchmarks/api-bench.sh            # THREADS=2 CONNECTIONS=64 SECONDS=10 ROUNDS=2
+#   HERALD=/path/to/herald Benchmarks/api-bench.sh   # another build (no build step)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$ROOT/.build-bench/api
+THREADS=${THREADS:-2}
+CONNECTIONS=${CONNECTIONS:-64}
+SECONDS_EACH=${SECONDS:-10}
+ROUNDS=${ROUNDS:-2}
+API_PORT=${API_PORT:-18470}
+log() { printf '== %s\n' "$*" >&2; }
+
+for pkg in wrk curl python3; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }
+done
+if [[ -z ${HERALD:-} ]]; then
+  log "swift build -c release --product herald"
+  (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
+  HERALD=$ROOT/.build/release/herald
+fi
+rm -rf "$WORK" && mkdir -p "$WORK"
+"$HERALD" serve --port "$API_PORT" --data-dir "$WORK/data" --log-level warning > "$WORK/serve.log" 2>&1 &
+SERVE_PID=$!
+trap 'kill $SERVE_PID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for _ in $(seq 300); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
+grep -q "Herald listening" "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; exit 1; }
+ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
+BASE=http://127.0.0.1:$API_PORT
+
+api() { curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' ${3:+-d "$3"}; }
+api POST /v1/apps '{"id":"bench","bundleId":"com.example.app"}' >/dev/null
+# The register key as shipped in apps; a backend's send key. Verified user binding stays on:
+# the register key registers anonymous devices, as a fresh install does before sign-in.
+REGISTER_KEY=$(api POST /v1/keys '{"scope":"register","appId":"bench","name":"bench-register"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+SEND_KEY=$(api POST /v1/keys '{"scope":"send","appId":"bench","name":"bench-send"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+
+# wrk scripts: a method, a body, and for registrations a fresh random token per request.
+cat > "$WORK/get.lua" <<'LUA'
+wrk.headers["authorization"] = os.getenv("KEY") ~= "" and ("Bearer " .. os.getenv("KEY")) or nil
+LUA
+cat > "$WORK/register.lua" <<'LUA'
+local hex = "0123456789abcdef"
+local counter = 0
+function setup(thread) thread:set("seed", math.random(1, 1e9)) end
+function init(args) math.randomseed(seed) end
+function request()
+  local t = {}
+  for i = 1, 64 do local n = math.random(1, 16); t[i] = hex:sub(n, n) end
+  counter = counter + 1
+  local user = os.getenv("WITH_USER") == "1" and ('"userId":"u' .. (counter % 5000) .. '",') or ""
+  local body = '{' .. user .. '"environment":"production","locale":"en_US","timeZone":"Europe/Paris","appVersion":"1.0","platform":"iOS"}'
+  return wrk.format("PUT", "/v1/apps/bench/devices/" .. table.concat(t), {
+    ["authorization"] = "Bearer " .. os.getenv("KEY"), ["content-type"] = "application/json" }, body)
+end
+LUA
+cat > "$WORK/report.lua" <<'LUA'
+done = function(summary, latency, requests)
+  local errors = summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout
+  io.write(string.format("RESULT rate=%.0f p50=%.2f p99=%.2f errors=%d\n", summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors))
+end
+LUA
+cat "$WORK/report.lua" >> "$WORK/get.lua"
+cat "$WORK/report.lua" >> "$WORK/register.lua"
+
+# run NAME KEY SCRIPT PATH [ENV...]: one wrk run; prints "rate p50 p99 errors".
+run() {
+  local name=$1 key=$2 script=$3 path=$4
+  shift 4
+  env KEY="$key" "$@" wrk -t "$THREADS" -c "$CONNECTIONS" -d "${SECONDS_EACH}s" -s "$WORK/$script" "$BASE$path" 2>&1 \
+    | sed -n 's/^RESULT rate=\([0-9]*\) p50=\([0-9.]*\) p99=\([0-9.]*\) errors=\([0-9]*\)$/\1 \2 \3 \4/p'
+}
+declare -A rates p50s p99s errs
+cases=("GET /livez (ceiling)" "GET /health" "GET /v1/apps/bench (admin key)" "PUT device, register key" "PUT device + userId, send key")
+for round in $(seq "$ROUNDS"); do
+  log "round $round"
+  for name in "${cases[@]}"; do
+    case $name in
+      "GET /livez"*) out=$(run "$name" "" get.lua /livez) ;;
+      "GET /health") out=$(run "$name" "" get.lua /health) ;;
+      "GET /v1/apps"*) out=$(run "$name" "$ADMIN" get.lua /v1/apps/bench) ;;
+      "PUT device, register key") out=$(run "$name" "$REGISTER_KEY" register.lua /v1/apps/bench/devices) ;;
+      "PUT device + userId"*) out=$(run "$name" "$SEND_KEY" register.lua /v1/apps/bench/devices WITH_USER=1) ;;
+    esac
+    read -r rate p50 p99 errors <<< "$out"
+    log "$name: $rate/s p50 $p50 ms p99 $p99 ms errors $errors"
+    rates[$name]="${rates[$name]:-} $rate"; p50s[$name]=$p50; p99s[$name]=$p99; errs[$name]=$(( ${errs[$name]:-0} + errors ))
+  done
+done
+median() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ceiling=$(median "${rates["GET /livez (ceiling)"]}")
+echo
+echo "wrk -t $THREADS -c $CONNECTIONS -d ${SECONDS_EACH}s, $ROUNDS rounds interleaved, median rate; latency from the last round ($(nproc) cores, $(date -u +%FT%TZ))"
+echo
+echo "| request | req/s (median) | runs | × /livez | p50 ms | p99 ms | non-2xx or socket errors |"
+echo "|---|---:|---|---:|---:|---:|---:|"
+for name in "${cases[@]}"; do
+  m=$(median "${rates[$name]}")
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$m" "$(echo ${rates[$name]} | tr ' ' '/')" \
+    "$(awk -v a="$m" -v b="$ceiling" 'BEGIN{printf "%.2f", a/b}')" "${p50s[$name]}" "${p99s[$name]}" "${errs[$name]}"
+done
+echo
+echo "devices registered: $(python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])")"
