@@ -63,10 +63,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].")
     var maxConnections: Int?
     @Flag(help: "No rate limits on registration and sending [HERALD_NO_RATE_LIMITS=1, noRateLimits].") var noRateLimits = false
-    @Option(help: "Rate limit per register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_KEY_LIMIT, registerKeyLimit; 5000/1000].")
+    @Option(help: "Rate limit per register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_KEY_LIMIT, registerKeyLimit; 100000/20000].")
     var registerKeyLimit: String?
-    @Option(help: "Rate limit per send key, BURST/PER_SECOND, 0: none [HERALD_SEND_KEY_LIMIT, sendKeyLimit; 10000/5000].") var sendKeyLimit: String?
-    @Option(help: "Rate limit per admin key, BURST/PER_SECOND, 0: none [HERALD_ADMIN_KEY_LIMIT, adminKeyLimit; 10000/5000].") var adminKeyLimit:
+    @Option(help: "Rate limit per send key, BURST/PER_SECOND, 0: none [HERALD_SEND_KEY_LIMIT, sendKeyLimit; 100000/20000].") var sendKeyLimit: String?
+    @Option(help: "Rate limit per admin key, BURST/PER_SECOND, 0: none [HERALD_ADMIN_KEY_LIMIT, adminKeyLimit; 100000/20000].") var adminKeyLimit:
         String?
     @Option(
         help:

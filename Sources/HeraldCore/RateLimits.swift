@@ -24,10 +24,10 @@ package struct RateLimits: Sendable, Equatable {
     /// Per key, by the key's scope; a scope without an entry is not limited per key.
     package var perKey: [APIScope: TokenBucket.Limit] = [
         // Every install of the app shares the register key: this is the whole app's rate.
-        .register: TokenBucket.Limit(capacity: 5000, perSecond: 1000),
+        .register: TokenBucket.Limit(capacity: 100_000, perSecond: 20_000),
         // The backend and the team: a bound on a runaway loop, far above what one server serves.
-        .send: TokenBucket.Limit(capacity: 10000, perSecond: 5000),
-        .admin: TokenBucket.Limit(capacity: 10000, perSecond: 5000),
+        .send: TokenBucket.Limit(capacity: 100_000, perSecond: 20_000),
+        .admin: TokenBucket.Limit(capacity: 100_000, perSecond: 20_000),
     ]
     /// Per client address, by the scope of the key it uses; a scope without an entry is not
     /// limited per address. Backends (send and admin keys) often sit behind one NAT address.
