@@ -537,7 +537,8 @@ package final class PostgresStore: HeraldStore {
     package func apiKey(id: String) async throws -> StoredAPIKey? {
         try await self.lookups.apiKey(id: id) {
             try await self.read { db in
-                try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(Self.apiKey)
+                try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(
+                    Self.apiKey)
             }
         }
     }

@@ -15,7 +15,8 @@ import Testing
     @Test("a written stream whose connection ended is an unknown outcome: never resent, however early, however few sends")
     func connectionLost() throws {
         for sends in [1, 2, 4] {
-            let decision = self.policy.decide(.connectionLost(reason: "PING unanswered"), sends: sends, written: true, deadline: self.later, now: self.now)
+            let decision = self.policy.decide(
+                .connectionLost(reason: "PING unanswered"), sends: sends, written: true, deadline: self.later, now: self.now)
             guard case .fail(let error) = decision else {
                 Issue.record("resent after a lost connection: \(decision)")
                 continue
@@ -45,7 +46,9 @@ import Testing
 
     @Test("a request handed back unwritten is resent without counting a send")
     func neverWritten() {
-        #expect(self.policy.decide(.notProcessed(reason: "no stream"), sends: 0, written: false, deadline: self.later, now: self.now) == .resend(counts: false))
+        #expect(
+            self.policy.decide(.notProcessed(reason: "no stream"), sends: 0, written: false, deadline: self.later, now: self.now)
+                == .resend(counts: false))
     }
 
     @Test("a stream not processed past its deadline fails as deadlineExceeded, known undelivered")

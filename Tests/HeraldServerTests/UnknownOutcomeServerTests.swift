@@ -113,7 +113,8 @@ import Testing
             #expect(uncertain.count >= 1)
             #expect(
                 uncertain.allSatisfy {
-                    $0["state"] as? String == "failed" && $0["attempts"] as? Int == 1 && ($0["reason"] as? String)?.hasPrefix("UnknownOutcome") == true
+                    $0["state"] as? String == "failed" && $0["attempts"] as? Int == 1
+                        && ($0["reason"] as? String)?.hasPrefix("UnknownOutcome") == true
                 }, "\(uncertain)")
             #expect(deliveries.filter { $0["outcomeUncertain"] as? Bool != true }.allSatisfy { $0["state"] as? String == "sent" })
             let accepted = try await self.counter(context, "accepted") - acceptedBefore

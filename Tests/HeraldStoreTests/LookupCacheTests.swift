@@ -33,7 +33,11 @@ import Testing
         let cache = LookupCache(lifetime: .seconds(3600))
         let fetches = Atomic(0)
         for _ in 0..<3 {
-            #expect(try await cache.app(id: "nope") { fetches.add(1, ordering: .relaxed); return nil } == nil)
+            #expect(
+                try await cache.app(id: "nope") {
+                    fetches.add(1, ordering: .relaxed)
+                    return nil
+                } == nil)
         }
         #expect(fetches.load(ordering: .relaxed) == 3)
     }
@@ -42,7 +46,12 @@ import Testing
     func expires() async throws {
         let cache = LookupCache(lifetime: .zero)
         let fetches = Atomic(0)
-        for _ in 0..<2 { _ = try await cache.apiKey(id: "k1") { fetches.add(1, ordering: .relaxed); return Self.key } }
+        for _ in 0..<2 {
+            _ = try await cache.apiKey(id: "k1") {
+                fetches.add(1, ordering: .relaxed)
+                return Self.key
+            }
+        }
         #expect(fetches.load(ordering: .relaxed) == 2)
     }
 
@@ -55,7 +64,11 @@ import Testing
             return Self.key
         }
         let fetches = Atomic(0)
-        #expect(try await cache.apiKey(id: "k1") { fetches.add(1, ordering: .relaxed); return nil } == nil)
+        #expect(
+            try await cache.apiKey(id: "k1") {
+                fetches.add(1, ordering: .relaxed)
+                return nil
+            } == nil)
         #expect(fetches.load(ordering: .relaxed) == 1, "the stale read was not kept")
     }
 

@@ -41,7 +41,10 @@ extension StoreContractTests {
             #expect(resending.deliveries.count == 2 && resending.deliveries.allSatisfy { $0.state == .pending && $0.unknownOutcomes == 1 })
             let dropped = try #require(try await store.notification(appID: "demo", id: "d", deliveryLimit: 10))
             #expect(dropped.deliveries.count == 2 && dropped.deliveries.allSatisfy { $0.state == .failed && $0.unknownOutcomes == 1 })
-            #expect(try await store.deliveries(appID: "demo", token: try self.token(1).hex, limit: 10, beforeID: nil).allSatisfy { $0.unknownOutcomes == 1 })
+            #expect(
+                try await store.deliveries(appID: "demo", token: try self.token(1).hex, limit: 10, beforeID: nil).allSatisfy {
+                    $0.unknownOutcomes == 1
+                })
 
             // The retry is claimed knowing its earlier unknown outcome.
             let again = try await store.claimDeliveries(limit: 10, now: 20, leaseMilliseconds: 1000)

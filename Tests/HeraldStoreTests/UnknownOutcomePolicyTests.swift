@@ -15,7 +15,9 @@ import Testing
 
     @Test("a push without a sender's collapse id collapses on its notification's id (at most 64 bytes); a sender's is kept as is")
     func collapseID() {
-        #expect(UnknownOutcomePolicy.collapseID(sender: nil, notificationID: "0f4c3a52-8d1e-4a57-9b7e-2f0c6d1e9a33") == "0f4c3a52-8d1e-4a57-9b7e-2f0c6d1e9a33")
+        #expect(
+            UnknownOutcomePolicy.collapseID(sender: nil, notificationID: "0f4c3a52-8d1e-4a57-9b7e-2f0c6d1e9a33")
+                == "0f4c3a52-8d1e-4a57-9b7e-2f0c6d1e9a33")
         #expect(UnknownOutcomePolicy.collapseID(sender: "score", notificationID: "n") == "score")
         #expect(UnknownOutcomePolicy.collapseID(sender: nil, notificationID: String(repeating: "x", count: 100)).utf8.count == 64)
     }
