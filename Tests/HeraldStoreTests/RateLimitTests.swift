@@ -167,7 +167,8 @@ import Testing
 
     /// Waits (bounded by a hang guard) until `condition` holds; else opens the gate and fails.
     func until(_ what: String, _ store: GatedBuckets, _ condition: () -> Bool) async throws {
-        for _ in 0..<20_000 where !condition() { try await Task.sleep(for: .milliseconds(1)) }
+        let deadline = ContinuousClock.now + .seconds(300)
+        while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         if !condition() { store.release(open: true) }
         try #require(condition(), "never: \(what)")
     }
