@@ -15,7 +15,10 @@
 #   b       3 connection drops (at 1 request in 1000 until 3 happened) + 503 at 2%
 #   c       1 request in 500 drops its connection
 #   c-drop  mix c, the send asking "onUnknownOutcome": "drop" (n/a while the server refuses it)
-# Env: N (20000), MIXES ("a b c c-drop"), HERALD_SOAK_DEBUG=1 (use the debug build, no release
+#   none    no fault: every delivery must be sent at attempt 1
+# Every row also gives the deliveries' attempts (read from the server's SQLite file): with no
+# resend, a delivery is at attempt 1, however its audience was cut into chunks.
+# Env: N (20000), MIXES ("none a b c c-drop"), HERALD_SOAK_DEBUG=1 (use the debug build, no release
 # build), HERALD_SOAK_SKIP_BUILD=1 (use .build/release/herald as it is), HERALD_SOAK_DROP=1
 # (every mix asks for onUnknownOutcome: drop),
 # SOAK_EXTRA_JSON (a JSON object merged into every send, e.g. a collapse-id option once the API
@@ -24,7 +27,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${N:-20000}
-MIXES=${MIXES:-"a b c c-drop"}
+MIXES=${MIXES:-"none a b c c-drop"}
 SOAK_TIMEOUT=${SOAK_TIMEOUT:-1800}
 log() { printf '== %s\n' "$*" >&2; }
 
@@ -153,15 +156,27 @@ MIX = {
     "b": [{"type": "drop", "probability": 0.001, "count": 3},
           {"type": "status", "status": 503, "probability": 0.02, "persistent": True}],
     "c": [{"type": "drop", "probability": 0.002, "persistent": True}],
+    "none": [],
 }
 MIX["c-drop"] = MIX["c"]
 DESCRIBE = {"a": "a: 500/503/429 1% each, refused streams 1%, 2 GOAWAY, latency 5%",
             "b": "b: 3 connection drops + 503 at 2%", "c": "c: 1 request in 500 drops its connection",
-            "c-drop": "c + onUnknownOutcome: drop"}
+            "c-drop": "c + onUnknownOutcome: drop", "none": "none: no fault"}
+
+def attempts(notification_id):
+    """The notification's deliveries by attempt count, read from the server's SQLite file."""
+    import sqlite3
+    db = sqlite3.connect(f"file:{os.environ['WORK']}/serve/herald.sqlite?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute("SELECT attempts, count(*) FROM deliveries WHERE notification_id = ? GROUP BY attempts ORDER BY attempts",
+                          (notification_id,)).fetchall()
+    finally:
+        db.close()
+    return " ".join(f"{a}:{c}" for a, c in rows)
 
 rows = []
 for mix in mixes:
-    if mix not in MIX: sys.exit(f"unknown mix {mix} (a, b, c, c-drop)")
+    if mix not in MIX: sys.exit(f"unknown mix {mix} (none, a, b, c, c-drop)")
     nonce = f"soak-{mix}-{os.urandom(4).hex()}"
     body = {"audience": "all", "title": "soak", "body": nonce}
     drop = mix == "c-drop" or os.environ["SOAK_DROP"] == "1"
@@ -213,15 +228,15 @@ for mix in mixes:
         if held > 1: inbox_multi += 1
     rows.append((DESCRIBE[mix], dict(counts=counts, finished=finished, faults=faults, lost=lost, duplicates=duplicates,
                                      worst=worst, worst_token=worst_token[:8], twice=twice, inbox_worst=inbox_worst,
-                                     inbox_multi=inbox_multi, drop=drop), None))
+                                     inbox_multi=inbox_multi, drop=drop, attempts=attempts(nid)), None))
     log(f"mix {mix}: {counts} in {finished if finished is not None else 'TIMEOUT'} s, {faults} faults, lost {lost}, duplicates {duplicates}")
 
 print(f"\nfault soak: {os.environ['BUILD']} herald, {n:,} devices, one broadcast per mix\n")
-print("| mix | faults injected | sent / failed | lost | duplicates (devices) | worst device (copies) | time to finish | inbox: most copies (inboxes with 2+) | goals |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| mix | faults injected | sent / failed | lost | duplicates (devices) | worst device (copies) | time to finish | inbox: most copies (inboxes with 2+) | attempts: deliveries | goals |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
 for describe, r, refused in rows:
     if r is None:
-        print(f"| {describe} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a: send refused ({refused[:60]}) |")
+        print(f"| {describe} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a: send refused ({refused[:60]}) |")
         continue
     goals = []
     goals.append("0 lost" if r["lost"] == 0 else f"LOST {r['lost']}")
@@ -230,9 +245,10 @@ for describe, r, refused in rows:
     if r["drop"]:
         goals.append("0 duplicates" if r["duplicates"] == 0 else f"DUPLICATES {r['duplicates']}")
     if r["finished"] is None: goals.append(f"NOT FINAL after {soak_timeout:.0f} s")
+    if r["faults"] == 0 and r["attempts"] != f"1:{n}": goals.append(f"ATTEMPTS {r['attempts']} with no fault")
     counts = r["counts"]
     finished = "timeout" if r["finished"] is None else f"{r['finished']:.1f} s"
     print(f"| {describe} | {r['faults']} | {counts.get('sent', 0):,} / {counts.get('failed', 0):,} | {r['lost']} | "
           f"{r['duplicates']} ({r['twice']}) | {r['worst']} ({r['worst_token']}…) | {finished} | "
-          f"{r['inbox_worst']} ({r['inbox_multi']}) | {', '.join(goals)} |")
+          f"{r['inbox_worst']} ({r['inbox_multi']}) | {r['attempts']} | {', '.join(goals)} |")
 PY

@@ -61,6 +61,10 @@ public struct APNSClientConfiguration: Sendable {
     public var trustRoots: TrustRoots
     /// Connections in the pool. One carries ~1000 concurrent streams; more spread the load.
     public var connections: Int
+    /// At most this many streams in flight on one connection, below what the server allows; nil
+    /// for the server's limit. A small window exposes fewer requests to one lost connection
+    /// (each of them an unknown outcome), at the cost of throughput: one round trip per window.
+    public var maximumStreamsPerConnection: Int?
     /// Requests waiting for a stream beyond which `send` suspends its caller (back-pressure).
     public var maximumQueuedRequests: Int
     /// The default time a request may take from `send` to APNs's answer.
@@ -111,6 +115,9 @@ public struct APNSClientConfiguration: Sendable {
         func bad(_ message: String) -> APNSClientError { APNSClientError(code: .badConfiguration, message: message) }
         guard (1...65_535).contains(self.port) else { throw bad("port \(self.port) is not a TCP port") }
         guard (1...64).contains(self.connections) else { throw bad("connections must be 1 to 64, not \(self.connections)") }
+        if let streams = self.maximumStreamsPerConnection, streams < 1 {
+            throw bad("maximumStreamsPerConnection must be at least 1, not \(streams)")
+        }
         guard self.maximumQueuedRequests >= 1 else { throw bad("maximumQueuedRequests must be at least 1") }
         guard self.requestTimeout > .zero, self.connectTimeout > .zero, self.pingInterval > .zero, self.pingTimeout > .zero else {
             throw bad("timeouts and intervals must be positive")

@@ -108,8 +108,12 @@ extension APNSConnection {
         /// What ended or is ending the connection, for logs and `connectionFailed` messages.
         var closeReason: String?
 
-        init(usesToken: Bool, allocator: ByteBufferAllocator) {
+        /// The client's own cap on streams in flight (`maximumStreamsPerConnection`).
+        let streamCap: Int
+
+        init(usesToken: Bool, streamCap: Int = .max, allocator: ByteBufferAllocator) {
             self.ramped = !usesToken
+            self.streamCap = streamCap
             self.decoder = HPACKDecoder(allocator: allocator, maxDynamicTableSize: 4096, maxHeaderListSize: 16_384)
             self.allocator = allocator
             self.out = allocator.buffer(capacity: 16_384)
@@ -118,7 +122,7 @@ extension APNSConnection {
         /// New streams this connection can take now.
         var capacity: Int {
             guard self.state == .ready else { return 0 }
-            let limit = self.ramped ? self.peerMaxStreams : min(1, self.peerMaxStreams)
+            let limit = min(self.streamCap, self.ramped ? self.peerMaxStreams : min(1, self.peerMaxStreams))
             return max(0, limit - self.streams.count)
         }
 

@@ -50,10 +50,10 @@ final class APNSConnection: ChannelInboundHandler {
     let openedAt: NIODeadline
     private var logger: Logger
 
-    init(id: Int, pool: ConnectionPool, usesToken: Bool, logger: Logger, allocator: ByteBufferAllocator) {
+    init(id: Int, pool: ConnectionPool, usesToken: Bool, streamCap: Int, logger: Logger, allocator: ByteBufferAllocator) {
         self.id = id
         self.pool = pool
-        self.stateMachine = StateMachine(usesToken: usesToken, allocator: allocator)
+        self.stateMachine = StateMachine(usesToken: usesToken, streamCap: streamCap, allocator: allocator)
         self.openedAt = .now()
         self.lastRead = self.openedAt
         self.logger = logger

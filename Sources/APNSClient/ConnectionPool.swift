@@ -153,6 +153,7 @@ final class ConnectionPool {
             id: self.nextConnectionID,
             pool: self,
             usesToken: self.tokenSource != nil,
+            streamCap: self.configuration.maximumStreamsPerConnection ?? .max,
             logger: self.logger,
             allocator: ByteBufferAllocator()
         )

@@ -47,6 +47,10 @@ struct ServeCommand: AsyncParsableCommand {
             "Seconds to wait for APNs to answer a request, at most half the lease [HERALD_APNS_TIMEOUT_SECONDS, apnsTimeoutSeconds; 10, or half the lease if shorter]."
     ) var apnsTimeoutSeconds: Int?
     @Option(help: "Delivery workers, each with a batch of up to 1000 in flight [HERALD_WORKERS, workers; 4].") var workers: Int?
+    @Option(
+        help:
+            "Streams in flight on the one connection per app that resends pushes whose outcome was unknown: a lost connection takes at most this many resends with it [HERALD_RESEND_STREAMS, resendStreams; 8]."
+    ) var resendStreams: Int?
     @Option(help: "Days finished delivery records are kept, 0 for ever [HERALD_RETENTION_DAYS, retentionDays; 30].") var retentionDays: Int?
     @Option(help: "Hours an unacknowledged webhook message is retried before it is given up [HERALD_WEBHOOK_EXPIRY_HOURS, webhookExpiryHours; 24].")
     var webhookExpiryHours: Int?
@@ -113,6 +117,9 @@ struct ServeCommand: AsyncParsableCommand {
         let workers = try settings.int(self.workers, "workers") ?? 4
         guard (1...64).contains(workers) else { throw ValidationError("workers must be 1 to 64") }
         configuration.engine.workers = workers
+        let resendStreams = try settings.int(self.resendStreams, "resendStreams") ?? 8
+        guard (1...1000).contains(resendStreams) else { throw ValidationError("resend streams must be 1 to 1000") }
+        configuration.engine.resendStreams = resendStreams
         let retention = try settings.int(self.retentionDays, "retentionDays") ?? 30
         guard (0...36_500).contains(retention) else { throw ValidationError("retentionDays must be 0 (for ever) to 36500") }
         configuration.retention = retention == 0 ? nil : .seconds(Int64(retention) * 86_400)

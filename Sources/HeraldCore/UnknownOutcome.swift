@@ -37,6 +37,13 @@ package enum UnknownOutcomePolicy {
         }
     }
 
+    /// Whether a delivery with `earlier` unknown outcomes is being resent: its next send is its
+    /// last chance (another unknown outcome ends it), so the engine sends it on a connection
+    /// with few streams in flight, where a lost connection takes few others with it.
+    package static func isResend(_ earlier: Int) -> Bool {
+        earlier > 0
+    }
+
     /// The collapse id a delivery's pushes carry when the sender set none: the notification's id
     /// (one delivery per device per notification), so a resend replaces the push on the device
     /// instead of adding to it. At most 64 bytes, as APNs requires.

@@ -28,8 +28,18 @@ package struct EmulatorTarget: Sendable {
     }
 }
 
-/// One APNs client per (app, environment), made on first use from the app's sealed credentials
-/// — or pointed at the built-in emulator when the app has none — and reused after.
+/// Which of an app's two clients (per environment) a push goes through.
+enum ClientLane: String, Sendable {
+    /// First sends and ordinary retries: the pool's connections, as many streams as APNs allows.
+    case main
+    /// Resends of pushes whose outcome was unknown: one connection of its own with a small
+    /// window of streams, so that a resend, the last chance of its delivery, shares its
+    /// connection's fate with few others when that connection is lost.
+    case resend
+}
+
+/// One APNs client per (app, environment, lane), made on first use from the app's sealed
+/// credentials — or pointed at the built-in emulator when the app has none — and reused after.
 final class ClientProvider: Sendable {
     fileprivate struct Entry: Sendable {
         var sealed: [UInt8]?
@@ -43,14 +53,17 @@ final class ClientProvider: Sendable {
     /// At most half the delivery lease: a batch is answered or failed before its lease can run
     /// out, so no other worker claims (and sends again) what is still in flight.
     private let requestTimeout: Duration
+    /// Streams in flight on the resend lane's connection.
+    private let resendStreams: Int
     private let logger: Logger
     fileprivate let clients = Mutex<[String: Entry]>([:])
 
     init(
         store: any HeraldStore, secrets: SecretBox, emulator: EmulatorTarget?, override: EmulatorTarget.Override?,
-        requestTimeout: Duration, logger: Logger
+        requestTimeout: Duration, resendStreams: Int, logger: Logger
     ) {
         self.requestTimeout = requestTimeout
+        self.resendStreams = resendStreams
         self.store = store
         self.secrets = secrets
         self.emulator = emulator
@@ -58,9 +71,9 @@ final class ClientProvider: Sendable {
         self.logger = logger
     }
 
-    /// The client for `appID` in `environment`; a new one if the credentials changed.
-    func client(appID: String, environment: APNSEnvironment) async throws(HeraldError) -> APNSClient {
-        let key = "\(appID)/\(environment.rawValue)"
+    /// The client for `appID` in `environment` on `lane`; a new one if the credentials changed.
+    func client(appID: String, environment: APNSEnvironment, lane: ClientLane = .main) async throws(HeraldError) -> APNSClient {
+        let key = "\(appID)/\(environment.rawValue)/\(lane.rawValue)"
         let sealed: [UInt8]?
         do {
             sealed = try await self.store.credentials(appID: appID)[environment]
@@ -68,11 +81,16 @@ final class ClientProvider: Sendable {
             throw HeraldError(code: "store_unavailable", "cannot read credentials: \(error)")
         }
         if let entry = self.clients.withLock({ $0[key] }), entry.sealed == sealed { return entry.client }
-        let configuration = try self.configuration(sealed: sealed, environment: environment, appID: appID)
+        var configuration = try self.configuration(sealed: sealed, environment: environment, appID: appID)
+        if lane == .resend {
+            configuration.connections = 1
+            configuration.maximumStreamsPerConnection = self.resendStreams
+        }
         let client: APNSClient
         do {
             var logger = self.logger
             logger[metadataKey: "herald.app"] = "\(appID)"
+            if lane != .main { logger[metadataKey: "herald.lane"] = "\(lane.rawValue)" }
             client = try APNSClient(configuration: configuration, logger: logger)
         } catch {
             throw HeraldError(code: "credentials_unusable", error.message)
@@ -143,13 +161,21 @@ final class ClientProvider: Sendable {
 }
 
 extension ClientProvider {
-    /// Each client made so far (app, environment) with its open connections.
+    /// Each (app, environment) with a client made so far, and the connections open on its lanes.
     func connections() async -> [(appID: String, environment: String, open: Int)] {
         let clients = self.clients.withLock { $0.map { ($0.key, $0.value.client) } }.sorted { $0.0 < $1.0 }
         var result: [(appID: String, environment: String, open: Int)] = []
         for (key, client) in clients {
-            let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
-            result.append((parts.first ?? key, parts.count > 1 ? parts[1] : "", await client.openConnections()))
+            // "app/environment/lane": an app id has no "/" (validated), so the last two parts are known.
+            let parts = key.split(separator: "/").map(String.init)
+            let appID = parts.dropLast(2).joined(separator: "/")
+            let environment = parts.count >= 2 ? parts[parts.count - 2] : ""
+            let open = await client.openConnections()
+            if let last = result.last, last.appID == appID, last.environment == environment {
+                result[result.count - 1].open += open
+            } else {
+                result.append((appID, environment, open))
+            }
         }
         return result
     }

@@ -37,6 +37,9 @@ package final class DeliveryEngine: Service, Sendable {
         /// How often an idle engine looks for due deliveries.
         package var pollInterval: Duration = .milliseconds(50)
         package var maximumAttempts = 8
+        /// Streams in flight on the connection that carries resends of unknown outcomes
+        /// (``ClientLane/resend``): a lost connection takes at most this many resends with it.
+        package var resendStreams = 8
         package var retryBase: Duration = .seconds(1)
         package var retryMaximum: Duration = .seconds(300)
 
@@ -142,17 +145,19 @@ package final class DeliveryEngine: Service, Sendable {
         // notification's audience (PostgreSQL skips a locked one) tries again now, not after its poll.
         if batch.count >= self.configuration.batchSize { self.ring() }
         // Usually one app and environment per batch: a short list beats hashing every delivery.
-        var groups: [(appID: String, environment: APNSEnvironment, deliveries: [ClaimedDelivery])] = []
+        // A resend of an unknown outcome goes on its own lane (``ClientLane/resend``).
+        var groups: [(appID: String, environment: APNSEnvironment, lane: ClientLane, deliveries: [ClaimedDelivery])] = []
         for delivery in batch {
-            if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment }) {
+            let lane = UnknownOutcomePolicy.isResend(delivery.unknownOutcomes) ? ClientLane.resend : .main
+            if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment && $0.lane == lane }) {
                 groups[index].deliveries.append(delivery)
             } else {
-                groups.append((delivery.appID, delivery.environment, [delivery]))
+                groups.append((delivery.appID, delivery.environment, lane, [delivery]))
             }
         }
         let outcomes = await withTaskGroup(of: GroupOutcome.self) { group in
             for entry in groups {
-                group.addTask { await self.send(entry.deliveries) }
+                group.addTask { await self.send(entry.deliveries, lane: entry.lane) }
             }
             var all: [GroupOutcome] = []
             for await outcome in group { all.append(outcome) }
@@ -237,13 +242,13 @@ package final class DeliveryEngine: Service, Sendable {
         Gauge(label: "herald_deliveries_pending").record(pending)
     }
 
-    private func send(_ deliveries: [ClaimedDelivery]) async -> GroupOutcome {
+    private func send(_ deliveries: [ClaimedDelivery], lane: ClientLane) async -> GroupOutcome {
         guard let first = deliveries.first else { return GroupOutcome(appID: "") }
         var outcome = GroupOutcome(appID: first.appID)
         outcome.results.reserveCapacity(deliveries.count)
         let client: APNSClient
         do {
-            client = try await self.clients.client(appID: first.appID, environment: first.environment)
+            client = try await self.clients.client(appID: first.appID, environment: first.environment, lane: lane)
         } catch {
             self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
             for delivery in deliveries {

@@ -125,7 +125,7 @@ private func runHeraldServer<Result: Sendable>(
         let clients = ClientProvider(
             store: store, secrets: secrets, emulator: emulatorTarget,
             override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) },
-            requestTimeout: configuration.engine.effectiveAPNSTimeout, logger: logger
+            requestTimeout: configuration.engine.effectiveAPNSTimeout, resendStreams: configuration.engine.resendStreams, logger: logger
         )
         var dispatcherConfiguration = WebhookDispatcher.Configuration()
         dispatcherConfiguration.allowInternal = configuration.webhookAllowInternal

@@ -22,8 +22,8 @@ struct ClientConnectionHarness {
     var reader = HTTP2FrameReader()
     let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
-    init(usesToken: Bool = false) {
-        self.machine = APNSConnection.StateMachine(usesToken: usesToken, allocator: ByteBufferAllocator())
+    init(usesToken: Bool = false, streamCap: Int = .max) {
+        self.machine = APNSConnection.StateMachine(usesToken: usesToken, streamCap: streamCap, allocator: ByteBufferAllocator())
         self.machine.channelActive()
     }
 

@@ -26,6 +26,23 @@ import Testing
         #expect(harness.sent().isEmpty)
     }
 
+    @Test("maximumStreamsPerConnection caps the streams in flight below the server's limit, not above it")
+    func streamCap() throws {
+        var capped = ClientConnectionHarness(streamCap: 2)
+        _ = capped.ready(maxStreams: 1000)
+        #expect(capped.machine.capacity == 2)
+        #expect(try capped.submit(tag: 1))
+        #expect(capped.machine.capacity == 1)
+        #expect(try capped.submit(tag: 2))
+        #expect(capped.machine.capacity == 0)
+        #expect(capped.receive(Frames.headers(stream: 1, status: 200, apnsID: "A")) == [.succeeded(tag: 1, apnsID: "A")])
+        #expect(capped.machine.capacity == 1)
+
+        var server = ClientConnectionHarness(streamCap: 8)
+        _ = server.ready(maxStreams: 3)
+        #expect(server.machine.capacity == 3)
+    }
+
     @Test("without MAX_CONCURRENT_STREAMS the connection takes 100 streams; token connections take one until an answer")
     func streamLimits() throws {
         var certificate = ClientConnectionHarness()

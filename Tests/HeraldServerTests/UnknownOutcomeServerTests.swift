@@ -97,6 +97,30 @@ import Testing
     }
 
     @Test(
+        "resends of unknown outcomes go on a connection of their own, which first sends never share",
+        arguments: StoreDriver.enabled)
+    func resendLane(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let keys = try await self.tests.setUp(context)
+            _ = try await self.devices(context, keys, count: 10)
+            _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"drop"}"#)
+            let flaky = try await self.send(context, keys, #"{"audience":"all","body":"flaky"}"#)
+            let resent = try await self.finished(context, keys, flaky).filter { $0["outcomeUncertain"] as? Bool == true }.count
+            #expect(resent >= 1)
+            let after = try await self.send(context, keys, #"{"audience":"all","body":"after"}"#)
+            _ = try await self.finished(context, keys, after)
+            // Oldest first: … the resends, then the 10 pushes of `after`, each on its connection.
+            let log = try #require(try await context.control.call("GET", "/v1/requests?limit=1000").body["requests"] as? [[String: Any]])
+            let pushes = log.filter { ($0["path"] as? String)?.hasPrefix("/3/device/") == true }.compactMap { $0["connection"] as? Int }
+            try #require(pushes.count >= 10 + resent)
+            let afterConnections = Set(pushes.suffix(10))
+            let resendConnections = Set(pushes.dropLast(10).suffix(resent))
+            #expect(resendConnections.count == 1, "one resend connection: \(resendConnections)")
+            #expect(resendConnections.isDisjoint(with: afterConnections), "resends \(resendConnections), first sends \(afterConnections)")
+        }
+    }
+
+    @Test(
         "onUnknownOutcome drop: a push written to a dropped connection is never resent; no device gets it twice",
         arguments: StoreDriver.enabled)
     func droppedNotResent(driver: StoreDriver) async throws {
