@@ -163,6 +163,19 @@ DESCRIBE = {"a": "a: 500/503/429 1% each, refused streams 1%, 2 GOAWAY, latency 
             "b": "b: 3 connection drops + 503 at 2%", "c": "c: 1 request in 500 drops its connection",
             "c-drop": "c + onUnknownOutcome: drop", "none": "none: no fault"}
 
+def unknown_outcomes():
+    """herald_unknown_outcomes_total for app soak, summed over decisions: the pushes written and
+    left unanswered by a lost connection (or a deadline) — the requests in flight at the drops."""
+    connection = http.client.HTTPConnection("127.0.0.1", api_port, timeout=60)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("herald_unknown_outcomes_total{") and 'app="soak"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return int(total)
+
 def attempts(notification_id):
     """The notification's deliveries by attempt count, read from the server's SQLite file."""
     import sqlite3
@@ -182,7 +195,7 @@ for mix in mixes:
     drop = mix == "c-drop" or os.environ["SOAK_DROP"] == "1"
     if drop: body["onUnknownOutcome"] = "drop"
     if os.environ["SOAK_EXTRA_JSON"]: body.update(json.loads(os.environ["SOAK_EXTRA_JSON"]))
-    before, faults_before = received(), counters().get("faultsInjected", 0)
+    before, faults_before, unknown_before = received(), counters().get("faultsInjected", 0), unknown_outcomes()
     must(control.call("DELETE", "/v1/faults"), "clear faults")
     for rule in MIX[mix]: must(control.call("POST", "/v1/faults", dict(rule, scope="device")), "arm fault")
     start = time.time()
@@ -228,20 +241,22 @@ for mix in mixes:
         if held > 1: inbox_multi += 1
     rows.append((DESCRIBE[mix], dict(counts=counts, finished=finished, faults=faults, lost=lost, duplicates=duplicates,
                                      worst=worst, worst_token=worst_token[:8], twice=twice, inbox_worst=inbox_worst,
-                                     inbox_multi=inbox_multi, drop=drop, attempts=attempts(nid)), None))
+                                     inbox_multi=inbox_multi, drop=drop, attempts=attempts(nid),
+                                     unknown=unknown_outcomes() - unknown_before), None))
     log(f"mix {mix}: {counts} in {finished if finished is not None else 'TIMEOUT'} s, {faults} faults, lost {lost}, duplicates {duplicates}")
 
 print(f"\nfault soak: {os.environ['BUILD']} herald, {n:,} devices, one broadcast per mix\n")
-print("| mix | faults injected | sent / failed | lost | duplicates (devices) | worst device (copies) | time to finish | inbox: most copies (inboxes with 2+) | attempts: deliveries | goals |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+print("| mix | faults injected | sent / failed | lost | duplicates (devices) | worst device (copies) | time to finish | inbox: most copies (inboxes with 2+) | attempts: deliveries | in flight at drops | goals |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
 for describe, r, refused in rows:
     if r is None:
-        print(f"| {describe} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a: send refused ({refused[:60]}) |")
+        print(f"| {describe} | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a: send refused ({refused[:60]}) |")
         continue
     goals = []
     goals.append("0 lost" if r["lost"] == 0 else f"LOST {r['lost']}")
     if "drop" in describe or "connection" in describe:
         goals.append("≤2 copies" if r["worst"] <= 2 else f"WORST {r['worst']}")
+        goals.append("duplicates ≤ in flight" if r["duplicates"] <= r["unknown"] else f"DUPLICATES {r['duplicates']} > {r['unknown']} in flight")
     if r["drop"]:
         goals.append("0 duplicates" if r["duplicates"] == 0 else f"DUPLICATES {r['duplicates']}")
     if r["finished"] is None: goals.append(f"NOT FINAL after {soak_timeout:.0f} s")
@@ -250,5 +265,5 @@ for describe, r, refused in rows:
     finished = "timeout" if r["finished"] is None else f"{r['finished']:.1f} s"
     print(f"| {describe} | {r['faults']} | {counts.get('sent', 0):,} / {counts.get('failed', 0):,} | {r['lost']} | "
           f"{r['duplicates']} ({r['twice']}) | {r['worst']} ({r['worst_token']}…) | {finished} | "
-          f"{r['inbox_worst']} ({r['inbox_multi']}) | {r['attempts']} | {', '.join(goals)} |")
+          f"{r['inbox_worst']} ({r['inbox_multi']}) | {r['attempts']} | {r['unknown']} | {', '.join(goals)} |")
 PY
