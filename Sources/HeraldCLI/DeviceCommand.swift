@@ -107,7 +107,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             streams.append((starter.hex, .pushToStart))
         }
         // 2. Every stream at once: the app's, push-to-start's, and one per Live Activity started.
-        let handler = NotificationServiceHandler(privateKey: privateKey, deadline: .seconds(25)) { url in
+        let handler = NotificationServiceHandler(privateKey: privateKey, deadline: 25) { url in
             try await URLSession.shared.data(from: url).0
         }
         let tally = Tally()

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 public import Foundation
-import Synchronization
 
 /// What a notification shows, platform-neutral: the parts of `UNMutableNotificationContent` a
 /// notification service extension changes.
@@ -78,26 +77,38 @@ public struct NotificationServiceHandler: Sendable {
     /// when its task is cancelled: the deadline cancels it.
     public typealias Loader = @Sendable (URL) async throws -> Data
 
-    public var privateKey: EncryptedPayload.PrivateKey?
-    /// Apple gives an extension about 30 seconds; finish before.
-    public var deadline: Duration
-    public var clock: any Clock<Duration>
-    public var loader: Loader
+    /// Sleeps until the deadline; throws when its task is cancelled.
+    public typealias DeadlineSleeper = @Sendable () async throws -> Void
 
-    public init(
-        privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(),
-        loader: @escaping Loader
-    ) {
+    public var privateKey: EncryptedPayload.PrivateKey?
+    public var loader: Loader
+    /// Waits out the deadline (Apple gives an extension about 30 seconds; finish before).
+    private let sleepUntilDeadline: DeadlineSleeper
+
+    /// A handler whose deadline is `deadline` seconds after ``process(_:job:)`` starts (iOS 15 on).
+    public init(privateKey: EncryptedPayload.PrivateKey?, deadline: TimeInterval = 25, loader: @escaping Loader) {
+        let nanoseconds = UInt64(max(0, deadline) * 1_000_000_000)
+        self.init(privateKey: privateKey, sleeper: { try await Task.sleep(nanoseconds: nanoseconds) }, loader: loader)
+    }
+
+    /// A handler whose deadline is measured on `clock` (a test's manual clock, say).
+    @available(macOS 13, iOS 16, watchOS 9, tvOS 16, *)
+    public init<C: Clock>(privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: C, loader: @escaping Loader)
+    where C.Duration == Duration {
+        self.init(privateKey: privateKey, sleeper: { try await clock.sleep(until: clock.now.advanced(by: deadline), tolerance: nil) }, loader: loader)
+    }
+
+    /// A handler whose deadline is whatever `sleeper` waits for.
+    public init(privateKey: EncryptedPayload.PrivateKey?, sleeper: @escaping DeadlineSleeper, loader: @escaping Loader) {
         self.privateKey = privateKey
-        self.deadline = deadline
-        self.clock = clock
+        self.sleepUntilDeadline = sleeper
         self.loader = loader
     }
 
     /// One notification being handled: the best attempt so far, and the system's "time is up".
     /// Make one per notification (per `didReceive`): once expired, it stays expired.
     public final class Job: Sendable {
-        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>(
+        private let state = LockedBox<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>(
             (nil, false, [:], 0))
 
         public init() {}
@@ -149,7 +160,7 @@ public struct NotificationServiceHandler: Sendable {
         return await withTaskGroup(of: NotificationContent?.self) { group in
             group.addTask { await self.transform(content, job: job) }
             group.addTask {
-                try? await self.clock.sleep(for: self.deadline)
+                try? await self.sleepUntilDeadline()
                 return nil
             }
             group.addTask {

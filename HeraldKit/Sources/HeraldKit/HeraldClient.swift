@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 public import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
@@ -28,22 +27,38 @@ public struct HeraldKitError: Error, Sendable, Hashable, CustomStringConvertible
 
 /// How often and how patiently the client tries again when the network or the server fails.
 public struct RetryPolicy: Sendable, Hashable {
+    /// Attempts within one call; a registration that still fails stays pending (see
+    /// ``HeraldClient``) and is tried again on a later call or launch.
     public var maximumAttempts: Int
-    public var initialDelay: Duration
-    public var maximumDelay: Duration
+    /// Seconds before the second attempt; doubles each time.
+    public var initialDelaySeconds: TimeInterval
+    /// The cap on the wait between two attempts, in seconds.
+    public var maximumDelaySeconds: TimeInterval
 
-    public init(maximumAttempts: Int = 6, initialDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(30)) {
+    public init(maximumAttempts: Int = 6, initialDelaySeconds: TimeInterval = 0.5, maximumDelaySeconds: TimeInterval = 30) {
         self.maximumAttempts = maximumAttempts
-        self.initialDelay = initialDelay
-        self.maximumDelay = maximumDelay
+        self.initialDelaySeconds = initialDelaySeconds
+        self.maximumDelaySeconds = maximumDelaySeconds
     }
 
-    /// The wait before attempt `attempt + 1` (attempt counts from 1): doubling, capped, with
-    /// jitter ×0.5–1 so that many devices failing together do not come back together.
-    func delay(after attempt: Int) -> Duration {
-        let doubled = self.initialDelay * (1 << min(attempt - 1, 20))
-        let capped = min(doubled, self.maximumDelay)
-        return capped * Double.random(in: 0.5...1)
+    @available(macOS 13, iOS 16, watchOS 9, tvOS 16, *)
+    public init(maximumAttempts: Int = 6, initialDelay: Duration, maximumDelay: Duration = .seconds(30)) {
+        self.init(maximumAttempts: maximumAttempts, initialDelaySeconds: initialDelay.seconds, maximumDelaySeconds: maximumDelay.seconds)
+    }
+
+    /// The wait in seconds before attempt `attempt + 1` (attempt counts from 1): doubling, capped,
+    /// with jitter ×0.5–1 so that many devices failing together do not come back together.
+    func delay(after attempt: Int) -> TimeInterval {
+        let doubled = self.initialDelaySeconds * Double(1 << min(max(attempt - 1, 0), 20))
+        return min(doubled, self.maximumDelaySeconds) * Double.random(in: 0.5...1)
+    }
+}
+
+@available(macOS 13, iOS 16, watchOS 9, tvOS 16, *)
+extension Duration {
+    var seconds: TimeInterval {
+        let (seconds, attoseconds) = self.components
+        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
 
@@ -63,7 +78,7 @@ public final class HeraldClient: Sendable {
     private let session: URLSession
     private let userAssertions: (@Sendable (_ userID: String) async throws -> String)?
     /// What this client registered, so a login or logout can move it.
-    private let registered = Mutex<[PushToken: DeviceDetails]>([:])
+    private let registered = LockedBox<[PushToken: DeviceDetails]>([:])
 
     /// `userAssertions` asks the app's backend for a user assertion (a signed token saying this
     /// device's user is `userID`) whenever Herald needs one to bind a token to the user: a login,
@@ -161,7 +176,7 @@ public final class HeraldClient: Sendable {
             do {
                 return try await self.once(request)
             } catch  where error.isRetryable && attempt < self.retry.maximumAttempts {
-                try? await Task.sleep(for: self.retry.delay(after: attempt))
+                try? await Task.sleep(nanoseconds: UInt64(self.retry.delay(after: attempt) * 1e9))
                 attempt += 1
             } catch {
                 if error.isRetryable, error.code != "network" {
