@@ -82,7 +82,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
             tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device"
         )
-        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key, userAssertions: try self.assertionSource())
+        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key, persistence: .memoryOnly, userAssertions: try self.assertionSource())
         // 1. A token from APNs (the emulator), as the system would hand it over, registered with
         // Herald through HeraldKit.
         let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil
