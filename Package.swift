@@ -46,6 +46,7 @@ let package = Package(
             name: "HeraldKitTests",
             dependencies: [
                 .product(name: "HeraldKit", package: "HeraldKit"), .product(name: "HeraldAPI", package: "HeraldKit"),
+                .product(name: "HeraldKitTesting", package: "HeraldKit"),
                 "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "HeraldKit", targets: ["HeraldKit"]),
         // The API's request and response types, shared with the Herald server.
         .library(name: "HeraldAPI", targets: ["HeraldAPI"]),
+        // Test doubles for an app's own tests (`MockHeraldClient`).
+        .library(name: "HeraldKitTesting", targets: ["HeraldKitTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0")
@@ -36,6 +38,11 @@ let package = Package(
         .target(
             name: "HeraldKit",
             dependencies: ["HeraldAPI", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HeraldKitTesting",
+            dependencies: ["HeraldKit"],
             swiftSettings: swiftSettings
         ),
     ]
