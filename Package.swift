@@ -50,6 +50,8 @@ let package = Package(
                 "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            // Provisioning profiles made by Fixtures/make-fixtures.sh, read by path (#filePath).
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .target(
