@@ -42,6 +42,22 @@ public struct NotificationContent: Sendable, Hashable {
         self.payload = payload
     }
 
+    /// The content a notification's `userInfo` asks for, as `UNNotificationContent.userInfo`
+    /// hands it over: what a service extension passes to ``NotificationServiceHandler/process(_:job:)``,
+    /// so that a plain push keeps its badge, sound, thread and category, and an encrypted one
+    /// gets them from the decrypted payload.
+    public init(userInfo: [AnyHashable: Any]) throws {
+        var object: [String: Any] = [:]
+        for (key, value) in userInfo {
+            guard let key = key as? String else { continue }
+            object[key] = value
+        }
+        guard JSONSerialization.isValidJSONObject(object) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "userInfo is not JSON"))
+        }
+        try self.init(payload: try JSONSerialization.data(withJSONObject: object))
+    }
+
     /// The content a payload asks for (alert, badge, sound, thread, category).
     public init(payload data: Data) throws {
         let received = try ReceivedNotification(jsonData: data)
@@ -66,8 +82,9 @@ public struct NotificationContent: Sendable, Hashable {
 ///     let job = NotificationServiceHandler.Job()  // one per notification
 ///     self.job = job
 ///     Task {
-///         let content = await handler.process(NotificationContent(request.content), job: job)
-///         contentHandler(content.unNotificationContent)
+///         let incoming = (try? NotificationContent(userInfo: request.content.userInfo)) ?? NotificationContent()
+///         let content = await handler.process(incoming, job: job)
+///         contentHandler(/* a UNMutableNotificationContent with every field of `content`: see AppleGlue */)
 ///     }
 /// }
 /// override func serviceExtensionTimeWillExpire() { self.job?.expire() }
