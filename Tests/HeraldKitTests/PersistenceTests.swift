@@ -127,6 +127,7 @@ import FoundationNetworking
         let port = try await Self.printed(server, "listening ")
         let client = HeraldClient(
             serverURL: try #require(URL(string: "http://127.0.0.1:\(port)")), appID: "demo", registerKey: "hk_x",
+            retry: RetryPolicy(maximumAttempts: 1),  // one attempt: no back-off sleep to notice the cancellation instead
             persistence: .file(URL(fileURLWithPath: directory.path + "/state.json")))
         let token = PushToken.device(Data([0xAA, 0xBB]))
         let call = Task { try await client.register(token, DeviceDetails(environment: .production)) }
