@@ -92,7 +92,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
             tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device"
         )
-        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key, persistence: .memoryOnly, userAssertions: try self.assertionSource())
+        let client = HeraldClient(
+            serverURL: serverURL, appID: self.app, registerKey: self.key, persistence: .memoryOnly, userAssertions: try self.assertionSource())
         // 1. A token from APNs (the emulator), as the system would hand it over, registered with
         // Herald through HeraldKit.
         let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil
@@ -137,7 +138,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                         try await self.follow(
                             stream, control: controlURL, client: client, details: details, handler: handler,
                             categories: categories, tally: tally, expected: expected, more: addedContinuation)
-                    } catch where Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled {
+                    } catch  where Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled {
                         // --count reached: the other streams are closed on purpose; not an error.
                     } catch {
                         say("[stream of \(stream.hex.prefix(8))… ended: \(error)]")
@@ -209,7 +210,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             }
             last = next
             guard let received = try? ReceivedNotification(jsonData: local.payload) else { return }
-            say(await self.renderAlert(received, payload: local.payload, handler: handler, categories: categories, origin: "local \(local.identifier)"))
+            say(
+                await self.renderAlert(
+                    received, payload: local.payload, handler: handler, categories: categories, origin: "local \(local.identifier)"))
             if let count = self.count,
                 tally.shown.withLock({
                     $0 += 1

@@ -183,7 +183,9 @@ import Testing
 }
 
 extension DeviceCommandTests {
-    @Test("provisional: delivered quietly (no sound, no banner, no badge); a local notification shows beside the remote one; --count ends it without an error")
+    @Test(
+        "provisional: delivered quietly (no sound, no banner, no badge); a local notification shows beside the remote one; --count ends it without an error"
+    )
     func provisionalAndLocal() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-device-quiet")
         defer { directory.remove() }

@@ -48,7 +48,10 @@ import Testing
 
     @Test(
         "specs UserNotifications would refuse are refused",
-        arguments: ["after=30;repeat;title=x", "after=0;title=x", "at=25:00;title=x", "after=5", "title=x", "at=09:30;weekday=8;title=x", "after=5;badge=x;title=x"])
+        arguments: [
+            "after=30;repeat;title=x", "after=0;title=x", "at=25:00;title=x", "after=5", "title=x", "at=09:30;weekday=8;title=x",
+            "after=5;badge=x;title=x",
+        ])
     func invalid(spec: String) {
         #expect(throws: LocalNotification.Invalid.self) { try LocalNotification(spec: spec) }
     }

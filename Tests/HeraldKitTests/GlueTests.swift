@@ -25,8 +25,10 @@ import Testing
     @Test("a plain push through the same extension keeps its own badge, sound, category and thread")
     func plain() async throws {
         let userInfo: [AnyHashable: Any] = [
-            "aps": ["alert": ["title": "Hi", "subtitle": "there"], "badge": 2, "sound": ["critical": 1, "name": "alarm.caf"], "category": "INVITE",
-                    "thread-id": "t1", "mutable-content": 1],
+            "aps": [
+                "alert": ["title": "Hi", "subtitle": "there"], "badge": 2, "sound": ["critical": 1, "name": "alarm.caf"], "category": "INVITE",
+                "thread-id": "t1", "mutable-content": 1,
+            ],
             "custom": ["k": "v"],
         ]
         let result = await Self.handler.process(try NotificationContent(userInfo: userInfo))

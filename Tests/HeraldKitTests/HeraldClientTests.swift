@@ -57,7 +57,9 @@ import FoundationNetworking
             _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
             let registerKey = try #require(
                 try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
-            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, persistence: .memoryOnly, userAssertions: try await Self.backend(base, admin))
+            let client = HeraldClient(
+                serverURL: base, appID: "demo", registerKey: registerKey, persistence: .memoryOnly,
+                userAssertions: try await Self.backend(base, admin))
 
             let phone = PushToken.device(Data((0..<32).map { UInt8($0) }))
             let voip = PushToken.voip(Data(repeating: 0xAB, count: 32))

@@ -84,7 +84,8 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
             if details.userID == nil { details.userID = state.userID }
             state.upsert(token, details, pending: .register)
         }
-        let device = try await self.perform(token, work: .register, details: details, userAssertion: userAssertion, attempts: self.retry.maximumAttempts)
+        let device = try await self.perform(
+            token, work: .register, details: details, userAssertion: userAssertion, attempts: self.retry.maximumAttempts)
         await self.retryDue()
         return try device ?? { throw HeraldKitError(code: "bad_response", status: nil, message: "the registration answer is not a device") }()
     }
@@ -159,10 +160,12 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
             let device: RegisteredDevice?
             switch work {
             case .register:
-                device = try await self.put(token, details ?? DeviceDetails(environment: .production), userAssertion: userAssertion, attempts: attempts)
+                device = try await self.put(
+                    token, details ?? DeviceDetails(environment: .production), userAssertion: userAssertion, attempts: attempts)
             case .unregister:
                 do {
-                    _ = try await self.call("DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil as DeviceRegistrationRequest?, attempts: attempts)
+                    _ = try await self.call(
+                        "DELETE", "/v1/apps/\(self.appID)/devices/\(token.hex)", body: nil as DeviceRegistrationRequest?, attempts: attempts)
                 } catch let error as HeraldKitError where error.status == 404 {
                     // Already gone.
                 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-public import Foundation
+import Foundation
 public import HeraldKit
 
 /// A ``HeraldClientProtocol`` for an app's own tests: touches no network, records every call,
@@ -59,7 +59,8 @@ public final class MockHeraldClient: HeraldClientProtocol, Sendable {
             state.registered[token] = details
             return details.userID
         }
-        return RegisteredDevice(token: token.hex, kind: token.kind, userID: userID, active: true, lastRegisteredAt: Int64(Date().timeIntervalSince1970))
+        return RegisteredDevice(
+            token: token.hex, kind: token.kind, userID: userID, active: true, lastRegisteredAt: Int64(Date().timeIntervalSince1970))
     }
 
     public func unregister(_ token: PushToken) async throws {
