@@ -18,10 +18,11 @@ let package = Package(
         .library(name: "APNSModels", targets: ["APNSModels"]),
         .library(name: "APNSEmulator", targets: ["APNSEmulator"]),
         .library(name: "APNSClient", targets: ["APNSClient"]),
-        // The app-side SDK: Foundation and swift-crypto only, no server dependency.
-        .library(name: "HeraldKit", targets: ["HeraldKit"]),
     ],
     dependencies: [
+        // The app-side SDK (HeraldKit, HeraldKitTesting) and the API types it shares with the
+        // server (HeraldAPI): a package of its own, so an app that adds it builds no server code.
+        .package(path: "HeraldKit"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
@@ -41,21 +42,16 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
-        .target(
-            // The API's request and response types and the end-to-end envelope: the contract the
-            // server, HeraldKit and the tests share. Foundation and swift-crypto only.
-            name: "HeraldAPI",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HeraldKit",
-            dependencies: ["HeraldAPI", .product(name: "Crypto", package: "swift-crypto")],
-            swiftSettings: swiftSettings
-        ),
         .testTarget(
             name: "HeraldKitTests",
-            dependencies: ["HeraldKit", "HeraldAPI", "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator"],
+            dependencies: [
+                .product(name: "HeraldKit", package: "HeraldKit"), .product(name: "HeraldAPI", package: "HeraldKit"),
+                .product(name: "HeraldKitTesting", package: "HeraldKit"),
+                "HeraldServer", "HeraldCore", "HeraldTesting", "APNSModels", "APNSEmulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            // Provisioning profiles made by Fixtures/make-fixtures.sh, read by path (#filePath).
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -142,7 +138,8 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "APNSModels", "HeraldAPI", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
+                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
+                .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -175,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "HeraldCLI",
             dependencies: [
-                "HeraldKit",
+                .product(name: "HeraldKit", package: "HeraldKit"),
                 "APNSModels",
                 "APNSEmulator",
                 "APNSClient",
@@ -210,7 +207,8 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldAPI", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
+                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
+                .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),

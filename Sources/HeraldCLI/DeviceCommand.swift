@@ -22,7 +22,12 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             Needs a running herald serve with its built-in emulator (or herald emulator). Example:
               herald device --app demo --key hk_… --user ann --encrypt
             Authorization: authorized (banners), provisional (delivered quietly to Notification \
-            Center), denied or not-determined (nothing shown; background pushes still wake the app).
+            Center: no sound, no banner, no badge), denied or not-determined (nothing shown; \
+            background pushes still wake the app).
+            Local notifications the app schedules, shown beside remote ones: --local SPEC, SPEC \
+            being after=SECONDS (time interval) or at=HH:MM[:SS] (calendar; weekday=1…7 narrows \
+            it), repeat, title=…, body=…, badge=N, sound=NAME, id=…, separated by ';'. Example:
+              --local 'after=5;title=Stand up;body=Time to stretch' --local 'at=09:30;repeat;title=Standup'
             """
     )
 
@@ -56,6 +61,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             "Accept Live Activities of this ActivityAttributes type started by push (registers a push-to-start token; each activity started registers its update token)."
     )
     var liveActivities: String?
+    @Option(help: "A local notification the app schedules (repeatable): after=SECONDS or at=HH:MM[:SS], repeat, title=, body=, badge=, sound=, id=.")
+    var local: [String] = []
 
     /// Asks the app's backend for a user assertion, as a signed-in app would.
     func assertionSource() throws -> (@Sendable (String) async throws -> String)? {
@@ -78,11 +85,15 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             throw ValidationError("--server and --control are URLs")
         }
         let categories = try self.parsedCategories()
+        let locals = try self.local.map { spec in
+            do { return try LocalNotification(spec: spec) } catch let error as LocalNotification.Invalid { throw ValidationError(error.description) }
+        }
         let details = DeviceDetails(
             environment: self.environment == "production" ? .production : .sandbox, userID: self.user,
             tags: self.tags.map { $0.split(separator: ",").map(String.init) } ?? [], platform: "herald device"
         )
-        let client = HeraldClient(serverURL: serverURL, appID: self.app, registerKey: self.key, userAssertions: try self.assertionSource())
+        let client = HeraldClient(
+            serverURL: serverURL, appID: self.app, registerKey: self.key, persistence: .memoryOnly, userAssertions: try self.assertionSource())
         // 1. A token from APNs (the emulator), as the system would hand it over, registered with
         // Herald through HeraldKit.
         let privateKey = self.encrypt ? EncryptedPayload.PrivateKey.x25519(Curve25519.KeyAgreement.PrivateKey()) : nil
@@ -107,7 +118,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             streams.append((starter.hex, .pushToStart))
         }
         // 2. Every stream at once: the app's, push-to-start's, and one per Live Activity started.
-        let handler = NotificationServiceHandler(privateKey: privateKey, deadline: .seconds(25)) { url in
+        let handler = NotificationServiceHandler(privateKey: privateKey, deadline: 25) { url in
             try await URLSession.shared.data(from: url).0
         }
         let tally = Tally()
@@ -115,12 +126,20 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         let (added, addedContinuation) = AsyncStream<(hex: String, role: Role)>.makeStream()
         for stream in streams { addedContinuation.yield(stream) }
         await withTaskGroup(of: Void.self) { group in
+            for local in locals {
+                say("local notification \(local.identifier) scheduled")
+                group.addTask {
+                    await self.schedule(local, handler: handler, categories: categories, tally: tally, more: addedContinuation)
+                }
+            }
             for await stream in added {
                 group.addTask {
                     do {
                         try await self.follow(
                             stream, control: controlURL, client: client, details: details, handler: handler,
                             categories: categories, tally: tally, expected: expected, more: addedContinuation)
+                    } catch  where Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled {
+                        // --count reached: the other streams are closed on purpose; not an error.
                     } catch {
                         say("[stream of \(stream.hex.prefix(8))… ended: \(error)]")
                     }
@@ -174,6 +193,35 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                 return
             }
             if ended { return }
+        }
+    }
+
+    /// Shows `local` each time its trigger fires, until it fires no more (or --count is reached).
+    func schedule(
+        _ local: LocalNotification, handler: NotificationServiceHandler, categories: [String: [String]], tally: Tally,
+        more addedContinuation: AsyncStream<(hex: String, role: Role)>.Continuation
+    ) async {
+        let scheduled = Date()
+        var last: Date?
+        while let next = local.nextFire(scheduled: scheduled, last: last, calendar: .current) {
+            let wait = next.timeIntervalSinceNow
+            if wait > 0 {
+                do { try await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000)) } catch { return }
+            }
+            last = next
+            guard let received = try? ReceivedNotification(jsonData: local.payload) else { return }
+            say(
+                await self.renderAlert(
+                    received, payload: local.payload, handler: handler, categories: categories, origin: "local \(local.identifier)"))
+            if let count = self.count,
+                tally.shown.withLock({
+                    $0 += 1
+                    return $0
+                }) >= count
+            {
+                addedContinuation.finish()
+                return
+            }
         }
     }
 
@@ -257,8 +305,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         return (await self.renderAlert(received, payload: payload, handler: handler, categories: categories), nil, false)
     }
 
+    /// `origin`: a local notification's mark (nil for a remote one).
     func renderAlert(
-        _ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]]
+        _ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]], origin: String? = nil
     ) async -> String {
         if received.alert == nil, received.badge == nil, received.sound == nil {
             let custom = received.custom.keys.sorted().joined(separator: ", ")
@@ -281,11 +330,13 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             self.authorization == .provisional
             ? "delivered quietly to Notification Center" : self.foreground ? "banner over the running app" : "banner"
         var header = "┌ \(self.bundleId) — \(place)"
+        if let origin { header += " • \(origin)" }
         if let level = received.interruptionLevel { header += " • \(level)" }
         lines.append(header + note)
         for text in [content.title, content.subtitle, content.body] where !text.isEmpty { lines.append("│ \(text)") }
         var footer: [String] = []
-        if let badge = content.badge { footer.append("badge \(badge)") }
+        // Provisional (quiet) delivery: no sound, no banner, no badge.
+        if let badge = content.badge, self.authorization == .authorized { footer.append("badge \(badge)") }
         if let sound = content.sound, self.authorization == .authorized { footer.append("sound \(sound)") }
         if !content.threadID.isEmpty { footer.append("thread \(content.threadID)") }
         if !content.attachments.isEmpty { footer.append("\(content.attachments.count) attachment(s)") }

@@ -21,6 +21,16 @@ package final class BackgroundProcess: Sendable {
     /// What it printed so far.
     package var printed: String { String(decoding: self.child.output, as: UTF8.self) }
 
+    /// Waits (bounded: `timeout` seconds is a hang guard) until it exits by itself; its status, nil if it did not.
+    package func exit(timeout: TimeInterval) async throws -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let status = self.child.status { return status }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
     /// Waits (bounded) until it printed `text`; false if it did not within `timeout` seconds.
     package func waitFor(_ text: String, timeout: TimeInterval = 30) async throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

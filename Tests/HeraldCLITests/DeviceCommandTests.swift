@@ -181,3 +181,33 @@ import Testing
         _ = try await server.stop()
     }
 }
+
+extension DeviceCommandTests {
+    @Test(
+        "provisional: delivered quietly (no sound, no banner, no badge); a local notification shows beside the remote one; --count ends it without an error"
+    )
+    func provisionalAndLocal() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-device-quiet")
+        defer { directory.remove() }
+        let (server, api, control, admin) = try await Self.serve(directory)
+        let key = try await self.demoApp(api, admin: admin)
+        let phone = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key,
+                "--authorization", "provisional", "--local", "after=1;id=stretch;title=Stand up;body=Time to stretch;badge=1;sound=default",
+                "--voip", "--count", "2",  // two streams: the one left open is closed at --count, quietly
+            ])
+        try #require(try await phone.waitFor("listening for notifications", timeout: 300), "\(phone.printed)")
+        let sent = try await self.curl(
+            "POST", api + "/v1/apps/demo/notifications", key: admin, #"{"audience":"all","title":"Hello","badge":3,"sound":"default"}"#)
+        #expect(sent["deliveries"] as? Int == 1, "\(sent)")
+        #expect(try await phone.exit(timeout: 300) == 0, "exited by itself after --count: \(phone.printed)")
+        let shown = phone.printed
+        #expect(shown.contains("│ Hello") && shown.contains("│ Stand up") && shown.contains("• local stretch"), "\(shown)")
+        #expect(shown.components(separatedBy: "delivered quietly to Notification Center").count == 3, "both quiet: \(shown)")
+        #expect(!shown.contains("badge") && !shown.contains("sound") && !shown.contains("banner"), "\(shown)")
+        #expect(!shown.contains("ended:") && !shown.contains("Error"), "a normal exit prints no error: \(shown)")
+        _ = try await server.stop()
+    }
+}

@@ -26,7 +26,8 @@ import FoundationNetworking
             let registerKey = try #require(
                 try await HeraldClientTests.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
             let client = HeraldClient(
-                serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await HeraldClientTests.backend(base, admin))
+                serverURL: base, appID: "demo", registerKey: registerKey, persistence: .memoryOnly,
+                userAssertions: try await HeraldClientTests.backend(base, admin))
 
             // Two phones of ann's: one with a key, one without.
             var tokens: [String] = []

@@ -57,7 +57,9 @@ import FoundationNetworking
             _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
             let registerKey = try #require(
                 try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
-            let client = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, userAssertions: try await Self.backend(base, admin))
+            let client = HeraldClient(
+                serverURL: base, appID: "demo", registerKey: registerKey, persistence: .memoryOnly,
+                userAssertions: try await Self.backend(base, admin))
 
             let phone = PushToken.device(Data((0..<32).map { UInt8($0) }))
             let voip = PushToken.voip(Data(repeating: 0xAB, count: 32))
@@ -91,7 +93,7 @@ import FoundationNetworking
             ) {
                 try await client.register(.other(Data([1, 2, 3, 4]), kind: "pager"), details)
             }
-            let other = HeraldClient(serverURL: base, appID: "elsewhere", registerKey: registerKey)
+            let other = HeraldClient(serverURL: base, appID: "elsewhere", registerKey: registerKey, persistence: .memoryOnly)
             do {
                 try await other.register(phone, details)
                 Issue.record("a register key works for its own app only")
@@ -141,13 +143,14 @@ import FoundationNetworking
             let serverPort = try #require(port, "\(server.printed)")
             let client = HeraldClient(
                 serverURL: try #require(URL(string: "http://127.0.0.1:\(serverPort)")), appID: "demo", registerKey: "hk_x",
-                retry: RetryPolicy(maximumAttempts: attempts, initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100))
+                retry: RetryPolicy(maximumAttempts: attempts, initialDelay: .milliseconds(20), maximumDelay: .milliseconds(100)),
+                persistence: .memoryOnly
             )
             do {
                 let device = try await client.register(.device(Data([0xAA, 0xBB])), DeviceDetails(environment: .production))
                 #expect(succeeds, "should have given up")
                 #expect(device.lastRegisteredAt == 3, "answered on the third request")
-            } catch {
+            } catch let error as HeraldKitError {
                 #expect(!succeeds, "\(error)")
                 #expect(error.code == "server_unavailable" && error.status == 503)
                 #expect(error.message.contains("after 3 attempts"))
@@ -157,7 +160,7 @@ import FoundationNetworking
         // Nobody listening: a network error after the retries.
         let nobody = HeraldClient(
             serverURL: try #require(URL(string: "http://127.0.0.1:9")), appID: "demo", registerKey: "hk_x",
-            retry: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10))
+            retry: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10)), persistence: .memoryOnly
         )
         await #expect(throws: HeraldKitError.self) { try await nobody.register(.device(Data([1])), DeviceDetails(environment: .sandbox)) }
     }

@@ -65,6 +65,16 @@ public struct ReceivedNotification: Sendable, Hashable {
         public var body: String?
         public var titleLocalizationKey: String?
         public var localizationKey: String?
+
+        public init(
+            title: String? = nil, subtitle: String? = nil, body: String? = nil, titleLocalizationKey: String? = nil, localizationKey: String? = nil
+        ) {
+            self.title = title
+            self.subtitle = subtitle
+            self.body = body
+            self.titleLocalizationKey = titleLocalizationKey
+            self.localizationKey = localizationKey
+        }
     }
 
     public var alert: Alert?

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 public import Foundation
-import Synchronization
 
 /// What a notification shows, platform-neutral: the parts of `UNMutableNotificationContent` a
 /// notification service extension changes.
@@ -43,6 +42,22 @@ public struct NotificationContent: Sendable, Hashable {
         self.payload = payload
     }
 
+    /// The content a notification's `userInfo` asks for, as `UNNotificationContent.userInfo`
+    /// hands it over: what a service extension passes to ``NotificationServiceHandler/process(_:job:)``,
+    /// so that a plain push keeps its badge, sound, thread and category, and an encrypted one
+    /// gets them from the decrypted payload.
+    public init(userInfo: [AnyHashable: Any]) throws {
+        var object: [String: Any] = [:]
+        for (key, value) in userInfo {
+            guard let key = key as? String else { continue }
+            object[key] = value
+        }
+        guard JSONSerialization.isValidJSONObject(object) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "userInfo is not JSON"))
+        }
+        try self.init(payload: try JSONSerialization.data(withJSONObject: object))
+    }
+
     /// The content a payload asks for (alert, badge, sound, thread, category).
     public init(payload data: Data) throws {
         let received = try ReceivedNotification(jsonData: data)
@@ -67,8 +82,9 @@ public struct NotificationContent: Sendable, Hashable {
 ///     let job = NotificationServiceHandler.Job()  // one per notification
 ///     self.job = job
 ///     Task {
-///         let content = await handler.process(NotificationContent(request.content), job: job)
-///         contentHandler(content.unNotificationContent)
+///         let incoming = (try? NotificationContent(userInfo: request.content.userInfo)) ?? NotificationContent()
+///         let content = await handler.process(incoming, job: job)
+///         contentHandler(/* a UNMutableNotificationContent with every field of `content`: see AppleGlue */)
 ///     }
 /// }
 /// override func serviceExtensionTimeWillExpire() { self.job?.expire() }
@@ -78,26 +94,38 @@ public struct NotificationServiceHandler: Sendable {
     /// when its task is cancelled: the deadline cancels it.
     public typealias Loader = @Sendable (URL) async throws -> Data
 
-    public var privateKey: EncryptedPayload.PrivateKey?
-    /// Apple gives an extension about 30 seconds; finish before.
-    public var deadline: Duration
-    public var clock: any Clock<Duration>
-    public var loader: Loader
+    /// Sleeps until the deadline; throws when its task is cancelled.
+    public typealias DeadlineSleeper = @Sendable () async throws -> Void
 
-    public init(
-        privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(),
-        loader: @escaping Loader
-    ) {
+    public var privateKey: EncryptedPayload.PrivateKey?
+    public var loader: Loader
+    /// Waits out the deadline (Apple gives an extension about 30 seconds; finish before).
+    private let sleepUntilDeadline: DeadlineSleeper
+
+    /// A handler whose deadline is `deadline` seconds after ``process(_:job:)`` starts (iOS 15 on).
+    public init(privateKey: EncryptedPayload.PrivateKey?, deadline: TimeInterval = 25, loader: @escaping Loader) {
+        let nanoseconds = UInt64(max(0, deadline) * 1_000_000_000)
+        self.init(privateKey: privateKey, sleeper: { try await Task.sleep(nanoseconds: nanoseconds) }, loader: loader)
+    }
+
+    /// A handler whose deadline is measured on `clock` (a test's manual clock, say).
+    @available(macOS 13, iOS 16, watchOS 9, tvOS 16, *)
+    public init<C: Clock>(privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: C, loader: @escaping Loader)
+    where C.Duration == Duration {
+        self.init(privateKey: privateKey, sleeper: { try await clock.sleep(until: clock.now.advanced(by: deadline), tolerance: nil) }, loader: loader)
+    }
+
+    /// A handler whose deadline is whatever `sleeper` waits for.
+    public init(privateKey: EncryptedPayload.PrivateKey?, sleeper: @escaping DeadlineSleeper, loader: @escaping Loader) {
         self.privateKey = privateKey
-        self.deadline = deadline
-        self.clock = clock
+        self.sleepUntilDeadline = sleeper
         self.loader = loader
     }
 
     /// One notification being handled: the best attempt so far, and the system's "time is up".
     /// Make one per notification (per `didReceive`): once expired, it stays expired.
     public final class Job: Sendable {
-        private let state = Mutex<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>(
+        private let state = LockedBox<(best: NotificationContent?, expired: Bool, waiters: [Int: CheckedContinuation<Void, Never>], next: Int)>(
             (nil, false, [:], 0))
 
         public init() {}
@@ -149,7 +177,7 @@ public struct NotificationServiceHandler: Sendable {
         return await withTaskGroup(of: NotificationContent?.self) { group in
             group.addTask { await self.transform(content, job: job) }
             group.addTask {
-                try? await self.clock.sleep(for: self.deadline)
+                try? await self.sleepUntilDeadline()
                 return nil
             }
             group.addTask {
