@@ -2,22 +2,23 @@
 public import HeraldAPI
 public import Hummingbird
 
-// Routes return the API's types directly; the context's encoder writes them.
-extension AppResponse: ResponseEncodable {}
-extension AppList: ResponseEncodable {}
-extension CreatedKey: ResponseEncodable {}
-extension KeyList: ResponseEncodable {}
-extension DeviceResponse: ResponseEncodable {}
-extension DeviceList: ResponseEncodable {}
-extension DeliveryList: ResponseEncodable {}
-extension SendResponse: ResponseEncodable {}
-extension NotificationList: ResponseEncodable {}
-extension NotificationDetail: ResponseEncodable {}
-extension CancelResponse: ResponseEncodable {}
-extension WebhookResponse: ResponseEncodable {}
-extension WebhookList: ResponseEncodable {}
-extension WebhookMessageList: ResponseEncodable {}
-extension HealthResponse: ResponseEncodable {}
-extension UserSecretResponse: ResponseEncodable {}
-extension UserAssertionResponse: ResponseEncodable {}
-extension RotatedKey: ResponseEncodable {}
+// Routes return the API's types directly; the context's encoder writes them. The types live in
+// the HeraldKit package, which has no Hummingbird: these conformances are ours alone (@retroactive).
+extension AppResponse: @retroactive ResponseEncodable {}
+extension AppList: @retroactive ResponseEncodable {}
+extension CreatedKey: @retroactive ResponseEncodable {}
+extension KeyList: @retroactive ResponseEncodable {}
+extension DeviceResponse: @retroactive ResponseEncodable {}
+extension DeviceList: @retroactive ResponseEncodable {}
+extension DeliveryList: @retroactive ResponseEncodable {}
+extension SendResponse: @retroactive ResponseEncodable {}
+extension NotificationList: @retroactive ResponseEncodable {}
+extension NotificationDetail: @retroactive ResponseEncodable {}
+extension CancelResponse: @retroactive ResponseEncodable {}
+extension WebhookResponse: @retroactive ResponseEncodable {}
+extension WebhookList: @retroactive ResponseEncodable {}
+extension WebhookMessageList: @retroactive ResponseEncodable {}
+extension HealthResponse: @retroactive ResponseEncodable {}
+extension UserSecretResponse: @retroactive ResponseEncodable {}
+extension UserAssertionResponse: @retroactive ResponseEncodable {}
+extension RotatedKey: @retroactive ResponseEncodable {}

@@ -3,7 +3,7 @@ public import HeraldAPI
 public import Hummingbird
 
 // The data-governance routes' answers, returned directly like the others'.
-extension CredentialList: ResponseEncodable {}
-extension UserDataResponse: ResponseEncodable {}
-extension UserErasureResponse: ResponseEncodable {}
-extension AuditList: ResponseEncodable {}
+extension CredentialList: @retroactive ResponseEncodable {}
+extension UserDataResponse: @retroactive ResponseEncodable {}
+extension UserErasureResponse: @retroactive ResponseEncodable {}
+extension AuditList: @retroactive ResponseEncodable {}
