@@ -5,10 +5,11 @@ import HeraldCore
 import PostgresNIO
 import Synchronization
 
-/// Group commit for registrations: callers that arrive while a group is being committed wait,
-/// and the first of them then commits all the waiting ones (up to ``limit``) in one transaction
-/// on one connection — a handful of statements for the whole group — and answers every one
-/// after the COMMIT. One group is in flight per process; nobody is answered before its commit.
+/// Group commit for registrations: a caller that finds ``groups`` groups already being committed
+/// waits; a leader that finishes its group hands the lead to the first waiter, which commits
+/// its own registration and every waiting one (up to ``limit``) in one transaction on one
+/// connection — a handful of statements for the whole group — and answers each after the COMMIT.
+/// Nobody is answered before the commit that holds its registration.
 final class RegistrationBatch: Sendable {
     struct Entry: Sendable {
         var appID: String
@@ -23,79 +24,83 @@ final class RegistrationBatch: Sendable {
 
     /// The most registrations one group commits; the rest wait for the next.
     static let limit = 256
+    /// Groups committed at once per process: while one waits for its COMMIT to reach the disk,
+    /// another runs its statements.
+    static let groups = 4
 
     private enum Signal: Sendable {
         case done(Device)
-        /// Commit the waiting group, this caller's registration first in it.
+        /// Commit a group: this caller's registration and the waiting ones.
         case lead
     }
 
     private struct Waiter: Sendable {
-        let id: UInt64
         let entry: Entry
         let continuation: CheckedContinuation<Signal, any Error>
     }
 
-    /// Invariant: waiters exist only while a leader is committing, and the next leader is the
-    /// first waiter.
+    /// Invariant: callers wait only while `groups` leaders are committing.
     private struct State {
         var waiting: [Waiter] = []
-        var leading = false
-        var lastID: UInt64 = 0
+        var leaders = 0
     }
 
     private let state = Mutex(State())
 
     func register(_ entry: Entry, store: PostgresStore) async throws -> Device {
-        let id = self.state.withLock { state in
-            state.lastID += 1
-            return state.lastID
+        let leads = self.state.withLock { state in
+            guard state.leaders < Self.groups else { return false }
+            state.leaders += 1
+            return true
         }
+        if leads { return try await self.lead(entry, store: store) }
         let signal = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Signal, any Error>) in
-            let lead = self.state.withLock { state in
-                state.waiting.append(Waiter(id: id, entry: entry, continuation: continuation))
-                defer { state.leading = true }
-                return !state.leading
+            let leadsNow = self.state.withLock { state in
+                // A leader may have finished in between: then nobody would hand this one the lead.
+                guard state.leaders < Self.groups else {
+                    state.waiting.append(Waiter(entry: entry, continuation: continuation))
+                    return false
+                }
+                state.leaders += 1
+                return true
             }
-            if lead { continuation.resume(returning: .lead) }
+            if leadsNow { continuation.resume(returning: .lead) }
         }
         switch signal {
         case .done(let device): return device
-        case .lead: return try await self.lead(id, store: store)
+        case .lead: return try await self.lead(entry, store: store)
         }
     }
 
-    /// As the leader: commits the waiting registrations (this caller's first among them),
-    /// hands the lead to the next waiter, if any, and answers the group.
-    private func lead(_ id: UInt64, store: PostgresStore) async throws -> Device {
-        let group = self.state.withLock { state in
-            let taken = Array(state.waiting.prefix(Self.limit))
+    /// As a leader: commits `own` and the waiting registrations as one group, hands the lead to
+    /// the next waiter (or gives it up), and answers the group.
+    private func lead(_ own: Entry, store: PostgresStore) async throws -> Device {
+        let others = self.state.withLock { state in
+            let taken = Array(state.waiting.prefix(Self.limit - 1))
             state.waiting.removeFirst(taken.count)
             return taken
         }
         let outcomes: [Result<Device, any Error>]
         do {
-            outcomes = try await store.registerGroup(group.map(\.entry))
+            outcomes = try await store.registerGroup([own] + others.map(\.entry))
         } catch {
-            outcomes = Array(repeating: .failure(error), count: group.count)
+            outcomes = Array(repeating: .failure(error), count: others.count + 1)
         }
-        let next = self.state.withLock { state in
-            if state.waiting.isEmpty { state.leading = false }
-            return state.waiting.first
+        let next: Waiter? = self.state.withLock { state in
+            if state.waiting.isEmpty {
+                state.leaders -= 1
+                return nil
+            }
+            return state.waiting.removeFirst()
         }
         next?.continuation.resume(returning: .lead)
-        var own: Result<Device, any Error> = .failure(HeraldError(code: "internal", "the registration was not in its group"))
-        for (waiter, outcome) in zip(group, outcomes) {
-            guard waiter.id != id else {
-                own = outcome
-                continue
-            }
+        for (waiter, outcome) in zip(others, outcomes.dropFirst()) {
             switch outcome {
             case .success(let device): waiter.continuation.resume(returning: .done(device))
             case .failure(let error): waiter.continuation.resume(throwing: error)
             }
         }
-        return try own.get()
+        return try outcomes[0].get()
     }
 }
 
