@@ -129,7 +129,7 @@ extension PostgresStore {
                     let answers = try await Self.registerRound(db, round.map { entries[$0] })
                     try await db.execute("RELEASE SAVEPOINT registration_round")
                     for (index, answer) in zip(round, answers) { outcomes[index] = answer }
-                } catch where !error.isTransient {
+                } catch  where !error.isTransient {
                     try await db.execute("ROLLBACK TO SAVEPOINT registration_round")
                     for index in round {
                         let entry = entries[index]
@@ -138,7 +138,7 @@ extension PostgresStore {
                             let device = try await Self.registerOne(db, appID: entry.appID, entry.asked, authority: entry.authority, now: entry.now)
                             try await db.execute("RELEASE SAVEPOINT registration_one")
                             outcomes[index] = .success(device)
-                        } catch where !error.isTransient {
+                        } catch  where !error.isTransient {
                             try await db.execute("ROLLBACK TO SAVEPOINT registration_one")
                             outcomes[index] = .failure((error as? PSQLError).map(PostgresStoreError.map) ?? error)
                         }
@@ -228,7 +228,8 @@ extension PostgresStore {
             }
             try await db.query("DELETE FROM device_tags WHERE device_id = ANY($1::bigint[])", [.ints(ids)])
             if !tags.isEmpty {
-                try await db.query("INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest($1::bigint[], $2::text[])", [.ints(tagIDs), .texts(tags)])
+                try await db.query(
+                    "INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest($1::bigint[], $2::text[])", [.ints(tagIDs), .texts(tags)])
             }
             for device in devices { results[device.index] = .success(Self.device(device.row, tags: device.tags)) }
         }

@@ -597,7 +597,9 @@ package final class PostgresStore: HeraldStore {
 
     /// One registration alone, in the caller's transaction: what a group commit falls back to
     /// for a group whose statements failed as a whole.
-    static func registerOne(_ db: Connection, appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64)
+    static func registerOne(
+        _ db: Connection, appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64
+    )
         async throws -> Device
     {
         // What the device holds now decides what this caller may change: read under a lock

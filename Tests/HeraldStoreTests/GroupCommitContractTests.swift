@@ -39,7 +39,9 @@ import Testing
                 #expect(device.lastRegisteredAt == Int64(n))
             }
             #expect(try await store.devices(appID: "demo", DeviceQuery(tag: "all", limit: 1000)).count == 300)
-            #expect(try await store.devices(appID: "demo", DeviceQuery(userID: "u3", limit: 1000)).count == devices.filter { $0.registration.userID == "u3" }.count)
+            #expect(
+                try await store.devices(appID: "demo", DeviceQuery(userID: "u3", limit: 1000)).count
+                    == devices.filter { $0.registration.userID == "u3" }.count)
             #expect(try await store.device(appID: "demo", token: try self.token(42).hex)?.registration.tags == ["all", "t42"])
         }
     }
