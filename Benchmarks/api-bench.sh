@@ -14,6 +14,9 @@
 #
 #   Benchmarks/api-bench.sh            # THREADS=2 CONNECTIONS=64 SECONDS=10 ROUNDS=2
 #   HERALD=/path/to/herald Benchmarks/api-bench.sh   # another build (no build step)
+#   DRIVER=postgres Benchmarks/api-bench.sh            # on PostgreSQL: a fresh database on
+#       PG_URL's server, or on a private durable server (fsync and synchronous_commit on, the
+#       defaults) that the script starts in PG_DIR (.build-bench/pg) on PG_PORT (54381) and stops
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$ROOT/.build-bench/api
@@ -22,6 +25,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 SECONDS_EACH=${SECONDS:-10}
 ROUNDS=${ROUNDS:-2}
 API_PORT=${API_PORT:-18470}
+DRIVER=${DRIVER:-sqlite}
 log() { printf '== %s\n' "$*" >&2; }
 
 for pkg in wrk curl python3; do
@@ -33,11 +37,28 @@ if [[ -z ${HERALD:-} ]]; then
   HERALD=$ROOT/.build/release/herald
 fi
 rm -rf "$WORK" && mkdir -p "$WORK"
+STORE_ARGS=()
+STOP_PG=
+if [[ $DRIVER == postgres ]]; then
+  if [[ -z ${PG_URL:-} ]]; then
+    export HERALD_PG_DIR=${PG_DIR:-$ROOT/.build-bench/pg} HERALD_PG_PORT=${PG_PORT:-54381}
+    # Durable, as a provider runs it (the test server's fsync=off would flatter every commit).
+    PG_URL=$(HERALD_PG_OPTIONS="-c synchronous_commit=on" "$ROOT/scripts/postgres-test-server" start)
+    STOP_PG=1
+  fi
+  psql "$PG_URL" -qc "DROP DATABASE IF EXISTS herald_api_bench" && psql "$PG_URL" -qc "CREATE DATABASE herald_api_bench"
+  DATABASE_URL=${PG_URL/\/postgres\?//herald_api_bench?}
+  STORE_ARGS=(--database "$DATABASE_URL")
+  # A shared database needs a master key given, not generated.
+  mkdir -p "$WORK/data" && printf '%s' "$(openssl rand -hex 32)" > "$WORK/data/master.key"
+  log "PostgreSQL: $DATABASE_URL"
+fi
 # Every request comes from 127.0.0.1: the per-address limit on register-key traffic (60/1) would
 # measure itself, so it is off; the per-key limits stay on, as shipped.
-HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$API_PORT" --data-dir "$WORK/data" --log-level warning > "$WORK/serve.log" 2>&1 &
+HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$API_PORT" --data-dir "$WORK/data" ${STORE_ARGS[@]+"${STORE_ARGS[@]}"} \
+  --log-level warning > "$WORK/serve.log" 2>&1 &
 SERVE_PID=$!
-trap 'kill $SERVE_PID 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+trap 'kill $SERVE_PID 2>/dev/null || true; wait 2>/dev/null || true; [[ -n $STOP_PG ]] && "$ROOT/scripts/postgres-test-server" stop || true' EXIT
 for _ in $(seq 300); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
 grep -q "Herald listening" "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; exit 1; }
 ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
@@ -106,7 +127,7 @@ done
 median() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ceiling=$(median "${rates["GET /livez (ceiling)"]}")
 echo
-echo "wrk -t $THREADS -c $CONNECTIONS -d ${SECONDS_EACH}s, $ROUNDS rounds interleaved, median rate; latency from the last round ($(nproc) cores, $(date -u +%FT%TZ))"
+echo "$DRIVER; wrk -t $THREADS -c $CONNECTIONS -d ${SECONDS_EACH}s, $ROUNDS rounds interleaved, median rate; latency from the last round ($(nproc) cores, $(date -u +%FT%TZ))"
 echo
 echo "| request | req/s (median) | runs | × /livez | p50 ms | p99 ms | non-2xx or socket errors |"
 echo "|---|---:|---|---:|---:|---:|---:|"
@@ -116,4 +137,8 @@ for name in "${cases[@]}"; do
     "$(awk -v a="$m" -v b="$ceiling" 'BEGIN{printf "%.2f", a/b}')" "${p50s[$name]}" "${p99s[$name]}" "${errs[$name]}"
 done
 echo
-echo "devices registered: $(python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])")"
+if [[ $DRIVER == postgres ]]; then
+  echo "devices registered: $(psql "$DATABASE_URL" -Atc 'select count(*) from devices')"
+else
+  echo "devices registered: $(python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])")"
+fi

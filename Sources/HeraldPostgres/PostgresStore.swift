@@ -15,6 +15,8 @@ package final class PostgresStore: HeraldStore {
     let logger: Logger
     /// Apps and keys as every request reads them: another process's change is seen within its lifetime.
     let lookups = LookupCache()
+    /// Registrations arriving together, committed together.
+    let registrations = RegistrationBatch()
     /// Where the pool connects, for ``check()`` to find out why it cannot.
     let location: PostgresLocation?
 
@@ -589,50 +591,59 @@ package final class PostgresStore: HeraldStore {
         """
 
     package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
-        try await self.write { db in
-            // What the device holds now decides what this caller may change: read under a lock
-            // on its row, so that a concurrent registration of the same token waits for this one.
-            var existing: (userID: String?, tags: [String])?
-            if authority.readsDevice,
-                let current = try await db.query(
-                    "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
-                ).first,
-                let id = current.int(0)
-            {
-                let tags =
-                    authority.readsTags
-                    ? try await db.query("SELECT tag FROM device_tags WHERE device_id = $1", [.int(id)]).compactMap { $0.string(0) } : []
-                existing = (current.string(1), tags)
-            }
-            let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
-            let rows = try await db.query(
-                """
-                INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
-                    activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, TRUE, $12, $12, $13, $14)
-                ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
-                    user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
-                    app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
-                    attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
-                    public_key_type = excluded.public_key_type,
-                    last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
-                RETURNING \(Self.deviceColumns)
-                """,
-                [
-                    .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
-                    .text(registration.userID), .text(registration.locale), .text(registration.timeZone), .text(registration.appVersion),
-                    .text(registration.platform), .text(registration.activityID), .text(registration.attributesType), .int(now),
-                    .bytes(registration.publicKey), .text(registration.publicKeyType),
-                ]
-            )
-            guard let row = rows.first, let id = row.int(0) else { throw HeraldError(code: "internal", "the upsert returned nothing") }
-            try await db.query("DELETE FROM device_tags WHERE device_id = $1", [.int(id)])
-            let tags = Set(registration.tags).sorted()
-            if !tags.isEmpty {
-                try await db.query("INSERT INTO device_tags (device_id, tag) SELECT $1, unnest($2::text[])", [.int(id), .texts(tags)])
-            }
-            return Self.device(row, tags: tags)
+        try await self.registrations.register(
+            RegistrationBatch.Entry(appID: appID, asked: asked, authority: authority, now: now), store: self)
+    }
+
+    /// One registration alone, in the caller's transaction: what a group commit falls back to
+    /// for a group whose statements failed as a whole.
+    static func registerOne(
+        _ db: Connection, appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64
+    )
+        async throws -> Device
+    {
+        // What the device holds now decides what this caller may change: read under a lock
+        // on its row, so that a concurrent registration of the same token waits for this one.
+        var existing: (userID: String?, tags: [String])?
+        if authority.readsDevice,
+            let current = try await db.query(
+                "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
+            ).first,
+            let id = current.int(0)
+        {
+            let tags =
+                authority.readsTags
+                ? try await db.query("SELECT tag FROM device_tags WHERE device_id = $1", [.int(id)]).compactMap { $0.string(0) } : []
+            existing = (current.string(1), tags)
         }
+        let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
+        let rows = try await db.query(
+            """
+            INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+                activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, TRUE, $12, $12, $13, $14)
+            ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
+                user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
+                app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
+                attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
+                public_key_type = excluded.public_key_type,
+                last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+            RETURNING \(Self.deviceColumns)
+            """,
+            [
+                .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
+                .text(registration.userID), .text(registration.locale), .text(registration.timeZone), .text(registration.appVersion),
+                .text(registration.platform), .text(registration.activityID), .text(registration.attributesType), .int(now),
+                .bytes(registration.publicKey), .text(registration.publicKeyType),
+            ]
+        )
+        guard let row = rows.first, let id = row.int(0) else { throw HeraldError(code: "internal", "the upsert returned nothing") }
+        try await db.query("DELETE FROM device_tags WHERE device_id = $1", [.int(id)])
+        let tags = Set(registration.tags).sorted()
+        if !tags.isEmpty {
+            try await db.query("INSERT INTO device_tags (device_id, tag) SELECT $1, unnest($2::text[])", [.int(id), .texts(tags)])
+        }
+        return Self.device(row, tags: tags)
     }
 
     package func unregister(appID: String, token: String) async throws -> Bool {
@@ -693,7 +704,7 @@ package final class PostgresStore: HeraldStore {
         try await db.query("SELECT tag FROM device_tags WHERE device_id = $1 ORDER BY tag COLLATE \"C\"", [.int(id)]).compactMap { $0.string(0) }
     }
 
-    private static func device(_ row: Row, tags: [String]) -> Device {
+    static func device(_ row: Row, tags: [String]) -> Device {
         let token = (try? DeviceToken(hex: row.string(2) ?? "")) ?? (try! DeviceToken(hex: "00"))
         let registration = DeviceRegistration(
             token: token,

@@ -41,6 +41,8 @@ package final class SQLiteDatabase: Sendable {
     private let freeReaders: Mutex<[Int]>
     private let writerThread: NIOThreadPool
     private let readerThreads: NIOThreadPool
+    /// Writes waiting for the writer's next group commit (``writeGrouped(_:)``).
+    private let group = Mutex(GroupQueue())
     package let path: String
 
     /// Opens (creating if needed) `path` in WAL mode with foreign keys on, with `readers` reader
@@ -101,6 +103,115 @@ package final class SQLiteDatabase: Sendable {
                     throw error
                 }
             }
+        }
+    }
+
+    /// Runs `body` in the writer's next group commit: writes that arrive while the writer is busy
+    /// queue, and the writer takes every queued one (up to ``groupLimit``) into one transaction,
+    /// each in its own SAVEPOINT, commits once, and only then answers them all. A write that
+    /// throws is rolled back to its savepoint and fails alone; the others commit. A failed
+    /// COMMIT fails every write of the group. Nothing is answered before its commit.
+    ///
+    /// For small independent writes that many callers make at once (registrations): one
+    /// transaction's WAL pages and thread hop serve the whole group.
+    @discardableResult
+    package func writeGrouped<Result: Sendable>(_ body: @escaping @Sendable (borrowing Connection) throws -> Result) async throws -> Result {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
+            let write = GroupedWrite(
+                run: { connection in
+                    do {
+                        try connection.query("SAVEPOINT grouped_write")
+                        let result = try body(connection)
+                        try connection.query("RELEASE grouped_write")
+                        return { failure in
+                            if let failure { continuation.resume(throwing: failure) } else { continuation.resume(returning: result) }
+                        }
+                    } catch {
+                        if connection.inTransaction {
+                            try? connection.execute("ROLLBACK TO grouped_write; RELEASE grouped_write")
+                        }
+                        return { _ in continuation.resume(throwing: error) }
+                    }
+                },
+                fail: { error in continuation.resume(throwing: error) }
+            )
+            let schedule = self.group.withLock { queue in
+                queue.writes.append(write)
+                defer { queue.scheduled = true }
+                return !queue.scheduled
+            }
+            if schedule { self.scheduleGroup() }
+        }
+    }
+
+    /// Writes queued for the next group commit and not yet taken by the writer.
+    package var queuedGroupWrites: Int { self.group.withLock { $0.writes.count } }
+
+    /// The most writes one group commit takes; the rest wait for the next (bounds a group's latency).
+    package static let groupLimit = 512
+
+    /// Asks the writer's thread for a group commit of the queued writes (behind the writes
+    /// already in its queue).
+    private func scheduleGroup() {
+        self.writerThread.submit { state in
+            guard case .active = state else {
+                let stranded = self.group.withLock { queue in
+                    defer { queue = GroupQueue() }
+                    return queue.writes
+                }
+                for write in stranded { write.fail(SQLiteError(code: SQLITE_MISUSE, message: "the database is closed")) }
+                return
+            }
+            self.commitGroup()
+        }
+    }
+
+    /// On the writer's thread: takes the queued writes and commits them together.
+    private func commitGroup() {
+        let (writes, more) = self.group.withLock { queue in
+            let taken = Array(queue.writes.prefix(Self.groupLimit))
+            queue.writes.removeFirst(taken.count)
+            // `scheduled` stays set while writes remain: the next group is asked for here.
+            queue.scheduled = !queue.writes.isEmpty
+            return (taken, queue.scheduled)
+        }
+        if more { self.scheduleGroup() }
+        self.writer.withLock { connection in
+            var answers: [@Sendable ((any Error)?) -> Void] = []
+            answers.reserveCapacity(writes.count)
+            var begun = false
+            for write in writes {
+                if !begun {
+                    do {
+                        try connection.execute("BEGIN IMMEDIATE")
+                        begun = true
+                    } catch {
+                        write.fail(error)
+                        continue
+                    }
+                }
+                let answer = write.run(connection)
+                if connection.inTransaction {
+                    answers.append(answer)
+                } else {
+                    // SQLite rolled the whole transaction back (an I/O error, a full disk): the
+                    // group's earlier writes are gone with it; the rest start a new one.
+                    let lost = SQLiteError(code: SQLITE_ABORT, message: "the group's transaction was rolled back")
+                    for earlier in answers { earlier(lost) }
+                    answers.removeAll()
+                    answer(lost)
+                    begun = false
+                }
+            }
+            guard begun else { return }
+            do {
+                try connection.execute("COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                for answer in answers { answer(error) }
+                return
+            }
+            for answer in answers { answer(nil) }
         }
     }
 
@@ -287,6 +398,9 @@ package final class SQLiteDatabase: Sendable {
             }
         }
 
+        /// Whether a transaction is open (SQLite rolls one back by itself on some errors).
+        package var inTransaction: Bool { sqlite3_get_autocommit(self.handle) == 0 }
+
         /// Rows changed by the last statement.
         package var changes: Int { Int(sqlite3_changes(self.handle)) }
 
@@ -299,6 +413,20 @@ package final class SQLiteDatabase: Sendable {
         /// SQLite uses a bound value in place, without copying it.
         private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
     }
+}
+
+/// Writes waiting for a group commit, and whether the writer has been asked to take them.
+private struct GroupQueue {
+    var writes: [GroupedWrite] = []
+    var scheduled = false
+}
+
+/// One caller's write in a group commit: runs it in the group's transaction and returns how to answer the caller once the commit's outcome is
+/// known (nil: committed).
+private struct GroupedWrite: Sendable {
+    let run: @Sendable (borrowing SQLiteDatabase.Connection) -> @Sendable ((any Error)?) -> Void
+    /// Answers the caller with `error` without running its write.
+    let fail: @Sendable (any Error) -> Void
 }
 
 /// Prepared statements by SQL text, for one connection.

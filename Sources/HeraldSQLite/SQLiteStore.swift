@@ -361,7 +361,7 @@ package final class SQLiteStore: HeraldStore {
         """
 
     package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
-        try await self.database.write { db in
+        try await self.database.writeGrouped { db in
             // What the device holds now decides what this caller may change (read in this write).
             var existing: (userID: String?, tags: [String])?
             if authority.readsDevice,
@@ -408,7 +408,7 @@ package final class SQLiteStore: HeraldStore {
     }
 
     package func unregister(appID: String, token: String) async throws -> Bool {
-        try await self.database.write { db in
+        try await self.database.writeGrouped { db in
             try db.query("DELETE FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(token)])
             return db.changes > 0
         }

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldCore
+import PostgresNIO
+import Synchronization
+
+/// Group commit for registrations: a caller that finds ``groups`` groups already being committed
+/// waits; a leader that finishes its group hands the lead to the first waiter, which commits
+/// its own registration and every waiting one (up to ``limit``) in one transaction on one
+/// connection — a handful of statements for the whole group — and answers each after the COMMIT.
+/// Nobody is answered before the commit that holds its registration.
+final class RegistrationBatch: Sendable {
+    struct Entry: Sendable {
+        var appID: String
+        var asked: DeviceRegistration
+        var authority: RegistrationAuthority
+        var now: Int64
+
+        var key: String { RegistrationBatch.key(self.appID, self.asked.token.hex) }
+    }
+
+    static func key(_ appID: String?, _ token: String?) -> String { (appID ?? "") + "\u{0}" + (token ?? "") }
+
+    /// The most registrations one group commits; the rest wait for the next.
+    static let limit = 256
+    /// Groups committed at once per process: while one waits for its COMMIT to reach the disk,
+    /// another runs its statements.
+    static let groups = 4
+
+    private enum Signal: Sendable {
+        case done(Device)
+        /// Commit a group: this caller's registration and the waiting ones.
+        case lead
+    }
+
+    private struct Waiter: Sendable {
+        let entry: Entry
+        let continuation: CheckedContinuation<Signal, any Error>
+    }
+
+    /// Invariant: callers wait only while `groups` leaders are committing.
+    private struct State {
+        var waiting: [Waiter] = []
+        var leaders = 0
+    }
+
+    private let state = Mutex(State())
+
+    func register(_ entry: Entry, store: PostgresStore) async throws -> Device {
+        let leads = self.state.withLock { state in
+            guard state.leaders < Self.groups else { return false }
+            state.leaders += 1
+            return true
+        }
+        if leads { return try await self.lead(entry, store: store) }
+        let signal = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Signal, any Error>) in
+            let leadsNow = self.state.withLock { state in
+                // A leader may have finished in between: then nobody would hand this one the lead.
+                guard state.leaders < Self.groups else {
+                    state.waiting.append(Waiter(entry: entry, continuation: continuation))
+                    return false
+                }
+                state.leaders += 1
+                return true
+            }
+            if leadsNow { continuation.resume(returning: .lead) }
+        }
+        switch signal {
+        case .done(let device): return device
+        case .lead: return try await self.lead(entry, store: store)
+        }
+    }
+
+    /// As a leader: commits `own` and the waiting registrations as one group, hands the lead to
+    /// the next waiter (or gives it up), and answers the group.
+    private func lead(_ own: Entry, store: PostgresStore) async throws -> Device {
+        let others = self.state.withLock { state in
+            let taken = Array(state.waiting.prefix(Self.limit - 1))
+            state.waiting.removeFirst(taken.count)
+            return taken
+        }
+        let outcomes: [Result<Device, any Error>]
+        do {
+            outcomes = try await store.registerGroup([own] + others.map(\.entry))
+        } catch {
+            outcomes = Array(repeating: .failure(error), count: others.count + 1)
+        }
+        let next: Waiter? = self.state.withLock { state in
+            if state.waiting.isEmpty {
+                state.leaders -= 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.continuation.resume(returning: .lead)
+        for (waiter, outcome) in zip(others, outcomes.dropFirst()) {
+            switch outcome {
+            case .success(let device): waiter.continuation.resume(returning: .done(device))
+            case .failure(let error): waiter.continuation.resume(throwing: error)
+            }
+        }
+        return try outcomes[0].get()
+    }
+}
+
+extension PostgresStore {
+    /// `entries` registered in one transaction, each with its own outcome, in order. Tokens
+    /// registered more than once go in rounds (a later registration over the earlier one); a
+    /// round whose statements fail as a whole is rolled back to its savepoint and registered one
+    /// by one, each in its own savepoint, so a bad registration fails alone. An error that could
+    /// go away (a lost connection, a deadlock) fails the group (`write` retries a deadlock).
+    func registerGroup(_ entries: [RegistrationBatch.Entry]) async throws -> [Result<Device, any Error>] {
+        try await self.write { db in
+            var outcomes = [Result<Device, any Error>?](repeating: nil, count: entries.count)
+            var remaining = Array(entries.indices)
+            while !remaining.isEmpty {
+                var seen = Set<String>()
+                var round: [Int] = []
+                var later: [Int] = []
+                for index in remaining {
+                    if seen.insert(entries[index].key).inserted { round.append(index) } else { later.append(index) }
+                }
+                remaining = later
+                // Rows locked in one order by every process: fewer deadlocks between groups.
+                round.sort { entries[$0].key < entries[$1].key }
+                try await db.execute("SAVEPOINT registration_round")
+                do {
+                    let answers = try await Self.registerRound(db, round.map { entries[$0] })
+                    try await db.execute("RELEASE SAVEPOINT registration_round")
+                    for (index, answer) in zip(round, answers) { outcomes[index] = answer }
+                } catch  where !error.isTransient {
+                    try await db.execute("ROLLBACK TO SAVEPOINT registration_round")
+                    for index in round {
+                        let entry = entries[index]
+                        try await db.execute("SAVEPOINT registration_one")
+                        do {
+                            let device = try await Self.registerOne(db, appID: entry.appID, entry.asked, authority: entry.authority, now: entry.now)
+                            try await db.execute("RELEASE SAVEPOINT registration_one")
+                            outcomes[index] = .success(device)
+                        } catch  where !error.isTransient {
+                            try await db.execute("ROLLBACK TO SAVEPOINT registration_one")
+                            outcomes[index] = .failure((error as? PSQLError).map(PostgresStoreError.map) ?? error)
+                        }
+                    }
+                }
+            }
+            return outcomes.map { $0 ?? .failure(HeraldError(code: "internal", "a registration had no outcome")) }
+        }
+    }
+
+    /// Registrations of distinct tokens, with a few statements for all: the devices they
+    /// replace (locked), the policy for each, one upsert, their tags.
+    private static func registerRound(_ db: Connection, _ entries: [RegistrationBatch.Entry]) async throws -> [Result<Device, any Error>] {
+        var held: [String: (id: Int64, userID: String?)] = [:]
+        let reading = entries.filter { $0.authority.readsDevice }
+        if !reading.isEmpty {
+            let rows = try await db.query(
+                """
+                SELECT d.app_id, d.token, d.id, d.user_id FROM devices d
+                JOIN unnest($1::text[], $2::text[]) AS k(app_id, token) ON d.app_id = k.app_id AND d.token = k.token
+                ORDER BY d.app_id, d.token FOR UPDATE OF d
+                """,
+                [.texts(reading.map(\.appID)), .texts(reading.map(\.asked.token.hex))]
+            )
+            for row in rows { held[RegistrationBatch.key(row.string(0), row.string(1))] = (row.int(2) ?? 0, row.string(3)) }
+        }
+        var heldTags: [Int64: [String]] = [:]
+        let tagged = reading.filter { $0.authority.readsTags }.compactMap { held[$0.key]?.id }
+        if !tagged.isEmpty {
+            for row in try await db.query("SELECT device_id, tag FROM device_tags WHERE device_id = ANY($1::bigint[])", [.ints(tagged)]) {
+                if let id = row.int(0), let tag = row.string(1) { heldTags[id, default: []].append(tag) }
+            }
+        }
+        var results = [Result<Device, any Error>?](repeating: nil, count: entries.count)
+        var accepted: [(index: Int, registration: DeviceRegistration, row: UpsertRow)] = []
+        for (index, entry) in entries.enumerated() {
+            do {
+                var existing: (userID: String?, tags: [String])?
+                if entry.authority.readsDevice, let current = held[entry.key] {
+                    existing = (current.userID, entry.authority.readsTags ? heldTags[current.id] ?? [] : [])
+                }
+                let registration = try RegistrationPolicy.apply(entry.asked, existing: existing, authority: entry.authority)
+                accepted.append((index, registration, UpsertRow(entry.appID, registration, now: entry.now)))
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        if !accepted.isEmpty {
+            let json = String(decoding: try JSONEncoder().encode(accepted.map(\.row)), as: UTF8.self)
+            let rows = try await db.query(
+                """
+                INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+                    activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+                SELECT r.app_id, r.token, r.kind, r.environment, r.user_id, r.locale, r.time_zone, r.app_version, r.platform,
+                    r.activity_id, r.attributes_type, TRUE, r.registered_at, r.registered_at, decode(r.public_key, 'base64'),
+                    r.public_key_type
+                FROM json_to_recordset($1::json) AS r(app_id text, token text, kind text, environment text, user_id text,
+                    locale text, time_zone text, app_version text, platform text, activity_id text, attributes_type text,
+                    registered_at bigint, public_key text, public_key_type text)
+                ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
+                    user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
+                    app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
+                    attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
+                    public_key_type = excluded.public_key_type,
+                    last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+                RETURNING \(Self.deviceColumns)
+                """,
+                [.text(json)]
+            )
+            var stored: [String: Row] = [:]
+            for row in rows { stored[RegistrationBatch.key(row.string(1), row.string(2))] = row }
+            var ids: [Int64] = []
+            var tagIDs: [Int64] = []
+            var tags: [String] = []
+            var devices: [(index: Int, row: Row, tags: [String])] = []
+            for item in accepted {
+                guard let row = stored[RegistrationBatch.key(item.row.app_id, item.row.token)], let id = row.int(0) else {
+                    throw HeraldError(code: "internal", "the upsert returned nothing")
+                }
+                let own = Set(item.registration.tags).sorted()
+                ids.append(id)
+                for tag in own {
+                    tagIDs.append(id)
+                    tags.append(tag)
+                }
+                devices.append((item.index, row, own))
+            }
+            try await db.query("DELETE FROM device_tags WHERE device_id = ANY($1::bigint[])", [.ints(ids)])
+            if !tags.isEmpty {
+                try await db.query(
+                    "INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest($1::bigint[], $2::text[])", [.ints(tagIDs), .texts(tags)])
+            }
+            for device in devices { results[device.index] = .success(Self.device(device.row, tags: device.tags)) }
+        }
+        return results.map { $0 ?? .failure(HeraldError(code: "internal", "a registration had no outcome")) }
+    }
+}
+
+/// One registration as a row of the group's upsert (sent as one JSON array; nil is NULL).
+private struct UpsertRow: Encodable {
+    var app_id: String
+    var token: String
+    var kind: String
+    var environment: String
+    var user_id: String?
+    var locale: String?
+    var time_zone: String?
+    var app_version: String?
+    var platform: String?
+    var activity_id: String?
+    var attributes_type: String?
+    var registered_at: Int64
+    /// Base64.
+    var public_key: String?
+    var public_key_type: String?
+
+    init(_ appID: String, _ registration: DeviceRegistration, now: Int64) {
+        self.app_id = appID
+        self.token = registration.token.hex
+        self.kind = registration.kind.rawValue
+        self.environment = registration.environment.rawValue
+        self.user_id = registration.userID
+        self.locale = registration.locale
+        self.time_zone = registration.timeZone
+        self.app_version = registration.appVersion
+        self.platform = registration.platform
+        self.activity_id = registration.activityID
+        self.attributes_type = registration.attributesType
+        self.registered_at = now
+        self.public_key = registration.publicKey.map { Data($0).base64EncodedString() }
+        self.public_key_type = registration.publicKeyType
+    }
+}
