@@ -58,9 +58,11 @@ public struct RetryPolicy: Sendable, Hashable {
 public final class HeraldClient: Sendable {
     public let serverURL: URL
     public let appID: String
-    private let key: String
+    let key: String
     private let retry: RetryPolicy
-    private let session: URLSession
+    let session: URLSession
+    /// Receipts waiting to be sent (``flushReceipts()``).
+    let receiptQueue: ReceiptQueue
     private let userAssertions: (@Sendable (_ userID: String) async throws -> String)?
     /// What this client registered, so a login or logout can move it.
     private let registered = Mutex<[PushToken: DeviceDetails]>([:])
@@ -68,11 +70,13 @@ public final class HeraldClient: Sendable {
     /// `userAssertions` asks the app's backend for a user assertion (a signed token saying this
     /// device's user is `userID`) whenever Herald needs one to bind a token to the user: a login,
     /// or a new token while signed in. Without it, pass assertions to ``register(_:_:userAssertion:)``
-    /// and ``setUser(_:assertion:)`` yourself.
+    /// and ``setUser(_:assertion:)`` yourself. `receiptQueueFile` keeps unsent receipts across
+    /// launches (the same file in the app group for the app and its service extension).
     public init(
         serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared,
-        userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil
+        userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil, receiptQueueFile: URL? = nil
     ) {
+        self.receiptQueue = ReceiptQueue(file: receiptQueueFile)
         self.serverURL = serverURL
         self.appID = appID
         self.key = registerKey

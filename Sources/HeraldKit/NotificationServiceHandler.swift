@@ -83,6 +83,8 @@ public struct NotificationServiceHandler: Sendable {
     public var deadline: Duration
     public var clock: any Clock<Duration>
     public var loader: Loader
+    /// Reports each push received to Herald (its receipt id), within the deadline; nil: none.
+    public var receipts: HeraldClient?
 
     public init(
         privateKey: EncryptedPayload.PrivateKey?, deadline: Duration = .seconds(25), clock: any Clock<Duration> = ContinuousClock(),
@@ -146,7 +148,9 @@ public struct NotificationServiceHandler: Sendable {
     /// loader that stops when cancelled).
     public func process(_ content: NotificationContent, job: Job = Job()) async -> NotificationContent {
         job.improve(content)
-        return await withTaskGroup(of: NotificationContent?.self) { group in
+        // The receipt goes out while the content is made; both end by the deadline.
+        async let reported: Void = self.reportReceived(content.payload)
+        let result = await withTaskGroup(of: NotificationContent?.self) { group in
             group.addTask { await self.transform(content, job: job) }
             group.addTask {
                 try? await self.clock.sleep(for: self.deadline)
@@ -160,6 +164,8 @@ public struct NotificationServiceHandler: Sendable {
             group.cancelAll()
             return first ?? job.best ?? content
         }
+        await reported
+        return result
     }
 
     /// Decrypts, then fetches the attachment; every finished step becomes the best attempt.

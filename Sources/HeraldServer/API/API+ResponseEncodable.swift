@@ -21,3 +21,4 @@ extension HealthResponse: ResponseEncodable {}
 extension UserSecretResponse: ResponseEncodable {}
 extension UserAssertionResponse: ResponseEncodable {}
 extension RotatedKey: ResponseEncodable {}
+extension ReceiptBatchResponse: ResponseEncodable {}
