@@ -83,7 +83,6 @@ import FoundationNetworking
             let otherKey = try #require(
                 try await Self.call(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"other"}"#).1["key"] as? String)
             let (receiver, hookURL) = try await Self.receiver()
-            defer { _ = receiver }
             let hook = try await Self.call(
                 base, admin, "POST", "/v1/apps/demo/webhooks", #"{"url":"\#(hookURL)","events":["delivery.received","delivery.opened"]}"#)
             #expect(hook.0 == 201, "\(hook.1)")
@@ -110,7 +109,7 @@ import FoundationNetworking
             #expect(receiver.printed.contains("delivery.received"), "\(receiver.printed)")
             try #require(try await stream.waitFor("event: delivery.opened", timeout: 300), "\(stream.printed)")
             #expect(stream.printed.contains("event: delivery.received"), "\(stream.printed)")
-            _ = try await stream.stop()
+            _ = try await stream.stop(signal: SIGKILL)
 
             // What the emulator handed the phone: the receipt id, beside aps.
             let token = try #require(
@@ -155,8 +154,8 @@ import FoundationNetworking
             let disabled = try await Self.call(
                 base, registerKey, "POST", "/v1/apps/demo/receipts", #"{"receipts":[{"receipt":"\#(receipt)","event":"opened"}]}"#)
             #expect(disabled.0 == 403 && (disabled.1["error"] as? [String: Any])?["code"] as? String == "receipts_disabled", "\(disabled)")
-            _ = try await device.stop()
-            _ = try await receiver.stop()
+            _ = try await device.stop(signal: SIGKILL)
+            _ = try await receiver.stop(signal: SIGKILL)
         }
     }
 }

@@ -22,6 +22,16 @@ struct ReceiptsController {
             .post(use: self.report)
     }
 
+    /// Why one item of a batch was refused: codes per item in a 200, never an error's.
+    enum Refusal: String {
+        /// Not a receipt id of this app (forged, another app's, made up): never retry.
+        case receiptInvalid = "receipt_invalid"
+        /// A valid id whose delivery is not recorded yet (or was pruned): retry later.
+        case deliveryUnknown = "delivery_unknown"
+        case badEvent = "bad_event"
+        case badAction = "bad_action"
+    }
+
     /// How far back a report's `at` may be (30 days, as long as APNs keeps a push); older, or
     /// later than now, is taken as now.
     static let horizon: Int64 = 30 * 86_400_000
@@ -42,22 +52,22 @@ struct ReceiptsController {
         var refused: [RefusedReceipt] = []
         for (index, item) in batch.receipts.enumerated() {
             guard let event = ReceiptEvent(rawValue: item.event) else {
-                refused.append(RefusedReceipt(index: index, code: "bad_event"))
+                refused.append(RefusedReceipt(index: index, code: Refusal.badEvent.rawValue))
                 continue
             }
             if let action = item.action, event != .opened || action.isEmpty || action.utf8.count > 64 {
-                refused.append(RefusedReceipt(index: index, code: "bad_action"))
+                refused.append(RefusedReceipt(index: index, code: Refusal.badAction.rawValue))
                 continue
             }
             guard let deliveryID = ids.deliveryID(item.receipt, appID: app.id) else {
-                refused.append(RefusedReceipt(index: index, code: "receipt_invalid"))
+                refused.append(RefusedReceipt(index: index, code: Refusal.receiptInvalid.rawValue))
                 continue
             }
             let at = item.at.map { $0 > now || $0 < now - Self.horizon ? now : $0 } ?? now
             reports.append(ReceiptReport(index: index, deliveryID: deliveryID, event: event, action: item.action, at: at))
         }
         let outcomes = try await self.store.recordReceipts(appID: app.id, reports, now: now)
-        refused += outcomes.unknown.map { RefusedReceipt(index: $0, code: "delivery_unknown") }
+        refused += outcomes.unknown.map { RefusedReceipt(index: $0, code: Refusal.deliveryUnknown.rawValue) }
         refused.sort { $0.index < $1.index }
         await self.events.receipts(appID: app.id, outcomes, refused: refused.count - outcomes.unknown.count)
         return ReceiptBatchResponse(applied: outcomes.applied.count, duplicates: outcomes.duplicates.count, refused: refused)
