@@ -273,7 +273,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         _ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]]
     ) async -> String {
         if received.alert == nil, received.badge == nil, received.sound == nil {
-            let custom = received.custom.keys.sorted().joined(separator: ", ")
+            // The app's own keys: the receipt id is Herald's.
+            let custom = received.custom.keys.filter { $0 != ReceiptBatch.payloadKey }.sorted().joined(separator: ", ")
             return received.contentAvailable ? "[background] the app was woken" + (custom.isEmpty ? "" : " with \(custom)") : "[empty notification]"
         }
         switch self.authorization {
