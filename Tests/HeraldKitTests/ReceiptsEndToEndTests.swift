@@ -154,6 +154,12 @@ import FoundationNetworking
             let disabled = try await Self.call(
                 base, registerKey, "POST", "/v1/apps/demo/receipts", #"{"receipts":[{"receipt":"\#(receipt)","event":"opened"}]}"#)
             #expect(disabled.0 == 403 && (disabled.1["error"] as? [String: Any])?["code"] as? String == "receipts_disabled", "\(disabled)")
+            // The id's 35 bytes count at acceptance: a payload of 4,080 bytes fits only without it.
+            let near = #"{"audience":"all","title":"x","data":{"pad":"\#(String(repeating: "p", count: 4080 - 40))"}}"#
+            #expect(try await Self.call(base, admin, "POST", "/v1/apps/demo/notifications", near).0 == 202, "receipts off")
+            _ = try await Self.call(base, admin, "PATCH", "/v1/apps/demo", #"{"receipts":true}"#)
+            let tooLarge = try await Self.call(base, admin, "POST", "/v1/apps/demo/notifications", near)
+            #expect(tooLarge.0 == 422 && (tooLarge.1["error"] as? [String: Any])?["code"] as? String == "payload_too_large", "\(tooLarge)")
             _ = try await device.stop(signal: SIGKILL)
             _ = try await receiver.stop(signal: SIGKILL)
         }
