@@ -87,7 +87,8 @@ import FoundationNetworking
                 base, admin, "POST", "/v1/apps/demo/webhooks", #"{"url":"\#(hookURL)","events":["delivery.received","delivery.opened"]}"#)
             #expect(hook.0 == 201, "\(hook.1)")
             let stream = try BackgroundProcess(
-                "curl", ["-sN", "-H", "authorization: Bearer \(admin)", base.absoluteString + "/v1/apps/demo/events?types=delivery.received,delivery.opened"])
+                "curl",
+                ["-sN", "-H", "authorization: Bearer \(admin)", base.absoluteString + "/v1/apps/demo/events?types=delivery.received,delivery.opened"])
             try #require(try await stream.waitFor("herald delivery events", timeout: 300), "\(stream.printed)")
 
             // The phone: registers through HeraldKit, opens what it shows, reports through HeraldKit.

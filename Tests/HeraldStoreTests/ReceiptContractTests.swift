@@ -49,7 +49,8 @@ extension StoreContractTests {
             #expect(try await store.receiptCounts(appID: "demo", notificationID: "n") == ReceiptCounts(received: 2, opened: 2))
 
             // Another app cannot reach demo's deliveries, nor read its funnel.
-            let stranger = try await store.recordReceipts(appID: "other", [ReceiptReport(index: 0, deliveryID: ids[2], event: .opened, at: 5)], now: 5)
+            let stranger = try await store.recordReceipts(
+                appID: "other", [ReceiptReport(index: 0, deliveryID: ids[2], event: .opened, at: 5)], now: 5)
             #expect(stranger.applied.isEmpty && stranger.unknown == [0])
             #expect(try await store.receiptCounts(appID: "other", notificationID: "n") == nil)
 
