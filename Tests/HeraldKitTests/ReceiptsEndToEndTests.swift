@@ -166,3 +166,53 @@ import FoundationNetworking
         }
     }
 }
+
+extension ReceiptsEndToEndTests {
+    @Test("reports queued while Herald cannot be reached stay in the queue file, and a later client sends them")
+    func offlineQueue() async throws {
+        try await Self.withServer { server in
+            let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
+            let controlURL = try #require(URL(string: "http://127.0.0.1:\(server.emulator?.controlPort ?? 0)"))
+            let admin = try #require(server.initialAdminKey)
+            _ = try await Self.call(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
+            let registerKey = try #require(
+                try await Self.call(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#).1["key"] as? String)
+            let token = try #require(
+                try await Self.call(controlURL, "", "POST", "/v1/devices", #"{"bundleId":"com.example.app","environment":"development"}"#).1["token"]
+                    as? String)
+            let online = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey)
+            try await online.register(.device(try #require(PushToken.data(hex: token))), DeviceDetails(environment: .sandbox))
+            let id = try #require(
+                try await Self.call(base, admin, "POST", "/v1/apps/demo/notifications", #"{"audience":"all","title":"Hi"}"#).1["id"] as? String)
+            var payload: [String: Any]?
+            let deadline = ContinuousClock.now + .seconds(300)  // a hang guard: the loop ends once it arrived
+            while payload == nil, ContinuousClock.now < deadline {
+                let inbox = try await Self.call(controlURL, "", "GET", "/v1/devices/\(token)/inbox").1
+                payload = (inbox["notifications"] as? [[String: Any]])?.first?["payload"] as? [String: Any]
+                if payload == nil { try await Task.sleep(for: .milliseconds(25)) }
+            }
+            let userInfo: [AnyHashable: Any] = try #require(payload).reduce(into: [:]) { $0[$1.key] = $1.value }
+
+            // Offline: nothing listens at this address; the reports stay queued, in the file.
+            let directory = try TemporaryDirectory(prefix: "herald-receipt-queue")
+            defer { directory.remove() }
+            let file = URL(fileURLWithPath: directory.path + "/receipts.json")
+            let dead = try #require(URL(string: "http://127.0.0.1:9"))
+            let offline = HeraldClient(serverURL: dead, appID: "demo", registerKey: registerKey, receiptQueueFile: file)
+            #expect(offline.reportReceived(userInfo) && offline.reportOpened(userInfo, action: "REPLY"))
+            #expect(offline.reportReceived(userInfo), "a repeat while queued is queued once")
+            let flushed = try await offline.flushReceipts()
+            #expect(flushed.queued == 2 && flushed.applied == 0, "\(flushed)")
+            #expect(!offline.reportReceived(["aps": ["alert": "no receipt id"]]))
+
+            // A relaunch, online, with the same file: it sends them.
+            let relaunched = HeraldClient(serverURL: base, appID: "demo", registerKey: registerKey, receiptQueueFile: file)
+            #expect(relaunched.queuedReceipts == 2)
+            let sent = try await relaunched.flushReceipts(patience: .seconds(300))
+            #expect(sent.applied == 2 && sent.queued == 0, "\(sent)")
+            #expect(try await Self.funnel(base, admin, id) == ["sent": 1, "received": 1, "opened": 1])
+            let detail = try await Self.call(base, admin, "GET", "/v1/apps/demo/notifications/\(id)").1
+            #expect((detail["deliveries"] as? [[String: Any]])?.first?["action"] as? String == "REPLY")
+        }
+    }
+}
