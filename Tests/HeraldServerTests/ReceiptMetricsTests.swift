@@ -28,7 +28,8 @@ import Testing
             let inbox = try await context.control.call("GET", "/v1/devices/\(token)/inbox")
             let payload = try #require((inbox.body["notifications"] as? [[String: Any]])?.first?["payload"] as? [String: Any])
             let receipt = try #require(payload["hr"] as? String)
-            let batch = #"{"receipts":[{"receipt":"\#(receipt)","event":"received"},{"receipt":"\#(receipt)","event":"received"},"#
+            let batch =
+                #"{"receipts":[{"receipt":"\#(receipt)","event":"received"},{"receipt":"\#(receipt)","event":"received"},"#
                 + #"{"receipt":"AAAAAAAAAAAAAAAAAAAAAAAAAAA","event":"opened"}]}"#
             let answer = try await context.api.call("POST", "/v1/apps/demo/receipts", key: keys.register, json: batch)
             #expect(answer.status == 200 && answer.body["applied"] as? Int == 1 && answer.body["duplicates"] as? Int == 1, "\(answer)")
