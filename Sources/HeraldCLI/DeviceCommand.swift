@@ -53,7 +53,14 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Flag(help: "The app is in the foreground (banners are shown while it runs).") var foreground = false
     @Flag(help: "Register an X25519 key: end-to-end encrypted notifications are decrypted by the service extension.") var encrypt = false
     @Option(help: "Registered categories and their actions: MESSAGE=REPLY+ARCHIVE;INVITE=ACCEPT") var categories: String?
-    @Option(help: "Tap this action on every notification that offers it (reported on standard output).") var tap: String?
+    @Option(help: "Tap this action on every notification that offers it (reported on standard output, and to Herald as opened).") var tap: String?
+    @Flag(help: "Open every notification shown (reported to Herald as opened, as the app does from its notification-response handler).")
+    var open = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Report each push received to Herald through HeraldKit (its receipt id), as the app's service extension does (default: on)."
+    )
+    var receipts = true
     @Option(help: "Exit after this many notifications (default: run until interrupted).") var count: Int?
     @Flag(help: "Also register a PushKit VoIP token (incoming calls).") var voip = false
     @Option(
@@ -118,9 +125,13 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             streams.append((starter.hex, .pushToStart))
         }
         // 2. Every stream at once: the app's, push-to-start's, and one per Live Activity started.
-        let handler = NotificationServiceHandler(privateKey: privateKey, deadline: 25) { url in
+        var extensionCore = NotificationServiceHandler(privateKey: privateKey, deadline: 25) { url in
             try await URLSession.shared.data(from: url).0
         }
+        // The service extension reports what it handles (mutable-content alerts); the device
+        // reports the other pushes itself (see `report`).
+        if self.receipts { extensionCore.receipts = client }
+        let handler = extensionCore
         let tally = Tally()
         let expected = streams.count
         let (added, addedContinuation) = AsyncStream<(hex: String, role: Role)>.makeStream()
@@ -176,6 +187,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             let pushType = event["pushType"] as? String ?? "alert"
             let (text, started, ended) = await self.render(payload, pushType: pushType, role: stream.role, handler: handler, categories: categories)
             say(text)
+            await self.report(payload, pushType: pushType, client: client, categories: categories)
             if let started {
                 // The system starts the activity and hands over its update token.
                 let update = try await self.token(controlURL, kind: "liveactivity") { data in .liveActivity(data, activityID: started) }
@@ -310,7 +322,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
         _ received: ReceivedNotification, payload: Data, handler: NotificationServiceHandler, categories: [String: [String]], origin: String? = nil
     ) async -> String {
         if received.alert == nil, received.badge == nil, received.sound == nil {
-            let custom = received.custom.keys.sorted().joined(separator: ", ")
+            // The app's own keys: the receipt id is Herald's.
+            let custom = received.custom.keys.filter { $0 != ReceiptBatch.payloadKey }.sorted().joined(separator: ", ")
             return received.contentAvailable ? "[background] the app was woken" + (custom.isEmpty ? "" : " with \(custom)") : "[empty notification]"
         }
         switch self.authorization {

@@ -159,6 +159,13 @@ package final class SecretBox: Sendable {
         try self.seal(try self.open(sealed))
     }
 
+    /// Keys derived (HKDF) for `purpose` from the current master key, then from the previous
+    /// ones (a change of master key under way): the first signs, any verifies.
+    package func derivedKeys(purpose: String) -> [[UInt8]] {
+        let keys = self.keys.withLock { [$0.current] + $0.previous }
+        return keys.map { HKDF<SHA256>.deriveKey(inputKeyMaterial: $0, info: Array(purpose.utf8), outputByteCount: 32).withUnsafeBytes { Array($0) } }
+    }
+
     /// HMAC-SHA256 of `message` under a key derived (HKDF) from the master key for `purpose`:
     /// every process with the same master key computes the same, no other key material needed.
     package func authenticationCode(_ message: [UInt8], purpose: String) -> [UInt8] {

@@ -14,8 +14,12 @@ package struct AppSecurity: Sendable, Hashable {
     /// The secret user assertions are signed with (HMAC-SHA256), sealed under the master key;
     /// nil until the app's admin makes one.
     package var sealedUserSecret: [UInt8]?
+    /// Each alert and background push carries a receipt id (``ReceiptID``, payload key `hr`) and
+    /// the register key may report deliveries received and opened. On by default.
+    package var receipts: Bool
 
-    package init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil) {
+    package init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true) {
+        self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags
         self.sealedUserSecret = sealedUserSecret

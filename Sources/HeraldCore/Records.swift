@@ -310,6 +310,10 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var updatedAt: Int64
     /// How many of its sends had an unknown outcome (written, unanswered).
     package var unknownOutcomes = 0
+    /// When the device reported it received, and opened (ms), and the action chosen.
+    package var receivedAt: Int64?
+    package var openedAt: Int64?
+    package var action: String?
 
     package init(
         id: Int64, notificationID: String, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState,

@@ -33,7 +33,7 @@ package enum StoreSQL {
     /// ``DeliveryRecord/init(row:)``.
     package static let deliveryColumns = """
         x.id, x.notification_id, x.token, d.kind, x.environment, x.push_type, x.state, x.attempts, x.apns_id, x.status, x.reason,
-        x.latency_ms, x.updated_at, x.unknown_outcomes
+        x.latency_ms, x.updated_at, x.unknown_outcomes, x.received_at, x.opened_at, x.action
         """
 }
 
@@ -60,6 +60,9 @@ extension DeliveryRecord {
             updatedAt: row.int(12) ?? 0
         )
         self.unknownOutcomes = Int(row.int(13) ?? 0)
+        self.receivedAt = row.int(14)
+        self.openedAt = row.int(15)
+        self.action = row.string(16)
     }
 }
 

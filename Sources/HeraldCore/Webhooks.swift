@@ -8,6 +8,10 @@ package enum DeliveryEventType: String, Sendable, CaseIterable, Hashable {
     case failed = "delivery.failed"
     /// The device was deactivated: APNs called its token dead (410, BadDeviceToken, …).
     case invalidated = "token.invalidated"
+    /// The device reported the push received (its notification service extension ran).
+    case received = "delivery.received"
+    /// The user opened the notification (or chose one of its actions).
+    case opened = "delivery.opened"
 }
 
 /// A webhook: events of `types` for one app are POSTed to `url`, signed with its secret.

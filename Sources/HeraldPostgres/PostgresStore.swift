@@ -375,6 +375,16 @@ package final class PostgresStore: HeraldStore {
             """,
             "CREATE INDEX rate_buckets_full ON rate_buckets (full_at)",
         ],
+        // 10: receipts (received, opened, action per delivery; funnel counts per notification;
+        // the app's switch), as in SQLite's 9.
+        [
+            "ALTER TABLE deliveries ADD COLUMN received_at BIGINT",
+            "ALTER TABLE deliveries ADD COLUMN opened_at BIGINT",
+            "ALTER TABLE deliveries ADD COLUMN action TEXT",
+            "ALTER TABLE notifications ADD COLUMN received_count BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE notifications ADD COLUMN opened_count BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE apps ADD COLUMN receipts BOOLEAN NOT NULL DEFAULT TRUE",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -426,13 +436,14 @@ package final class PostgresStore: HeraldStore {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret"
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts"
 
     private static func app(_ row: Row) -> App {
         App(
             id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0,
             security: AppSecurity(
-                userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5)
+                userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
+                receipts: row.bool(6) ?? true
             )
         )
     }
@@ -457,10 +468,10 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
-                    .text(appID),
+                    .text(appID), .bool(security.receipts),
                 ]
             ).isEmpty == false
         }

@@ -147,6 +147,17 @@ package final class SQLiteStore: HeraldStore {
         ALTER TABLE notifications ADD COLUMN on_unknown_outcome TEXT;
         ALTER TABLE deliveries ADD COLUMN unknown_outcomes INTEGER NOT NULL DEFAULT 0;
         """,
+        // 9: receipts: when the device reported each delivery received and opened (and the
+        // action chosen); each notification's funnel counts, kept by each batch of receipts;
+        // whether an app's pushes carry receipt ids (on by default).
+        """
+        ALTER TABLE deliveries ADD COLUMN received_at INTEGER;
+        ALTER TABLE deliveries ADD COLUMN opened_at INTEGER;
+        ALTER TABLE deliveries ADD COLUMN action TEXT;
+        ALTER TABLE notifications ADD COLUMN received_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE notifications ADD COLUMN opened_count INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE apps ADD COLUMN receipts INTEGER NOT NULL DEFAULT 1;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -187,13 +198,14 @@ package final class SQLiteStore: HeraldStore {
         try await self.database.read { db in try db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret"
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts"
 
     private static func app(_ row: [SQLValue]) -> App {
         App(
             id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0,
             security: AppSecurity(
-                userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes
+                userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes,
+                receipts: row[6].int != 0
             )
         )
     }
@@ -218,10 +230,10 @@ package final class SQLiteStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
             try db.query(
-                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ? WHERE id = ?",
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ? WHERE id = ?",
                 [
                     .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
-                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .text(appID),
+                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0), .text(appID),
                 ]
             )
             return db.changes > 0

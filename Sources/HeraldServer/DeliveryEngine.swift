@@ -49,20 +49,23 @@ package final class DeliveryEngine: Service, Sendable {
         var effectiveAPNSTimeout: Duration { self.apnsTimeout ?? min(.seconds(10), self.lease / 2) }
     }
 
-    private let store: any HeraldStore
+    let store: any HeraldStore
     private let clients: ClientProvider
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
     /// Told every recorded batch: SSE streams, webhooks and the dashboard's activity.
     let events: DeliveryEvents?
+    /// Signs receipt ids (``ReceiptID``) under the master key; nil: pushes carry none.
+    let secrets: SecretBox?
     /// Rung when work is committed (and at shutdown); every idle worker waiting on it wakes.
     private let doorbell = Doorbell()
 
     init(
         store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger,
-        events: DeliveryEvents? = nil
+        events: DeliveryEvents? = nil, secrets: SecretBox? = nil
     ) {
+        self.secrets = secrets
         self.events = events
         self.store = store
         self.clients = clients
@@ -258,6 +261,7 @@ package final class DeliveryEngine: Service, Sendable {
             }
             return outcome
         }
+        let receipts = await self.receiptIDs(appID: first.appID)
         var requests: [APNSRequest] = []
         requests.reserveCapacity(deliveries.count)
         for (index, delivery) in deliveries.enumerated() {
@@ -269,7 +273,7 @@ package final class DeliveryEngine: Service, Sendable {
                 )
                 let payload: [UInt8]
                 if let placeholder = delivery.placeholder {
-                    guard let sealed = Self.seal(delivery, placeholder: placeholder) else {
+                    guard let sealed = Self.seal(delivery, placeholder: Self.withReceipt(placeholder, delivery, receipts)) else {
                         outcome.add(
                             DeliveryResult(
                                 deliveryID: delivery.id, outcome: .failed(status: nil, reason: "NoEncryptionKey", invalidate: false, timestamp: nil),
@@ -281,7 +285,7 @@ package final class DeliveryEngine: Service, Sendable {
                     }
                     payload = sealed
                 } else {
-                    payload = delivery.payload
+                    payload = Self.withReceipt(delivery.payload, delivery, receipts)
                 }
                 requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: payload, tag: index))
             } catch {

@@ -47,7 +47,7 @@ final class DeliveryEvents: Sendable {
 
     private let state = Mutex(State())
     private let store: any HeraldStore
-    private let clock: any EpochClock
+    let clock: any EpochClock
     private let logger: Logger
     /// How long an undelivered webhook message is kept.
     let webhookExpiry: Int64
@@ -112,7 +112,7 @@ final class DeliveryEvents: Sendable {
     }
 
     /// The apps' webhooks, reloaded at most every 5 s (other processes may add some).
-    private func webhooks(now: Int64) async -> [String: [Webhook]] {
+    func webhooks(now: Int64) async -> [String: [Webhook]] {
         let (cached, generation) = self.state.withLock { state in
             (state.webhooksLoadedAt.map { now - $0 < 5000 } == true ? state.webhooks : nil, state.webhooksGeneration)
         }
@@ -181,7 +181,7 @@ final class DeliveryEvents: Sendable {
         await self.enqueueWebhooks(events, hooks: hooks, now: now)
     }
 
-    private func publish(_ events: [DeliveryEvent]) {
+    func publish(_ events: [DeliveryEvent]) {
         self.state.withLock { state in
             for event in events {
                 guard let subscribers = state.subscribers[event.appID] else { continue }
@@ -191,7 +191,7 @@ final class DeliveryEvents: Sendable {
     }
 
     /// One outbox message per webhook per 500 events of the batch, in one transaction.
-    private func enqueueWebhooks(_ events: [DeliveryEvent], hooks: [String: [Webhook]], now: Int64) async {
+    func enqueueWebhooks(_ events: [DeliveryEvent], hooks: [String: [Webhook]], now: Int64) async {
         var messages: [WebhookMessage] = []
         for (appID, appEvents) in Dictionary(grouping: events, by: \.appID) {
             for hook in hooks[appID] ?? [] {
@@ -249,5 +249,10 @@ final class DeliveryEvents: Sendable {
         let current = self.clock.nowMilliseconds / 60_000
         let kept = self.state.withLock { Dictionary($0.minutes.map { ($0.minute, $0) }, uniquingKeysWith: { first, _ in first }) }
         return (current - 59...current).map { kept[$0] ?? Minute(minute: $0) }
+    }
+
+    /// Whether anyone listens to `appID`'s events here (SSE).
+    func hasSubscribers(appID: String) -> Bool {
+        self.state.withLock { !($0.subscribers[appID]?.isEmpty ?? true) }
     }
 }

@@ -134,7 +134,8 @@ private func runHeraldServer<Result: Sendable>(
             store: store, clock: clock, webhookExpiry: configuration.webhookExpiry.wholeMilliseconds, logger: logger,
             webhookDoorbell: { dispatcher.ring() }
         )
-        let engine = DeliveryEngine(store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events)
+        let engine = DeliveryEngine(
+            store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events, secrets: secrets)
         let router = Router(context: APIRequestContext.self)
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
         let api = API(

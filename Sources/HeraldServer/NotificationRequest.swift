@@ -228,6 +228,9 @@ enum NotificationRequest {
         if let data = body.data {
             guard case .object(let custom) = data else { throw HeraldError.invalid("data must be an object", code: "bad_data") }
             guard !custom.contains(where: { $0.key == "aps" }) else { throw HeraldError.invalid("data cannot hold aps", code: "bad_data") }
+            guard !custom.contains(where: { $0.key == ReceiptBatch.payloadKey }) else {
+                throw HeraldError.invalid("data cannot hold hr (the key of the receipt id Herald adds)", code: "bad_data")
+            }
             members = custom.map { ($0.key, JSONValue($0.value)) }
         }
         var aps: [(String, JSONValue)] = []

@@ -22,8 +22,13 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var protectedTags: [String]
     /// Whether the app has a user secret to sign assertions with.
     public var userSecretSet: Bool
+    /// Pushes carry a receipt id (payload key `hr`) and devices may report receipts. On by default.
+    public var receipts: Bool
 
-    public init(id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool) {
+    public init(
+        id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true
+    ) {
+        self.receipts = receipts
         self.id = id
         self.bundleId = bundleId
         self.createdAt = createdAt
@@ -37,8 +42,11 @@ public struct AppResponse: Sendable, Hashable, Codable {
 public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var userVerification: Bool?
     public var protectedTags: [String]?
+    /// Whether pushes carry receipt ids (and devices may report receipts).
+    public var receipts: Bool?
 
-    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil) {
+    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil) {
+        self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags
     }

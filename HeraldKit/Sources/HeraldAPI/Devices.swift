@@ -143,11 +143,20 @@ public struct DeliveryResponse: Sendable, Hashable, Codable {
     /// Whether a send of it had an unknown outcome: written to APNs, and no answer came. APNs may
     /// have delivered it (and a resend after it then a second time).
     public var outcomeUncertain: Bool
+    /// When the device reported it received, and opened (ms since 1970), and the action chosen
+    /// (receipts: `POST /v1/apps/{app}/receipts`); absent until reported.
+    public var receivedAt: Int64?
+    public var openedAt: Int64?
+    public var action: String?
 
     public init(
         notificationId: String?, token: String, kind: String?, environment: String, pushType: String, state: String, attempts: Int,
-        apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64, outcomeUncertain: Bool = false
+        apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64, outcomeUncertain: Bool = false,
+        receivedAt: Int64? = nil, openedAt: Int64? = nil, action: String? = nil
     ) {
+        self.receivedAt = receivedAt
+        self.openedAt = openedAt
+        self.action = action
         self.outcomeUncertain = outcomeUncertain
         self.notificationId = notificationId
         self.token = token

@@ -191,8 +191,11 @@ public struct NotificationDetail: Sendable, Hashable, Codable {
     public var cancelledAt: Int64?
     public var counts: DeliveryCounts
     public var deliveries: [DeliveryResponse]
+    /// Sent → received → opened, as devices reported them (receipts).
+    public var funnel: NotificationFunnel?
 
-    public init(summary: NotificationSummaryResponse, counts: DeliveryCounts, deliveries: [DeliveryResponse]) {
+    public init(summary: NotificationSummaryResponse, counts: DeliveryCounts, deliveries: [DeliveryResponse], funnel: NotificationFunnel? = nil) {
+        self.funnel = funnel
         self.id = summary.id
         self.createdAt = summary.createdAt
         self.scheduledAt = summary.scheduledAt

@@ -23,9 +23,11 @@ public import FoundationNetworking
 public final class HeraldClient: HeraldClientProtocol, Sendable {
     public let serverURL: URL
     public let appID: String
-    private let key: String
+    let key: String
     private let retry: RetryPolicy
-    private let session: URLSession
+    let session: URLSession
+    /// Receipts waiting to be sent (``flushReceipts(patience:)``).
+    let receiptQueue: ReceiptQueue
     private let userAssertions: (@Sendable (_ userID: String) async throws -> String)?
     private let file: StateFile
     /// The state; saved to the file under the lock, so saves land in the order they were made.
@@ -35,10 +37,14 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
     /// device's user is `userID`) whenever Herald needs one to bind a token to the user: a login,
     /// or a new token while signed in. Without it, pass assertions to ``register(_:_:userAssertion:)``
     /// and ``setUser(_:assertion:)`` yourself (a pending retry then cannot bind a user).
+    /// `receiptQueueFile` keeps unsent receipts across launches (the same file in the app group
+    /// for the app and its service extension).
     public init(
         serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared,
-        persistence: Persistence = .applicationSupport, userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil
+        persistence: Persistence = .applicationSupport, userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil,
+        receiptQueueFile: URL? = nil
     ) {
+        self.receiptQueue = ReceiptQueue(file: receiptQueueFile)
         self.serverURL = serverURL
         self.appID = appID
         self.key = registerKey

@@ -99,8 +99,10 @@ public struct NotificationServiceHandler: Sendable {
 
     public var privateKey: EncryptedPayload.PrivateKey?
     public var loader: Loader
+    /// Reports each push received to Herald (its receipt id), within the deadline; nil: none.
+    public var receipts: HeraldClient?
     /// Waits out the deadline (Apple gives an extension about 30 seconds; finish before).
-    private let sleepUntilDeadline: DeadlineSleeper
+    let sleepUntilDeadline: DeadlineSleeper
 
     /// A handler whose deadline is `deadline` seconds after ``process(_:job:)`` starts (iOS 15 on).
     public init(privateKey: EncryptedPayload.PrivateKey?, deadline: TimeInterval = 25, loader: @escaping Loader) {
@@ -174,7 +176,9 @@ public struct NotificationServiceHandler: Sendable {
     /// loader that stops when cancelled).
     public func process(_ content: NotificationContent, job: Job = Job()) async -> NotificationContent {
         job.improve(content)
-        return await withTaskGroup(of: NotificationContent?.self) { group in
+        // The receipt goes out while the content is made; both end by the deadline.
+        async let reported: Void = self.reportReceived(content.payload)
+        let result = await withTaskGroup(of: NotificationContent?.self) { group in
             group.addTask { await self.transform(content, job: job) }
             group.addTask {
                 try? await self.sleepUntilDeadline()
@@ -188,6 +192,8 @@ public struct NotificationServiceHandler: Sendable {
             group.cancelAll()
             return first ?? job.best ?? content
         }
+        await reported
+        return result
     }
 
     /// Decrypts, then fetches the attachment; every finished step becomes the best attempt.

@@ -58,6 +58,7 @@ extension API {
             Operation(method: .get, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),
             Operation(method: .get, path: "/v1/apps/{app}/events", statuses: app.union([200, 400])),
+            Operation(method: .post, path: "/v1/apps/{app}/receipts", statuses: app.union(body).union(limited).union([200])),
             Operation(method: .post, path: "/v1/apps/{app}/webhooks", statuses: app.union(body).union([201])),
             Operation(method: .get, path: "/v1/apps/{app}/webhooks", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/webhooks/{id}", statuses: app.union([204])),

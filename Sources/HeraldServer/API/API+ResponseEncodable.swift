@@ -22,3 +22,4 @@ extension HealthResponse: @retroactive ResponseEncodable {}
 extension UserSecretResponse: @retroactive ResponseEncodable {}
 extension UserAssertionResponse: @retroactive ResponseEncodable {}
 extension RotatedKey: @retroactive ResponseEncodable {}
+extension ReceiptBatchResponse: @retroactive ResponseEncodable {}

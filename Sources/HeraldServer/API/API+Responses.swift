@@ -11,7 +11,8 @@ extension AppResponse {
     init(_ app: App) {
         self.init(
             id: app.id, bundleId: app.bundleID, createdAt: app.createdAt, userVerification: app.security.userVerification,
-            protectedTags: app.security.protectedTags, userSecretSet: app.security.sealedUserSecret != nil
+            protectedTags: app.security.protectedTags, userSecretSet: app.security.sealedUserSecret != nil,
+            receipts: app.security.receipts
         )
     }
 }
@@ -47,13 +48,14 @@ extension DeviceResponse: OmitsNilFields {
 }
 
 extension DeliveryResponse: OmitsNilFields {
-    static let fieldsOmittedWhenNil: Set<String> = ["notificationId"]
+    static let fieldsOmittedWhenNil: Set<String> = ["notificationId", "receivedAt", "openedAt", "action"]
 
     init(_ d: DeliveryRecord, withNotification: Bool) {
         self.init(
             notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.environment.apiName,
             pushType: d.pushType.rawValue, state: d.state.rawValue, attempts: d.attempts, apnsId: d.apnsID, status: d.status, reason: d.reason,
-            latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt, outcomeUncertain: d.unknownOutcomes > 0
+            latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt, outcomeUncertain: d.unknownOutcomes > 0, receivedAt: d.receivedAt,
+            openedAt: d.openedAt, action: d.action
         )
     }
 }
@@ -68,11 +70,12 @@ extension NotificationSummaryResponse {
 }
 
 extension NotificationDetail {
-    init(_ status: NotificationStatus) {
+    init(_ status: NotificationStatus, receipts: ReceiptCounts? = nil) {
         self.init(
             summary: NotificationSummaryResponse(status.summary),
             counts: DeliveryCounts(pending: status.counts[.pending] ?? 0, sent: status.counts[.sent] ?? 0, failed: status.counts[.failed] ?? 0),
-            deliveries: status.deliveries.map { DeliveryResponse($0, withNotification: false) }
+            deliveries: status.deliveries.map { DeliveryResponse($0, withNotification: false) },
+            funnel: NotificationFunnel(sent: status.counts[.sent] ?? 0, received: receipts?.received ?? 0, opened: receipts?.opened ?? 0)
         )
     }
 }

@@ -42,6 +42,8 @@ struct API: Sendable {
         NotificationsController(store: self.store, engine: self.engine, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
+        ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
+            .addRoutes(to: v1)
     }
 
     /// Alive means this process answers HTTP: nothing else is asked, so a liveness probe never

@@ -32,6 +32,7 @@ struct AppsController {
         var app = try context.requireApp()
         let body = try await request.decode(as: UpdateAppRequest.self, context: context)
         if let on = body.userVerification { app.security.userVerification = on }
+        if let on = body.receipts { app.security.receipts = on }
         if let tags = body.protectedTags {
             guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
                 throw HeraldError.invalid("protectedTags is an array of up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")

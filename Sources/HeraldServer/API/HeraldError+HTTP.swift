@@ -22,7 +22,7 @@ extension HeraldError: HTTPResponseError {
     static func status(forCode code: String) -> HTTPResponse.Status {
         switch code {
         case "unauthorized", "key_expired": return .unauthorized
-        case "forbidden", "tag_protected", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
+        case "forbidden", "tag_protected", "receipts_disabled", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
             "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long":
             return .forbidden
         case "not_found": return .notFound

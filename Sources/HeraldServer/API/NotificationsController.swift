@@ -26,6 +26,7 @@ struct NotificationsController {
         let app = try context.requireApp()
         let now = self.clock.nowMilliseconds
         let spec = try NotificationRequest.spec(try await request.decode(as: SendRequest.self, context: context), now: now)
+        try NotificationRequest.reserveReceipt(spec, app: app)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         if !created.existing { self.engine.ring() }
         return Answer(
@@ -60,7 +61,7 @@ struct NotificationsController {
         guard let status = try await self.store.notification(appID: app.id, id: context.parameters.get("id") ?? "", deliveryLimit: 1000) else {
             throw HeraldError.notFound("notification")
         }
-        return NotificationDetail(status)
+        return NotificationDetail(status, receipts: try await self.store.receiptCounts(appID: app.id, notificationID: status.id))
     }
 
     @Sendable func cancel(_ request: Request, context: APIRequestContext) async throws -> CancelResponse {

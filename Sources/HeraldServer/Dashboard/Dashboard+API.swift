@@ -50,6 +50,7 @@ struct DashboardBackend: Sendable {
 
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
+        try NotificationRequest.reserveReceipt(spec, app: app)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id

@@ -33,6 +33,13 @@ struct DashboardNotificationsController: Sendable {
         var counts: [Count]
         var deliveries: [Delivery]
         var hasDeliveries: Bool
+        /// Sent → received → opened (receipts), each with its share of sent.
+        var funnel: [Step] = []
+        struct Step: Sendable {
+            var step: String
+            var count: Int
+            var share: String
+        }
     }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
@@ -63,6 +70,12 @@ struct DashboardNotificationsController: Sendable {
             counts: DeliveryState.allCases.map { Model.Count(state: $0.rawValue, count: status.counts[$0] ?? 0) },
             deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
-        return DashboardView(template: .notification, title: nil, model: model)
+        var withFunnel = model
+        let receipts = try await self.dashboard.store.receiptCounts(appID: app.id, notificationID: summary.id)
+        let sent = status.counts[.sent] ?? 0
+        withFunnel.funnel = [("sent", sent), ("received", receipts?.received ?? 0), ("opened", receipts?.opened ?? 0)].map { step, count in
+            Model.Step(step: step, count: count, share: sent == 0 ? "" : "\(count * 100 / sent)%")
+        }
+        return DashboardView(template: .notification, title: nil, model: withFunnel)
     }
 }
