@@ -145,12 +145,15 @@ def main():
         for name in ("f-title", "f-body", "f-badge", "f-custom", "f-pushType", "f-priority"):
             check(driver.find_element(By.CSS_SELECTOR, f"label[for={name}]").text.strip() != "", f"{name} has no label")
         driver.find_element(By.ID, "f-title").send_keys("Hello from Selenium")
+        driver.find_element(By.ID, "f-subtitle").send_keys("A subtitle too")
         driver.find_element(By.ID, "f-body").send_keys("Sent through the dashboard")
         driver.find_element(By.ID, "f-badge").send_keys("3")
         Select(driver.find_element(By.ID, "f-priority")).select_by_value("10")
         driver.find_element(By.ID, "f-custom").send_keys('{"orderId": 42}')
         # The live preview: the lock screen, the exact headers and payload, without a reload.
         wait.until(EC.text_to_be_present_in_element((By.ID, "preview-banner-title"), "Hello from Selenium"))
+        # The subtitle is on the lock screen as it is in the payload.
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-banner-subtitle"), "A subtitle too"))
         wait.until(EC.text_to_be_present_in_element((By.ID, "preview-payload"), '"orderId": 42'))
         headers = driver.find_element(By.ID, "preview-headers").text
         check("apns-push-type: alert" in headers and "apns-priority: 10" in headers and "apns-topic: " in headers, f"headers: {headers}")
@@ -165,6 +168,18 @@ def main():
         custom.send_keys('{"orderId": 42}')
         wait.until(lambda d: d.find_element(By.ID, "preview-error").text == "" and '"orderId": 42' in d.find_element(By.ID, "preview-payload").text)
         shot(driver, "06-send-form-preview")
+        # An invalid combination (background at priority 10): explained in words, and the last
+        # good preview does not stay on screen as if it were current.
+        Select(driver.find_element(By.ID, "f-pushType")).select_by_value("background")
+        wait.until(lambda d: d.find_element(By.ID, "preview-error").text != "")
+        error = driver.find_element(By.ID, "preview-error").text
+        check(re.match(r"^[a-z_]+:", error) is None, f"the message starts with an internal code: {error!r}")
+        check("priority" in error, f"the message does not say what is wrong: {error!r}")
+        for stale in ("preview-headers", "preview-payload", "preview-bytes", "preview-banner-title"):
+            check(driver.find_element(By.ID, stale).text == "", f"{stale} still shows the previous preview: {driver.find_element(By.ID, stale).text!r}")
+        shot(driver, "06b-send-form-invalid")
+        Select(driver.find_element(By.ID, "f-pushType")).select_by_value("")
+        wait.until(lambda d: d.find_element(By.ID, "preview-error").text == "" and '"orderId": 42' in d.find_element(By.ID, "preview-payload").text)
         submit(driver, driver.find_element(By.ID, "send-button"))
 
         # The delivery log: sent, with its apns-id.
@@ -176,18 +191,48 @@ def main():
             driver.get(driver.current_url)
         log = driver.find_element(By.ID, "delivery-log").text
         check("sent" in log and token[:16] in log, f"delivery log: {log}")
+        check(driver.find_element(By.ID, "notification-state").text == "sent", "the notification's state")
+        notification_url = driver.current_url
         shot(driver, "07-delivery-log")
+        # A link back to the app, whose recent notifications show each one's state and counts.
+        submit(driver, driver.find_element(By.ID, "back-to-app"))
+        recent = wait.until(EC.presence_of_element_located((By.ID, "recent-notifications"))).text
+        check("sent" in recent, f"recent notifications: {recent}")
+        driver.back()
 
         # The phone page, left open, received it live (no reload happened there).
         driver.switch_to.window(phone)
         check(driver.current_url == phone_url, "the phone tab moved")
         WebDriverWait(driver, HANG_GUARD).until(EC.text_to_be_present_in_element((By.ID, "phone-notifications"), "Hello from Selenium"))
         check(len(driver.find_elements(By.CSS_SELECTOR, "#phone-notifications li.arrived")) == 1, "not added live by the stream")
+        check("A subtitle too" in driver.find_element(By.ID, "phone-notifications").text, "the subtitle is not on the emulated phone")
         shot(driver, "08-phone-received")
 
-        # The overview counts it.
+        # The phone's own actions, without the API: offline and back, then the app deleted.
+        submit(driver, driver.find_element(By.ID, "phone-offline"))
+        check("Offline" in driver.find_element(By.ID, "phone-state").text, "the phone did not go offline")
+        submit(driver, driver.find_element(By.ID, "phone-online"))
+        check("Online" in driver.find_element(By.ID, "phone-state").text, "the phone did not come back online")
+
+        # The overview counts it; its chart has axes; the nav marks where you are.
         driver.get(BASE + "/dashboard")
         check(int(driver.find_element(By.ID, "sent-hour").text) >= 1, "the overview does not count the send")
+        check(driver.find_elements(By.ID, "chart-x-axis") and driver.find_elements(By.ID, "chart-y-axis"), "the chart has no axes")
+        check(len(driver.find_elements(By.CSS_SELECTOR, ".chart .ticks.x text")) == 3, "the time axis is not labelled")
+        check(len(driver.find_elements(By.CSS_SELECTOR, ".chart .ticks.y text")) == 3, "the count axis is not labelled")
+        current = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav.top a[aria-current=page]")]
+        check(current == ["Overview"], f"the nav marks {current} on the overview")
+        driver.get(BASE + "/dashboard/keys")
+        current = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav.top a[aria-current=page]")]
+        check(current == ["Keys"], f"the nav marks {current} on the keys page")
+
+        # A notification nobody could receive says why.
+        driver.get(BASE + f"/dashboard/apps/{APP}/send?to=tag&target=nobody-has-this-tag&title=Hello")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        explanation = wait.until(EC.presence_of_element_located((By.ID, "empty-audience"))).text
+        check("no active device" in explanation, f"the empty audience is not explained: {explanation}")
+        check(driver.find_element(By.ID, "notification-state").text == "no audience", "the empty notification's state")
+        empty_url = driver.current_url
 
         # A webhook added from the app page: its secret shown once.
         driver.get(BASE + f"/dashboard/apps/{APP}")
@@ -197,18 +242,39 @@ def main():
         check(secret.startswith("whsec_"), f"secret: {secret}")
         shot(driver, "09-webhook")
 
-        # A stale form (bad CSRF token) is refused.
+        # A stale form (bad CSRF token) is refused, on a page of the dashboard: its layout and
+        # navigation, a message in words, no internal code, no JSON.
         driver.execute_script("document.querySelector('form.inline-form input[name=csrf]').value = 'forged'")
         driver.find_element(By.ID, "webhook-url").send_keys("https://example.com/other")
         submit(driver, driver.find_element(By.XPATH, "//button[text()='Add webhook']"))
-        check("CSRF" in driver.page_source, "a forged CSRF token was accepted")
+        message = driver.find_element(By.ID, "error-message").text
+        check("CSRF" in message, "a forged CSRF token was accepted")
+        check(re.match(r"^[a-z_]+:", message) is None and "forbidden" not in message, f"an internal code in the message: {message!r}")
+        check(driver.find_elements(By.CSS_SELECTOR, "nav.top a[href='/dashboard/apps']"), "the error page has no navigation")
+        check(driver.title != "Herald" and "Refused" in driver.title, f"the error page's title: {driver.title!r}")
+        shot(driver, "09b-error-page")
+        driver.get(BASE + f"/dashboard/apps/{APP}/notifications/no-such-notification")
+        check(driver.find_elements(By.CSS_SELECTOR, "nav.top") and "not found" in driver.find_element(By.TAG_NAME, "main").text.lower(), "not found page")
 
-        # A narrow screen: nothing wider than the viewport.
-        driver.set_window_size(390, 844)
-        for path in ("/dashboard", f"/dashboard/apps/{APP}/send", phone_url.replace(BASE, "")):
-            driver.get(BASE + path)
-            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            check(wide <= 1, f"{path} scrolls sideways on a narrow screen by {wide}px")
+        # Every page, at desktop and phone size: a title of its own, nothing wider than the viewport.
+        pages = {
+            "overview": "/dashboard", "apps": "/dashboard/apps", "app": f"/dashboard/apps/{APP}", "keys": "/dashboard/keys",
+            "devices": f"/dashboard/apps/{APP}/devices", "device": f"/dashboard/apps/{APP}/devices/{token}",
+            "send": f"/dashboard/apps/{APP}/send", "notification": notification_url.replace(BASE, ""),
+            "notification-empty": empty_url.replace(BASE, ""), "emulator": "/dashboard/emulator", "phone": phone_url.replace(BASE, ""),
+            "not-found": "/dashboard/apps/no-such-app",
+        }
+        titles = {}
+        for size, (width, height) in (("desktop", (1366, 900)), ("phone", (390, 844))):
+            driver.set_window_size(width, height)
+            for name, path in pages.items():
+                driver.get(BASE + path)
+                wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                check(wide <= 1, f"{path} is {wide}px wider than the {width}px viewport")
+                titles[name] = driver.title
+                shot(driver, f"page-{size}-{name}")
+        repeated = {t for t in titles.values() if list(titles.values()).count(t) > 1}
+        check(not repeated and "Herald" not in titles.values(), f"page titles not distinct: {titles}")
         shot(driver, "10-narrow-phone")
     except Exception:
         shot(driver, "failure")

@@ -76,6 +76,11 @@ struct DashboardBackend: Sendable {
         error.status == .notFound
     }
 
+    /// The HTTP status the API gives `error`.
+    static func status(of error: HeraldError) -> HTTPResponse.Status {
+        error.status
+    }
+
     static func json(_ value: JSONValue) -> Response {
         API.json(.ok, value)
     }

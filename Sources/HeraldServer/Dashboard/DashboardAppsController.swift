@@ -48,6 +48,9 @@ struct DashboardAppsController: Sendable {
             var created: String
             var audience: Int
             var state: String
+            var sent: Int
+            var failed: Int
+            var pending: Int
         }
         struct Hook: Sendable {
             struct EventType: Sendable {
@@ -130,7 +133,7 @@ struct DashboardAppsController: Sendable {
             rows.append(
                 AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
         }
-        return DashboardView(template: .apps, title: nil, model: AppsModel(apps: rows, hasApps: !rows.isEmpty))
+        return DashboardView(template: .apps, title: "Apps", model: AppsModel(apps: rows, hasApps: !rows.isEmpty), section: .apps)
     }
 
     /// One per environment (development, production): what credential it has, with warnings.
@@ -180,12 +183,16 @@ struct DashboardAppsController: Sendable {
                     id: hook.id, path: DashboardFormat.path(hook.id), url: hook.url, types: types, messages: messages, hasMessages: !messages.isEmpty
                 ))
         }
-        let notifications = try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil).map { n in
-            AppModel.Notification(
-                path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
-                audience: n.audienceSize,
-                state: n.cancelledAt != nil ? "cancelled" : n.expanding ? "expanding" : ""
-            )
+        var notifications: [AppModel.Notification] = []
+        let now = self.dashboard.backend.nowMilliseconds
+        for n in try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil) {
+            let counts = try await self.dashboard.store.notification(appID: app.id, id: n.id, deliveryLimit: 0)?.counts ?? [:]
+            notifications.append(
+                AppModel.Notification(
+                    path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
+                    audience: n.audienceSize, state: DashboardNotificationsController.state(n, counts: counts, now: now),
+                    sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0, pending: counts[.pending] ?? 0
+                ))
         }
         let model = AppModel(
             id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
@@ -195,6 +202,6 @@ struct DashboardAppsController: Sendable {
                 AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
             }
         )
-        return DashboardView(template: .app, title: nil, model: model)
+        return DashboardView(template: .app, title: app.id, model: model, section: .apps)
     }
 }

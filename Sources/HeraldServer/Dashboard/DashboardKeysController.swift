@@ -36,6 +36,6 @@ struct DashboardKeysController: Sendable {
                 state: key.revokedAt != nil ? "revoked" : expired ? "expired" : "active"
             )
         }
-        return DashboardView(template: .keys, title: "API keys", model: KeysModel(keys: rows, hasKeys: !rows.isEmpty))
+        return DashboardView(template: .keys, title: "API keys", model: KeysModel(keys: rows, hasKeys: !rows.isEmpty), section: .keys)
     }
 }

@@ -25,7 +25,11 @@ struct DashboardNotificationsController: Sendable {
             var apnsID: String
         }
         var id: String
+        var appID: String
         var appPath: String
+        var state: String
+        /// Accepted with nobody to send to: the page says why.
+        var emptyAudience: Bool
         var created: String
         var scheduled: String?
         var audience: Int
@@ -44,6 +48,20 @@ struct DashboardNotificationsController: Sendable {
         }
     }
 
+    /// A notification's state in a word: cancelled, scheduled, sending, no audience, sent, failed
+    /// or partly failed.
+    static func state(_ summary: NotificationSummary, counts: [DeliveryState: Int], now: Int64) -> String {
+        let pending = counts[.pending] ?? 0
+        let failed = counts[.failed] ?? 0
+        let done = counts.values.reduce(0, +)
+        if summary.cancelledAt != nil { return "cancelled" }
+        if summary.audienceSize == 0 && !summary.expanding && done == 0 { return "no audience" }
+        if summary.scheduledAt > now && done == pending { return "scheduled" }
+        if pending > 0 || summary.expanding { return "sending" }
+        if failed == 0 { return "sent" }
+        return failed == done ? "failed" : "partly failed"
+    }
+
     func notificationPage(app: App, id: String) async throws -> DashboardView {
         guard let status = try await self.dashboard.store.notification(appID: app.id, id: id, deliveryLimit: 1000) else {
             throw HeraldError.notFound("notification")
@@ -57,12 +75,14 @@ struct DashboardNotificationsController: Sendable {
         }
         let summary = status.summary
         let model = Model(
-            id: summary.id, appPath: DashboardFormat.path(app.id), created: DashboardFormat.time(summary.createdAt),
+            id: summary.id, appID: app.id, appPath: DashboardFormat.path(app.id),
+            state: Self.state(summary, counts: status.counts, now: self.dashboard.backend.nowMilliseconds),
+            emptyAudience: summary.audienceSize == 0 && !summary.expanding && status.deliveries.isEmpty, created: DashboardFormat.time(summary.createdAt),
             scheduled: summary.scheduledAt > summary.createdAt ? DashboardFormat.time(summary.scheduledAt) : nil, audience: summary.audienceSize,
             pending: (status.counts[.pending] ?? 0) > 0 || summary.expanding,
             counts: DeliveryState.allCases.map { Model.Count(state: $0.rawValue, count: status.counts[$0] ?? 0) },
             deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
-        return DashboardView(template: .notification, title: nil, model: model)
+        return DashboardView(template: .notification, title: "Notification \(summary.id.prefix(8)) of \(app.id)", model: model, section: .apps)
     }
 }

@@ -28,6 +28,7 @@ struct DashboardSendController: Sendable {
         var pushTypes: [DashboardOption]
         var priorities: [DashboardOption]
         var previewTitle: String
+        var previewSubtitle: String
         var previewBody: String
         var previewError: String
         var headerLines: String
@@ -52,15 +53,13 @@ struct DashboardSendController: Sendable {
             do {
                 let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
                 if form["action"] == "preview" {
-                    var view = try await self.sendPage(app: app, form: form, outcome: nil)
-                    view.title = "Send a test"
+                    let view = try await self.sendPage(app: app, form: form, outcome: nil)
                     return self.dashboard.views.response(view, session: session)
                 }
                 let id = try await self.dashboard.backend.send(spec, app: app, now: now)
                 return DashboardViews.redirect("/dashboard/apps/\(DashboardFormat.path(app.id))/notifications/\(DashboardFormat.path(id))")
             } catch let error as HeraldError {
-                var view = try await self.sendPage(app: app, form: form, outcome: "\(error.code): \(error.message)")
-                view.title = "Send a test"
+                let view = try await self.sendPage(app: app, form: form, outcome: error.message)
                 return self.dashboard.views.response(view, session: session, status: .unprocessableContent)
             }
         }
@@ -128,9 +127,9 @@ struct DashboardSendController: Sendable {
                 ("derivedPushType", .bool(spec.pushType == nil)),
             ])
         } catch let error as HeraldError {
-            return .object([("ok", false), ("error", .string("\(error.code): \(error.message)"))])
+            return .object([("ok", false), ("error", .string(error.message))])
         } catch {
-            return .object([("ok", false), ("error", .string("\(error)"))])
+            return .object([("ok", false), ("error", .string("This cannot be previewed."))])
         }
     }
 
@@ -154,11 +153,12 @@ struct DashboardSendController: Sendable {
                     ("liveactivity", "liveactivity"),
                 ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
-            previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
+            previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
+            previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
-            headerLines: preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
+            headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
             bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : ""
         )
-        return DashboardView(template: .send, title: nil, model: model)
+        return DashboardView(template: .send, title: "Send — \(app.id)", model: model, section: .apps)
     }
 }
