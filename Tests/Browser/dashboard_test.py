@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["HERALD_URL"].rstrip("/")
 KEY = os.environ["HERALD_ADMIN_KEY"]
-APP = os.environ["HERALD_APP"]
+APP = os.environ.get("HERALD_APP", "")
 ARTIFACTS = os.environ["HERALD_ARTIFACTS"]
 os.makedirs(ARTIFACTS, exist_ok=True)
 # How long a wait may take before it is called a hang: the waits end at their event (a page, an
@@ -297,5 +297,141 @@ def main():
     print("dashboard browser test passed")
 
 
+def pem_keys():
+    """A P-256 signing key as Apple's .p8 holds it (PKCS#8 PEM), and its public key (PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+def upload_key(driver, wait, key_id, team_id, private_pem, directory):
+    """Uploads a .p8 file for the sandbox through the app page's form, as a person would."""
+    path = os.path.join(directory, f"AuthKey_{key_id}.p8")
+    with open(path, "w") as file:
+        file.write(private_pem)
+    details = driver.find_element(By.ID, "upload")
+    if not details.get_attribute("open"):
+        driver.find_element(By.CSS_SELECTOR, "#upload summary").click()
+    Select(driver.find_element(By.ID, "c-env")).select_by_value("development")
+    driver.find_element(By.ID, "c-key-id").send_keys(key_id)
+    driver.find_element(By.ID, "c-team-id").send_keys(team_id)
+    driver.find_element(By.ID, "c-key-file").send_keys(path)
+    submit(driver, driver.find_element(By.ID, "upload-credentials"))
+    notice = wait.until(EC.presence_of_element_located((By.ID, "setup-notice"))).text
+    check("credentials saved" in notice, f"upload: {notice}")
+    check(key_id in driver.find_element(By.ID, "credentials").find_element(By.XPATH, "following-sibling::dl[1]").text, "the key id is not shown")
+    check(all(line not in driver.page_source for line in private_pem.splitlines()[1:-1]), "key material on the page")
+
+
+def walk():
+    """A new team, from an empty server to a first push, without curl: create the app, upload a
+    key (a bad one first: the check says so), check it, make an API key, make a virtual device,
+    send it a push, see it arrive and in the history."""
+    import json
+    import tempfile
+    import urllib.request
+    control = os.environ["HERALD_EMULATOR_CONTROL"].rstrip("/")
+    directory = tempfile.mkdtemp(prefix="herald-walk-")
+    driver = browser()
+    wait = WebDriverWait(driver, HANG_GUARD)
+    try:
+        sign_in(driver)
+        driver.get(BASE + "/dashboard/apps")
+        check("No apps yet" in driver.page_source, "the server is not empty")
+        # A bad id is explained and the form keeps what was typed.
+        driver.find_element(By.ID, "a-id").send_keys("walk")
+        driver.find_element(By.ID, "a-bundle").send_keys("not a bundle id")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Create the app']"))
+        check(driver.find_element(By.ID, "setup-error").text != "", "a bad bundle id was not refused")
+        check(driver.find_element(By.ID, "a-id").get_attribute("value") == "walk", "the form lost the id")
+        bundle = driver.find_element(By.ID, "a-bundle")
+        bundle.clear()
+        bundle.send_keys("com.example.walk")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Create the app']"))
+        wait.until(EC.presence_of_element_located((By.XPATH, "//h1[starts-with(normalize-space(.), 'walk')]")))
+        shot(driver, "walk-01-app-created")
+
+        # A key the emulator does not know: the check says the credentials are refused (403).
+        bad_private, _ = pem_keys()
+        upload_key(driver, wait, "BADKEY0001", "TEAM000001", bad_private, directory)
+        submit(driver, driver.find_element(By.ID, "check-development"))
+        result = wait.until(EC.presence_of_element_located((By.ID, "check-result"))).text
+        check("not working" in result and "403" in result, f"a bad key was not reported: {result}")
+        shot(driver, "walk-02-check-bad-key")
+
+        # The team's real key (registered in the emulator as in a developer account): working.
+        good_private, good_public = pem_keys()
+        body = json.dumps({"keyId": "GOODKEY001", "teamId": "TEAM000001", "publicKey": good_public}).encode()
+        urllib.request.urlopen(urllib.request.Request(control + "/v1/keys", data=body, headers={"content-type": "application/json"}, method="POST"))
+        upload_key(driver, wait, "GOODKEY001", "TEAM000001", good_private, directory)
+        submit(driver, driver.find_element(By.ID, "check-development"))
+        result = wait.until(EC.presence_of_element_located((By.ID, "check-result"))).text
+        check("working" in result and "not working" not in result and "BadDeviceToken" in result, f"a good key was not reported working: {result}")
+        shot(driver, "walk-03-check-good-key")
+
+        # An API key for the backend: its secret shown once, then never again; rotate and revoke.
+        submit(driver, driver.find_element(By.LINK_TEXT, "Keys"))
+        driver.find_element(By.ID, "k-name").send_keys("walk backend")
+        Select(driver.find_element(By.ID, "k-scope")).select_by_value("send")
+        Select(driver.find_element(By.ID, "k-app")).select_by_value("walk")
+        submit(driver, driver.find_element(By.ID, "create-key"))
+        secret = wait.until(EC.presence_of_element_located((By.ID, "new-key-secret"))).text
+        check(secret.startswith("hk_"), f"the new key's secret: {secret!r}")
+        key_id = secret.split("_")[1]
+        shot(driver, "walk-04-key-made")
+        driver.get(BASE + "/dashboard/keys")
+        check(secret not in driver.page_source and "hk_" not in driver.page_source, "a secret is shown again")
+        row = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{key_id}']")
+        submit(driver, row.find_element(By.CSS_SELECTOR, "button[data-action=rotate]"))
+        rotated = wait.until(EC.presence_of_element_located((By.ID, "new-key-secret"))).text
+        check(rotated.startswith("hk_") and rotated != secret, "rotation gave no new secret")
+        new_id = rotated.split("_")[1]
+        row = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{new_id}']")
+        submit(driver, row.find_element(By.CSS_SELECTOR, "button[data-action=revoke]"))
+        state = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{new_id}'] td.state").text
+        check(state == "revoked", f"the rotated key's state after revoking: {state}")
+
+        # A virtual device of the app, then a first push to its user.
+        driver.get(BASE + "/dashboard/emulator")
+        Select(driver.find_element(By.ID, "e-app")).select_by_value("walk")
+        driver.find_element(By.ID, "e-user").send_keys("bo")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='New virtual device']"))
+        wait.until(EC.presence_of_element_located((By.ID, "phone-notifications")))
+        phone_url = driver.current_url
+        driver.get(BASE + "/dashboard/apps/walk/send?to=user&target=bo&title=First%20push")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        wait.until(EC.presence_of_element_located((By.ID, "notification-state")))
+        deadline = time.time() + HANG_GUARD
+        while driver.find_element(By.ID, "count-sent").text != "1":
+            check(time.time() < deadline, "the first push was not sent")
+            time.sleep(0.5)
+            driver.get(driver.current_url)
+        shot(driver, "walk-05-first-push")
+        driver.get(phone_url)
+        check("First push" in driver.find_element(By.ID, "phone-notifications").text, "the phone did not get the first push")
+        submit(driver, driver.find_element(By.LINK_TEXT, "Apps"))
+        submit(driver, driver.find_element(By.LINK_TEXT, "walk"))
+        recent = driver.find_element(By.ID, "recent-notifications").text
+        check("sent" in recent, f"the history: {recent}")
+        shot(driver, "walk-06-history")
+
+        # Deleting the app takes its id typed out.
+        submit(driver, driver.find_element(By.XPATH, "//button[starts-with(text(), 'Delete walk')]"))
+        check("Type the app's id" in driver.find_element(By.ID, "setup-error").text, "deleted without confirmation")
+        driver.find_element(By.ID, "d-confirm").send_keys("walk")
+        submit(driver, driver.find_element(By.XPATH, "//button[starts-with(text(), 'Delete walk')]"))
+        check(driver.current_url.endswith("/dashboard/apps") and "No apps yet" in driver.page_source, "the app was not deleted")
+    except Exception:
+        shot(driver, "walk-failure")
+        print("page at failure:", driver.current_url, file=sys.stderr)
+        raise
+    finally:
+        driver.quit()
+    print("dashboard walk passed")
+
+
 if __name__ == "__main__":
-    main()
+    walk() if os.environ.get("HERALD_WALK") == "1" else main()

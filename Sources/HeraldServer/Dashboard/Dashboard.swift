@@ -36,6 +36,7 @@ struct Dashboard: Sendable {
         DashboardSignInController(dashboard: self).register(on: group)
         DashboardOverviewController(dashboard: self).register(on: group)
         DashboardAppsController(dashboard: self).register(on: group)
+        DashboardSetupController(dashboard: self).register(on: group)
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
