@@ -192,12 +192,19 @@ def main():
         log = driver.find_element(By.ID, "delivery-log").text
         check("sent" in log and token[:16] in log, f"delivery log: {log}")
         check(driver.find_element(By.ID, "notification-state").text == "sent", "the notification's state")
+        # What was sent and to whom: the content, the headers, the audience.
+        check(driver.find_element(By.ID, "notification-title").text == "Hello from Selenium", "the notification's title")
+        audience = driver.find_element(By.ID, "notification-audience").text
+        check(audience.startswith("1 token") or audience.startswith("token " + token[:12]), f"the notification's audience: {audience!r}")
+        driver.find_element(By.CSS_SELECTOR, "#notification-content + details summary").click()
+        check("apns-priority: 10" in driver.find_element(By.ID, "notification-headers").text, "the notification's headers")
+        check('"orderId": 42' in driver.find_element(By.ID, "notification-payload").text, "the notification's payload")
         notification_url = driver.current_url
         shot(driver, "07-delivery-log")
         # A link back to the app, whose recent notifications show each one's state and counts.
         submit(driver, driver.find_element(By.ID, "back-to-app"))
         recent = wait.until(EC.presence_of_element_located((By.ID, "recent-notifications"))).text
-        check("sent" in recent, f"recent notifications: {recent}")
+        check("sent" in recent and "Hello from Selenium" in recent, f"recent notifications: {recent}")
         driver.back()
 
         # The phone page, left open, received it live (no reload happened there).
@@ -234,6 +241,20 @@ def main():
         check(driver.find_element(By.ID, "notification-state").text == "no audience", "the empty notification's state")
         empty_url = driver.current_url
 
+        # The history: every notification with what, to whom, state and counts; filters by state and day.
+        driver.get(BASE + f"/dashboard/apps/{APP}")
+        submit(driver, driver.find_element(By.ID, "all-notifications"))
+        history = driver.find_element(By.ID, "history").text
+        check("Hello from Selenium" in history and "tag nobody-has-this-tag" in history, f"history: {history}")
+        Select(driver.find_element(By.ID, "h-state")).select_by_value("no audience")
+        submit(driver, driver.find_element(By.XPATH, "//form[@id='history-filter']//button"))
+        history = driver.find_element(By.ID, "history").text
+        check("nobody-has-this-tag" in history and "Hello from Selenium" not in history, f"history of state 'no audience': {history}")
+        tomorrow = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)).strftime("%Y-%m-%d")
+        driver.get(BASE + f"/dashboard/apps/{APP}/notifications?from={tomorrow}")
+        check(not driver.find_elements(By.ID, "history") and "No notification matches" in driver.page_source, "a day filter")
+        history_url = f"/dashboard/apps/{APP}/notifications"
+
         # A webhook added from the app page: its secret shown once.
         driver.get(BASE + f"/dashboard/apps/{APP}")
         driver.find_element(By.ID, "webhook-url").send_keys("https://example.com/herald-hook")
@@ -262,7 +283,7 @@ def main():
             "devices": f"/dashboard/apps/{APP}/devices", "device": f"/dashboard/apps/{APP}/devices/{token}",
             "send": f"/dashboard/apps/{APP}/send", "notification": notification_url.replace(BASE, ""),
             "notification-empty": empty_url.replace(BASE, ""), "emulator": "/dashboard/emulator", "phone": phone_url.replace(BASE, ""),
-            "not-found": "/dashboard/apps/no-such-app",
+            "not-found": "/dashboard/apps/no-such-app", "history": history_url,
         }
         titles = {}
         for size, (width, height) in (("desktop", (1366, 900)), ("phone", (390, 844))):

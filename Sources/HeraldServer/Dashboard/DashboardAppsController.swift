@@ -65,6 +65,8 @@ struct DashboardAppsController: Sendable {
             var sent: Int
             var failed: Int
             var pending: Int
+            var title: String
+            var audienceText: String
         }
         struct Hook: Sendable {
             struct EventType: Sendable {
@@ -215,7 +217,9 @@ struct DashboardAppsController: Sendable {
                 AppModel.Notification(
                     path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
                     audience: n.audienceSize, state: DashboardNotificationsController.state(n, counts: counts, now: now),
-                    sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0, pending: counts[.pending] ?? 0
+                    sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0, pending: counts[.pending] ?? 0,
+                    title: { let shown = DashboardNotificationsController.shown(n.content); return shown.title.isEmpty ? shown.body : shown.title }(),
+                    audienceText: DashboardNotificationsController.audienceText(n.content?.targetingJSON)
                 ))
         }
         let model = AppModel(
