@@ -158,6 +158,8 @@ def main():
         headers = driver.find_element(By.ID, "preview-headers").text
         check("apns-push-type: alert" in headers and "apns-priority: 10" in headers and "apns-topic: " in headers, f"headers: {headers}")
         payload = driver.find_element(By.ID, "preview-payload").text
+        # The API's dry run: how many it would reach, before anything is sent.
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-reach"), "Would reach 1 device (1 alert)"))
         check('"badge": 3' in payload and '"body": "Sent through the dashboard"' in payload, f"payload: {payload}")
         # Bad custom JSON is explained before anything is sent.
         custom = driver.find_element(By.ID, "f-custom")
@@ -235,6 +237,7 @@ def main():
 
         # A notification nobody could receive says why.
         driver.get(BASE + f"/dashboard/apps/{APP}/send?to=tag&target=nobody-has-this-tag&title=Hello")
+        check("Would reach nobody" in driver.find_element(By.ID, "preview-reach").text, "the form does not say nobody would get it")
         submit(driver, driver.find_element(By.ID, "send-button"))
         explanation = wait.until(EC.presence_of_element_located((By.ID, "empty-audience"))).text
         check("no active device" in explanation, f"the empty audience is not explained: {explanation}")

@@ -48,6 +48,12 @@ struct DashboardBackend: Sendable {
         try NotificationRequest.parse(body, now: now)
     }
 
+    /// What a send would do now, as `"dryRun": true` answers it: the audience and, per push type,
+    /// the headers and payload.
+    func dryRun(_ spec: NotificationSpec, app: App) async throws -> DryRunResponse {
+        try await NotificationsController.dryRun(spec, app: app, store: self.store)
+    }
+
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
+import HeraldAPI
 import HeraldCore
 import Hummingbird
 
@@ -34,6 +35,7 @@ struct DashboardSendController: Sendable {
         var headerLines: String
         var bytes: String
         var payload: String
+        var reach: String
     }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
@@ -67,7 +69,7 @@ struct DashboardSendController: Sendable {
             let form = try await DashboardForm.read(request)
             _ = try await self.dashboard.sessions.authorized(request, form: form)
             let app = try await self.dashboard.app(context.parameters.get("app"))
-            return DashboardBackend.json(self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds))
+            return DashboardBackend.json(await self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds))
         }
     }
 
@@ -108,7 +110,7 @@ struct DashboardSendController: Sendable {
     }
 
     /// What would be sent: the payload and the APNs headers, or the error the form would get.
-    func preview(_ form: [String: String], app: App, now: Int64) -> JSONValue {
+    func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
             let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
             let pushType = spec.pushType ?? .alert
@@ -120,7 +122,10 @@ struct DashboardSendController: Sendable {
             if let collapse = spec.collapseID { headers.append(("apns-collapse-id", .string(collapse))) }
             let payload = (try? JSONValue.parse(spec.payload)) ?? .null
             let alert = payload["aps"]?["alert"]
+            // Who it would reach now: the API's dry run.
+            let reach = (try? await self.dashboard.backend.dryRun(spec, app: app)).map(Self.reach) ?? ""
             return .object([
+                ("reach", .string(reach)),
                 ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))),
                 ("headers", .object(headers)),
                 ("title", alert?["title"] ?? alert ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
@@ -133,8 +138,17 @@ struct DashboardSendController: Sendable {
         }
     }
 
+    /// "Would reach 3 devices (2 alert, 1 voip)", or why nobody.
+    static func reach(_ dryRun: DryRunResponse) -> String {
+        guard dryRun.audienceSize > 0 else {
+            return "Would reach nobody: no active device matches this audience now."
+        }
+        let parts = dryRun.pushTypes.map { "\($0.devices) \($0.pushType)" }.joined(separator: ", ")
+        return "Would reach \(dryRun.audienceSize) device\(dryRun.audienceSize == 1 ? "" : "s") (\(parts))."
+    }
+
     func sendPage(app: App, form: [String: String], outcome: String?) async throws -> DashboardView {
-        let preview = self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds)
+        let preview = await self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds)
         func options(_ field: String, _ choices: [(String, String)]) -> [DashboardOption] {
             choices.map { DashboardOption(value: $0.0, label: $0.1, selected: (form[field] ?? "") == $0.0) }
         }
@@ -157,7 +171,8 @@ struct DashboardSendController: Sendable {
             previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
             headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
-            bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : ""
+            bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : "",
+            reach: ok ? preview["reach"]?.stringValue ?? "" : ""
         )
         return DashboardView(template: .send, title: "Send — \(app.id)", model: model, section: .apps)
     }

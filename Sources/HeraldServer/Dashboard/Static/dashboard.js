@@ -9,7 +9,7 @@ document.addEventListener("DOMContentLoaded", () => {
     let sequence = 0;
     const show = (id, text) => { const node = document.getElementById(id); if (node) node.textContent = text; };
     const clear = () => {
-      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes"]) show(id, "");
+      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach"]) show(id, "");
     };
     const refresh = async () => {
       const mine = ++sequence;
@@ -30,6 +30,7 @@ document.addEventListener("DOMContentLoaded", () => {
           show("preview-headers", Object.entries(preview.headers).map(([k, v]) => `${k}: ${v}`).join("\n"));
           show("preview-payload", preview.payload);
           show("preview-bytes", `${preview.bytes} bytes`);
+          show("preview-reach", typeof preview.reach === "string" ? preview.reach : "");
         } else {
           // Nothing of the last good preview stays on screen as if it were current.
           clear();
