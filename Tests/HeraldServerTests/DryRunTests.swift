@@ -17,7 +17,8 @@ import Testing
                 let token = try await self.server.virtualDevice(context, kind: kind)
                 tokens.append(token)
                 let registered = try await context.api.call(
-                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","kind":"\#(kind)","tags":["news"]}"#)
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","kind":"\#(kind)","tags":["news"]}"#
+                )
                 #expect(registered.status == 200, "\(registered.body)")
             }
             // Users, tags and everyone mean device tokens unless other kinds are named: two alerts.

@@ -132,7 +132,8 @@ struct DashboardBackend: Sendable {
         let now = self.nowMilliseconds
         let secret = APIKeySecret.generate()
         guard
-            try await self.store.rotateAPIKey(replacing: id, id: secret.id, hash: secret.hash, expiresAt: nil, overlapUntil: now + 86_400_000, now: now)
+            try await self.store.rotateAPIKey(
+                replacing: id, id: secret.id, hash: secret.hash, expiresAt: nil, overlapUntil: now + 86_400_000, now: now)
                 != nil
         else { throw HeraldError.notFound("API key '\(id)'") }
         return (secret.id, secret.token)

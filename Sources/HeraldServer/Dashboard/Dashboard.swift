@@ -107,9 +107,11 @@ struct DashboardErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as HeraldError {
-            return await self.dashboard.errorPage(request, status: DashboardBackend.status(of: error), message: DashboardFormat.sentence(error.message))
+            return await self.dashboard.errorPage(
+                request, status: DashboardBackend.status(of: error), message: DashboardFormat.sentence(error.message))
         } catch let error as HTTPError {
-            return await self.dashboard.errorPage(request, status: error.status, message: DashboardFormat.sentence(error.body ?? error.status.reasonPhrase))
+            return await self.dashboard.errorPage(
+                request, status: error.status, message: DashboardFormat.sentence(error.body ?? error.status.reasonPhrase))
         } catch {
             context.logger.error("dashboard request failed", metadata: ["error": "\(type(of: error))"])
             return await self.dashboard.errorPage(request, status: .internalServerError, message: "The server failed to handle this request.")

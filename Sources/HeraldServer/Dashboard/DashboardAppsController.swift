@@ -157,7 +157,8 @@ struct DashboardAppsController: Sendable {
             rows.append(
                 AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
         }
-        return DashboardView(template: .apps, title: "Apps", model: AppsModel(apps: rows, hasApps: !rows.isEmpty, error: error, form: form), section: .apps)
+        return DashboardView(
+            template: .apps, title: "Apps", model: AppsModel(apps: rows, hasApps: !rows.isEmpty, error: error, form: form), section: .apps)
     }
 
     /// One per environment (development, production): what credential it has, with warnings.
@@ -213,12 +214,13 @@ struct DashboardAppsController: Sendable {
         let now = self.dashboard.backend.nowMilliseconds
         for n in try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil) {
             let counts = try await self.dashboard.store.notification(appID: app.id, id: n.id, deliveryLimit: 0)?.counts ?? [:]
+            let shown = DashboardNotificationsController.shown(n.content)
             notifications.append(
                 AppModel.Notification(
                     path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
                     audience: n.audienceSize, state: DashboardNotificationsController.state(n, counts: counts, now: now),
                     sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0, pending: counts[.pending] ?? 0,
-                    title: { let shown = DashboardNotificationsController.shown(n.content); return shown.title.isEmpty ? shown.body : shown.title }(),
+                    title: shown.title.isEmpty ? shown.body : shown.title,
                     audienceText: DashboardNotificationsController.audienceText(n.content?.targetingJSON)
                 ))
         }

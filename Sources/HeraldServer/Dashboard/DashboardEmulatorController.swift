@@ -107,7 +107,9 @@ struct DashboardEmulatorController: Sendable {
     }
 
     func emulatorPage(error: String?, title: String? = nil) async throws -> DashboardView {
-        guard let emulator = self.dashboard.emulator else { return DashboardView(template: .emulatorOff, title: "Emulator", model: DashboardView.Empty(), section: .emulator) }
+        guard let emulator = self.dashboard.emulator else {
+            return DashboardView(template: .emulatorOff, title: "Emulator", model: DashboardView.Empty(), section: .emulator)
+        }
         let apps = try await self.dashboard.store.apps()
         let devices = emulator.state.devices.sorted { $0.createdAtMilliseconds > $1.createdAtMilliseconds }.prefix(100).map { d in
             EmulatorModel.Row(

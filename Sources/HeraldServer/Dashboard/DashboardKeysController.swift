@@ -47,7 +47,8 @@ struct DashboardKeysController: Sendable {
                     throw HeraldError.invalid("choose a scope: register, send or admin", code: "bad_scope")
                 }
                 // An admin key is every app's.
-                let created = try await self.dashboard.backend.createKey(scope: scope, appID: scope == .admin ? nil : app, name: name.isEmpty ? nil : name)
+                let created = try await self.dashboard.backend.createKey(
+                    scope: scope, appID: scope == .admin ? nil : app, name: name.isEmpty ? nil : name)
                 let view = try await self.keysPage(secret: KeysModel.Secret(id: created.id, secret: created.secret, rotated: false))
                 return self.dashboard.views.response(view, session: session)
             } catch let error as HeraldError {
@@ -86,7 +87,9 @@ struct DashboardKeysController: Sendable {
         let apps = try await self.dashboard.store.apps().map { DashboardOption(value: $0.id, label: $0.id, selected: false) }
         let scopes = [("send", "send: send notifications"), ("register", "register: devices register (in the app)"), ("admin", "admin: everything")]
             .map { DashboardOption(value: $0.0, label: $0.1, selected: $0.0 == "send") }
-        return DashboardView(template: .keys, title: "API keys", model: KeysModel(
+        return DashboardView(
+            template: .keys, title: "API keys",
+            model: KeysModel(
                 keys: rows, hasKeys: !rows.isEmpty, secret: secret, error: error,
                 apps: [DashboardOption(value: "", label: "every app", selected: false)] + apps, scopes: scopes),
             section: .keys)

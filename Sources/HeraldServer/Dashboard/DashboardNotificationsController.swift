@@ -171,7 +171,8 @@ struct DashboardNotificationsController: Sendable {
                 let shown = Self.shown(summary.content)
                 rows.append(
                     ListModel.Row(
-                        path: DashboardFormat.path(summary.id), shortID: String(summary.id.prefix(8)), created: DashboardFormat.time(summary.createdAt),
+                        path: DashboardFormat.path(summary.id), shortID: String(summary.id.prefix(8)),
+                        created: DashboardFormat.time(summary.createdAt),
                         title: shown.title.isEmpty ? shown.body : shown.title, audienceText: Self.audienceText(summary.content?.targetingJSON),
                         audience: summary.audienceSize, state: rowState, sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0,
                         pending: counts[.pending] ?? 0
@@ -179,7 +180,8 @@ struct DashboardNotificationsController: Sendable {
             }
             position = page.last.map { NotificationPosition(createdAt: $0.createdAt, id: $0.id) }
         }
-        let states = [DashboardOption(value: "", label: "any state", selected: state.isEmpty)]
+        let states =
+            [DashboardOption(value: "", label: "any state", selected: state.isEmpty)]
             + Self.stateChoices.map { DashboardOption(value: $0, label: $0, selected: $0 == state) }
         let model = ListModel(
             appID: app.id, appPath: DashboardFormat.path(app.id), states: states, from: from, to: to, rows: rows, hasRows: !rows.isEmpty,
@@ -235,7 +237,8 @@ struct DashboardNotificationsController: Sendable {
         let model = Model(
             id: summary.id, appID: app.id, appPath: DashboardFormat.path(app.id),
             state: Self.state(summary, counts: status.counts, now: self.dashboard.backend.nowMilliseconds),
-            emptyAudience: summary.audienceSize == 0 && !summary.expanding && status.deliveries.isEmpty, created: DashboardFormat.time(summary.createdAt),
+            emptyAudience: summary.audienceSize == 0 && !summary.expanding && status.deliveries.isEmpty,
+            created: DashboardFormat.time(summary.createdAt),
             scheduled: summary.scheduledAt > summary.createdAt ? DashboardFormat.time(summary.scheduledAt) : nil, audience: summary.audienceSize,
             pending: (status.counts[.pending] ?? 0) > 0 || summary.expanding,
             counts: DeliveryState.allCases.map { Model.Count(state: $0.rawValue, count: status.counts[$0] ?? 0) },

@@ -133,7 +133,8 @@ struct DashboardOverviewController: Sendable {
                 y -= h
                 bars.append(
                     Chart.Bar(
-                        kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y), barWidth: DashboardFormat.number(max(1, slot - 2)),
+                        kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y),
+                        barWidth: DashboardFormat.number(max(1, slot - 2)),
                         barHeight: DashboardFormat.number(h), count: count, clock: DashboardFormat.clock(minute.minute * 60_000)
                     ))
             }
@@ -144,14 +145,18 @@ struct DashboardOverviewController: Sendable {
         for fraction in [0.0, 0.5, 1.0] {
             let value = Double(peak) * fraction
             let label = fraction == 0.5 && peak % 2 == 1 ? DashboardFormat.number(value) : "\(Int(value))"
-            yTicks.append(Chart.Tick(x: DashboardFormat.number(left - 6), y: DashboardFormat.number(bottom - plotHeight * fraction + 4), label: label))
+            yTicks.append(
+                Chart.Tick(x: DashboardFormat.number(left - 6), y: DashboardFormat.number(bottom - plotHeight * fraction + 4), label: label))
         }
         var xTicks: [Chart.Tick] = []
         if let first = minutes.first, let last = minutes.last {
             let middle = minutes[minutes.count / 2]
             for (index, minute, anchor) in [(0, first, "start"), (minutes.count / 2, middle, "middle"), (minutes.count - 1, last, "end")] {
                 let x = anchor == "end" ? width - 4 : anchor == "start" ? left : left + Double(index) * slot + slot / 2
-                xTicks.append(Chart.Tick(x: DashboardFormat.number(x), y: DashboardFormat.number(bottom + 18), label: DashboardFormat.clock(minute.minute * 60_000), anchor: anchor))
+                xTicks.append(
+                    Chart.Tick(
+                        x: DashboardFormat.number(x), y: DashboardFormat.number(bottom + 18), label: DashboardFormat.clock(minute.minute * 60_000),
+                        anchor: anchor))
             }
         }
         let totals = minutes.reduce(into: (0, 0, 0)) {
@@ -164,7 +169,10 @@ struct DashboardOverviewController: Sendable {
         }
         return Chart(
             width: Int(width), height: Int(height), sent: totals.0, retried: totals.1, failed: totals.2, highest: highest, bars: bars, rows: rows,
-            hasRows: !rows.isEmpty, axis: Chart.Axis(left: DashboardFormat.number(left), top: DashboardFormat.number(top), bottom: DashboardFormat.number(bottom), right: DashboardFormat.number(width - 4)),
+            hasRows: !rows.isEmpty,
+            axis: Chart.Axis(
+                left: DashboardFormat.number(left), top: DashboardFormat.number(top), bottom: DashboardFormat.number(bottom),
+                right: DashboardFormat.number(width - 4)),
             yTicks: yTicks, xTicks: xTicks
         )
     }

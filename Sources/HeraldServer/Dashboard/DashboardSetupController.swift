@@ -54,7 +54,8 @@ struct DashboardSetupController: Sendable {
             let app = try await self.dashboard.app(context.parameters.get("app"))
             guard (form["confirm"] ?? "").trimmingCharacters(in: .whitespaces) == app.id else {
                 let view = try await self.apps.appPage(
-                    app: app, secret: nil, setupError: "Type the app's id (\(app.id)) to confirm: deleting it removes its devices, notifications and keys.")
+                    app: app, secret: nil,
+                    setupError: "Type the app's id (\(app.id)) to confirm: deleting it removes its devices, notifications and keys.")
                 return self.dashboard.views.response(view, session: session, status: .badRequest)
             }
             try await self.dashboard.backend.deleteApp(app, by: session.key.id)
@@ -127,7 +128,8 @@ struct DashboardSetupController: Sendable {
     static func credentialMessage(_ error: HeraldError) -> String {
         switch error.code {
         case "bad_key": return "That is not a usable .p8 signing key (a P-256 private key in PEM form, as Apple's .p8 file holds)."
-        case "bad_certificate": return "The certificate and its key must both be PEM text (-----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY-----)."
+        case "bad_certificate":
+            return "The certificate and its key must both be PEM text (-----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY-----)."
         default: return DashboardFormat.sentence(error.message)
         }
     }
@@ -162,7 +164,8 @@ struct DashboardSetupController: Sendable {
             let reason = error.reason?.rawValue ?? ""
             switch (error.status, reason) {
             case (400?, "BadDeviceToken"):
-                return result(true, "Working: APNs accepted the credentials and refused only the deliberately invalid device token (400 BadDeviceToken).")
+                return result(
+                    true, "Working: APNs accepted the credentials and refused only the deliberately invalid device token (400 BadDeviceToken).")
             case (403?, _):
                 return result(false, "Refused: APNs answered 403 \(reason). \(DashboardFormat.explain(reason))")
             case (let status?, _):
