@@ -105,6 +105,8 @@ package protocol HeraldStore: WebhookStore, GovernanceStore, ReceiptStore {
     ) async throws
         -> CreatedNotification
     func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus?
+    /// The active devices a targeting matches now, per kind; reads only (a dry run).
+    func audienceKinds(appID: String, targeting: Targeting) async throws -> [DeviceKind: Int]
     /// The app's notifications, newest first (by creation, then id: a total order), created
     /// before `before` (ms) when given, and coming after `after` (a previous page's last) when given.
     func notifications(appID: String, limit: Int, before: Int64?, after: NotificationPosition?) async throws -> [NotificationSummary]

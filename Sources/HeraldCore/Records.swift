@@ -346,6 +346,8 @@ package struct NotificationSummary: Sendable, Hashable {
     /// Deliveries not created yet (the rest of the audience is still to be expanded).
     package var expanding: Bool
     package var cancelledAt: Int64?
+    /// What it sends and to whom, as stored (nil where a store does not read it).
+    package var content: NotificationContent?
 
     package init(id: String, appID: String, createdAt: Int64, scheduledAt: Int64, audienceSize: Int, expanding: Bool, cancelledAt: Int64?) {
         self.id = id
@@ -355,6 +357,32 @@ package struct NotificationSummary: Sendable, Hashable {
         self.audienceSize = audienceSize
         self.expanding = expanding
         self.cancelledAt = cancelledAt
+    }
+}
+
+/// A notification's content and headers as stored: the history shows them.
+package struct NotificationContent: Sendable, Hashable {
+    /// The payload; nil for an end-to-end encrypted notification.
+    package var payload: [UInt8]?
+    package var encrypted: Bool
+    /// Fixed by the sender, or nil: each device's kind decides.
+    package var pushType: PushType?
+    package var priority: Int64?
+    package var collapseID: String?
+    package var expiration: Int64?
+    /// The stored targeting (``Targeting/jsonString(listsAsCounts:)``): to whom, in words.
+    package var targetingJSON: String?
+
+    package init(
+        payload: [UInt8]?, encrypted: Bool, pushType: PushType?, priority: Int64?, collapseID: String?, expiration: Int64?, targetingJSON: String?
+    ) {
+        self.payload = payload
+        self.encrypted = encrypted
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiration = expiration
+        self.targetingJSON = targetingJSON
     }
 }
 

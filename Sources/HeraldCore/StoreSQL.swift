@@ -27,7 +27,8 @@ package enum StoreSQL {
     }
 
     /// A notification's summary, from `notifications`; read with ``NotificationSummary/init(row:)``.
-    package static let summaryColumns = "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at"
+    package static let summaryColumns =
+        "id, app_id, created_at, scheduled_at, audience_size, expand_after, cancelled_at, payload, push_type, priority, collapse_id, expiration, targeting, placeholder"
 
     /// A delivery with its device's kind, from `deliveries x LEFT JOIN devices d`; read with
     /// ``DeliveryRecord/init(row:)``.
@@ -43,6 +44,11 @@ extension NotificationSummary {
         self.init(
             id: row.string(0) ?? "", appID: row.string(1) ?? "", createdAt: row.int(2) ?? 0, scheduledAt: row.int(3) ?? 0,
             audienceSize: Int(row.int(4) ?? 0), expanding: !row.isNull(5), cancelledAt: row.int(6)
+        )
+        // What was sent, for the history; an end-to-end encrypted notification's plaintext is not.
+        self.content = NotificationContent(
+            payload: row.isNull(13) ? row.bytes(7) : nil, encrypted: !row.isNull(13), pushType: row.string(8).flatMap(PushType.init(rawValue:)),
+            priority: row.int(9), collapseID: row.string(10), expiration: row.int(11), targetingJSON: row.string(12)
         )
     }
 }

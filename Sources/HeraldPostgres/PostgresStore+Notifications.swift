@@ -39,6 +39,21 @@ extension PostgresStore {
         }
     }
 
+    package func audienceKinds(appID: String, targeting: Targeting) async throws -> [DeviceKind: Int] {
+        try await self.read { db in
+            var query = Query()
+            let head = "SELECT d.kind, count(*) FROM devices d WHERE d.app_id = \(query.bind(.text(appID))) AND d.active"
+            query.sql = head
+            Self.audienceFilter(targeting, into: &query)
+            query.sql += " GROUP BY d.kind"
+            var counts: [DeviceKind: Int] = [:]
+            for row in try await db.query(query) {
+                if let kind = row.string(0).flatMap(DeviceKind.init(rawValue:)) { counts[kind] = Int(row.int(1) ?? 0) }
+            }
+            return counts
+        }
+    }
+
     package func createNotification(
         appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64
     ) async throws

@@ -52,6 +52,20 @@ extension SQLiteStore {
         }
     }
 
+    package func audienceKinds(appID: String, targeting: Targeting) async throws -> [DeviceKind: Int] {
+        let filter = Self.audienceFilter(targeting, first: 2)
+        return try await self.database.read { db in
+            var counts: [DeviceKind: Int] = [:]
+            try db.each(
+                "SELECT d.kind, count(*) FROM devices d WHERE d.app_id = ?1 AND d.active = 1" + filter.sql + " GROUP BY d.kind",
+                [.text(appID)] + filter.bindings
+            ) { row in
+                if let kind = row.string(0).flatMap(DeviceKind.init(rawValue:)) { counts[kind] = Int(row.int(1) ?? 0) }
+            }
+            return counts
+        }
+    }
+
     package func createNotification(
         appID: String, id: String, bundleID: String, _ spec: NotificationSpec, now: Int64
     ) async throws

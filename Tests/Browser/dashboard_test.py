@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 BASE = os.environ["HERALD_URL"].rstrip("/")
 KEY = os.environ["HERALD_ADMIN_KEY"]
-APP = os.environ["HERALD_APP"]
+APP = os.environ.get("HERALD_APP", "")
 ARTIFACTS = os.environ["HERALD_ARTIFACTS"]
 os.makedirs(ARTIFACTS, exist_ok=True)
 # How long a wait may take before it is called a hang: the waits end at their event (a page, an
@@ -145,16 +145,21 @@ def main():
         for name in ("f-title", "f-body", "f-badge", "f-custom", "f-pushType", "f-priority"):
             check(driver.find_element(By.CSS_SELECTOR, f"label[for={name}]").text.strip() != "", f"{name} has no label")
         driver.find_element(By.ID, "f-title").send_keys("Hello from Selenium")
+        driver.find_element(By.ID, "f-subtitle").send_keys("A subtitle too")
         driver.find_element(By.ID, "f-body").send_keys("Sent through the dashboard")
         driver.find_element(By.ID, "f-badge").send_keys("3")
         Select(driver.find_element(By.ID, "f-priority")).select_by_value("10")
         driver.find_element(By.ID, "f-custom").send_keys('{"orderId": 42}')
         # The live preview: the lock screen, the exact headers and payload, without a reload.
         wait.until(EC.text_to_be_present_in_element((By.ID, "preview-banner-title"), "Hello from Selenium"))
+        # The subtitle is on the lock screen as it is in the payload.
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-banner-subtitle"), "A subtitle too"))
         wait.until(EC.text_to_be_present_in_element((By.ID, "preview-payload"), '"orderId": 42'))
         headers = driver.find_element(By.ID, "preview-headers").text
         check("apns-push-type: alert" in headers and "apns-priority: 10" in headers and "apns-topic: " in headers, f"headers: {headers}")
         payload = driver.find_element(By.ID, "preview-payload").text
+        # The API's dry run: how many it would reach, before anything is sent.
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-reach"), "Would reach 1 device (1 alert)"))
         check('"badge": 3' in payload and '"body": "Sent through the dashboard"' in payload, f"payload: {payload}")
         # Bad custom JSON is explained before anything is sent.
         custom = driver.find_element(By.ID, "f-custom")
@@ -165,6 +170,18 @@ def main():
         custom.send_keys('{"orderId": 42}')
         wait.until(lambda d: d.find_element(By.ID, "preview-error").text == "" and '"orderId": 42' in d.find_element(By.ID, "preview-payload").text)
         shot(driver, "06-send-form-preview")
+        # An invalid combination (background at priority 10): explained in words, and the last
+        # good preview does not stay on screen as if it were current.
+        Select(driver.find_element(By.ID, "f-pushType")).select_by_value("background")
+        wait.until(lambda d: d.find_element(By.ID, "preview-error").text != "")
+        error = driver.find_element(By.ID, "preview-error").text
+        check(re.match(r"^[a-z_]+:", error) is None, f"the message starts with an internal code: {error!r}")
+        check("priority" in error, f"the message does not say what is wrong: {error!r}")
+        for stale in ("preview-headers", "preview-payload", "preview-bytes", "preview-banner-title"):
+            check(driver.find_element(By.ID, stale).text == "", f"{stale} still shows the previous preview: {driver.find_element(By.ID, stale).text!r}")
+        shot(driver, "06b-send-form-invalid")
+        Select(driver.find_element(By.ID, "f-pushType")).select_by_value("")
+        wait.until(lambda d: d.find_element(By.ID, "preview-error").text == "" and '"orderId": 42' in d.find_element(By.ID, "preview-payload").text)
         submit(driver, driver.find_element(By.ID, "send-button"))
 
         # The delivery log: sent, with its apns-id.
@@ -176,18 +193,70 @@ def main():
             driver.get(driver.current_url)
         log = driver.find_element(By.ID, "delivery-log").text
         check("sent" in log and token[:16] in log, f"delivery log: {log}")
+        check(driver.find_element(By.ID, "notification-state").text == "sent", "the notification's state")
+        # What was sent and to whom: the content, the headers, the audience.
+        check(driver.find_element(By.ID, "notification-title").text == "Hello from Selenium", "the notification's title")
+        audience = driver.find_element(By.ID, "notification-audience").text
+        check(audience.startswith("1 token") or audience.startswith("token " + token[:12]), f"the notification's audience: {audience!r}")
+        driver.find_element(By.CSS_SELECTOR, "#notification-content + details summary").click()
+        check("apns-priority: 10" in driver.find_element(By.ID, "notification-headers").text, "the notification's headers")
+        check('"orderId": 42' in driver.find_element(By.ID, "notification-payload").text, "the notification's payload")
+        notification_url = driver.current_url
         shot(driver, "07-delivery-log")
+        # A link back to the app, whose recent notifications show each one's state and counts.
+        submit(driver, driver.find_element(By.ID, "back-to-app"))
+        recent = wait.until(EC.presence_of_element_located((By.ID, "recent-notifications"))).text
+        check("sent" in recent and "Hello from Selenium" in recent, f"recent notifications: {recent}")
+        driver.back()
 
         # The phone page, left open, received it live (no reload happened there).
         driver.switch_to.window(phone)
         check(driver.current_url == phone_url, "the phone tab moved")
         WebDriverWait(driver, HANG_GUARD).until(EC.text_to_be_present_in_element((By.ID, "phone-notifications"), "Hello from Selenium"))
         check(len(driver.find_elements(By.CSS_SELECTOR, "#phone-notifications li.arrived")) == 1, "not added live by the stream")
+        check("A subtitle too" in driver.find_element(By.ID, "phone-notifications").text, "the subtitle is not on the emulated phone")
         shot(driver, "08-phone-received")
 
-        # The overview counts it.
+        # The phone's own actions, without the API: offline and back, then the app deleted.
+        submit(driver, driver.find_element(By.ID, "phone-offline"))
+        check("Offline" in driver.find_element(By.ID, "phone-state").text, "the phone did not go offline")
+        submit(driver, driver.find_element(By.ID, "phone-online"))
+        check("Online" in driver.find_element(By.ID, "phone-state").text, "the phone did not come back online")
+
+        # The overview counts it; its chart has axes; the nav marks where you are.
         driver.get(BASE + "/dashboard")
         check(int(driver.find_element(By.ID, "sent-hour").text) >= 1, "the overview does not count the send")
+        check(driver.find_elements(By.ID, "chart-x-axis") and driver.find_elements(By.ID, "chart-y-axis"), "the chart has no axes")
+        check(len(driver.find_elements(By.CSS_SELECTOR, ".chart .ticks.x text")) == 3, "the time axis is not labelled")
+        check(len(driver.find_elements(By.CSS_SELECTOR, ".chart .ticks.y text")) == 3, "the count axis is not labelled")
+        current = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav.top a[aria-current=page]")]
+        check(current == ["Overview"], f"the nav marks {current} on the overview")
+        driver.get(BASE + "/dashboard/keys")
+        current = [a.text for a in driver.find_elements(By.CSS_SELECTOR, "nav.top a[aria-current=page]")]
+        check(current == ["Keys"], f"the nav marks {current} on the keys page")
+
+        # A notification nobody could receive says why.
+        driver.get(BASE + f"/dashboard/apps/{APP}/send?to=tag&target=nobody-has-this-tag&title=Hello")
+        check("Would reach nobody" in driver.find_element(By.ID, "preview-reach").text, "the form does not say nobody would get it")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        explanation = wait.until(EC.presence_of_element_located((By.ID, "empty-audience"))).text
+        check("no active device" in explanation, f"the empty audience is not explained: {explanation}")
+        check(driver.find_element(By.ID, "notification-state").text == "no audience", "the empty notification's state")
+        empty_url = driver.current_url
+
+        # The history: every notification with what, to whom, state and counts; filters by state and day.
+        driver.get(BASE + f"/dashboard/apps/{APP}")
+        submit(driver, driver.find_element(By.ID, "all-notifications"))
+        history = driver.find_element(By.ID, "history").text
+        check("Hello from Selenium" in history and "tag nobody-has-this-tag" in history, f"history: {history}")
+        Select(driver.find_element(By.ID, "h-state")).select_by_value("no audience")
+        submit(driver, driver.find_element(By.XPATH, "//form[@id='history-filter']//button"))
+        history = driver.find_element(By.ID, "history").text
+        check("nobody-has-this-tag" in history and "Hello from Selenium" not in history, f"history of state 'no audience': {history}")
+        tomorrow = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)).strftime("%Y-%m-%d")
+        driver.get(BASE + f"/dashboard/apps/{APP}/notifications?from={tomorrow}")
+        check(not driver.find_elements(By.ID, "history") and "No notification matches" in driver.page_source, "a day filter")
+        history_url = f"/dashboard/apps/{APP}/notifications"
 
         # A webhook added from the app page: its secret shown once.
         driver.get(BASE + f"/dashboard/apps/{APP}")
@@ -197,18 +266,39 @@ def main():
         check(secret.startswith("whsec_"), f"secret: {secret}")
         shot(driver, "09-webhook")
 
-        # A stale form (bad CSRF token) is refused.
+        # A stale form (bad CSRF token) is refused, on a page of the dashboard: its layout and
+        # navigation, a message in words, no internal code, no JSON.
         driver.execute_script("document.querySelector('form.inline-form input[name=csrf]').value = 'forged'")
         driver.find_element(By.ID, "webhook-url").send_keys("https://example.com/other")
         submit(driver, driver.find_element(By.XPATH, "//button[text()='Add webhook']"))
-        check("CSRF" in driver.page_source, "a forged CSRF token was accepted")
+        message = driver.find_element(By.ID, "error-message").text
+        check("CSRF" in message, "a forged CSRF token was accepted")
+        check(re.match(r"^[a-z_]+:", message) is None and "forbidden" not in message, f"an internal code in the message: {message!r}")
+        check(driver.find_elements(By.CSS_SELECTOR, "nav.top a[href='/dashboard/apps']"), "the error page has no navigation")
+        check(driver.title != "Herald" and "Refused" in driver.title, f"the error page's title: {driver.title!r}")
+        shot(driver, "09b-error-page")
+        driver.get(BASE + f"/dashboard/apps/{APP}/notifications/no-such-notification")
+        check(driver.find_elements(By.CSS_SELECTOR, "nav.top") and "not found" in driver.find_element(By.TAG_NAME, "main").text.lower(), "not found page")
 
-        # A narrow screen: nothing wider than the viewport.
-        driver.set_window_size(390, 844)
-        for path in ("/dashboard", f"/dashboard/apps/{APP}/send", phone_url.replace(BASE, "")):
-            driver.get(BASE + path)
-            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            check(wide <= 1, f"{path} scrolls sideways on a narrow screen by {wide}px")
+        # Every page, at desktop and phone size: a title of its own, nothing wider than the viewport.
+        pages = {
+            "overview": "/dashboard", "apps": "/dashboard/apps", "app": f"/dashboard/apps/{APP}", "keys": "/dashboard/keys",
+            "devices": f"/dashboard/apps/{APP}/devices", "device": f"/dashboard/apps/{APP}/devices/{token}",
+            "send": f"/dashboard/apps/{APP}/send", "notification": notification_url.replace(BASE, ""),
+            "notification-empty": empty_url.replace(BASE, ""), "emulator": "/dashboard/emulator", "phone": phone_url.replace(BASE, ""),
+            "not-found": "/dashboard/apps/no-such-app", "history": history_url,
+        }
+        titles = {}
+        for size, (width, height) in (("desktop", (1366, 900)), ("phone", (390, 844))):
+            driver.set_window_size(width, height)
+            for name, path in pages.items():
+                driver.get(BASE + path)
+                wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                check(wide <= 1, f"{path} is {wide}px wider than the {width}px viewport")
+                titles[name] = driver.title
+                shot(driver, f"page-{size}-{name}")
+        repeated = {t for t in titles.values() if list(titles.values()).count(t) > 1}
+        check(not repeated and "Herald" not in titles.values(), f"page titles not distinct: {titles}")
         shot(driver, "10-narrow-phone")
     except Exception:
         shot(driver, "failure")
@@ -231,5 +321,141 @@ def main():
     print("dashboard browser test passed")
 
 
+def pem_keys():
+    """A P-256 signing key as Apple's .p8 holds it (PKCS#8 PEM), and its public key (PEM)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private, public
+
+
+def upload_key(driver, wait, key_id, team_id, private_pem, directory):
+    """Uploads a .p8 file for the sandbox through the app page's form, as a person would."""
+    path = os.path.join(directory, f"AuthKey_{key_id}.p8")
+    with open(path, "w") as file:
+        file.write(private_pem)
+    details = driver.find_element(By.ID, "upload")
+    if not details.get_attribute("open"):
+        driver.find_element(By.CSS_SELECTOR, "#upload summary").click()
+    Select(driver.find_element(By.ID, "c-env")).select_by_value("development")
+    driver.find_element(By.ID, "c-key-id").send_keys(key_id)
+    driver.find_element(By.ID, "c-team-id").send_keys(team_id)
+    driver.find_element(By.ID, "c-key-file").send_keys(path)
+    submit(driver, driver.find_element(By.ID, "upload-credentials"))
+    notice = wait.until(EC.presence_of_element_located((By.ID, "setup-notice"))).text
+    check("credentials saved" in notice, f"upload: {notice}")
+    check(key_id in driver.find_element(By.ID, "credentials").find_element(By.XPATH, "following-sibling::dl[1]").text, "the key id is not shown")
+    check(all(line not in driver.page_source for line in private_pem.splitlines()[1:-1]), "key material on the page")
+
+
+def walk():
+    """A new team, from an empty server to a first push, without curl: create the app, upload a
+    key (a bad one first: the check says so), check it, make an API key, make a virtual device,
+    send it a push, see it arrive and in the history."""
+    import json
+    import tempfile
+    import urllib.request
+    control = os.environ["HERALD_EMULATOR_CONTROL"].rstrip("/")
+    directory = tempfile.mkdtemp(prefix="herald-walk-")
+    driver = browser()
+    wait = WebDriverWait(driver, HANG_GUARD)
+    try:
+        sign_in(driver)
+        driver.get(BASE + "/dashboard/apps")
+        check("No apps yet" in driver.page_source, "the server is not empty")
+        # A bad id is explained and the form keeps what was typed.
+        driver.find_element(By.ID, "a-id").send_keys("walk")
+        driver.find_element(By.ID, "a-bundle").send_keys("not a bundle id")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Create the app']"))
+        check(driver.find_element(By.ID, "setup-error").text != "", "a bad bundle id was not refused")
+        check(driver.find_element(By.ID, "a-id").get_attribute("value") == "walk", "the form lost the id")
+        bundle = driver.find_element(By.ID, "a-bundle")
+        bundle.clear()
+        bundle.send_keys("com.example.walk")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='Create the app']"))
+        wait.until(EC.presence_of_element_located((By.XPATH, "//h1[starts-with(normalize-space(.), 'walk')]")))
+        shot(driver, "walk-01-app-created")
+
+        # A key the emulator does not know: the check says the credentials are refused (403).
+        bad_private, _ = pem_keys()
+        upload_key(driver, wait, "BADKEY0001", "TEAM000001", bad_private, directory)
+        submit(driver, driver.find_element(By.ID, "check-development"))
+        result = wait.until(EC.presence_of_element_located((By.ID, "check-result"))).text
+        check("not working" in result and "403" in result, f"a bad key was not reported: {result}")
+        shot(driver, "walk-02-check-bad-key")
+
+        # The team's real key (registered in the emulator as in a developer account): working.
+        good_private, good_public = pem_keys()
+        body = json.dumps({"keyId": "GOODKEY001", "teamId": "TEAM000001", "publicKey": good_public}).encode()
+        urllib.request.urlopen(urllib.request.Request(control + "/v1/keys", data=body, headers={"content-type": "application/json"}, method="POST"))
+        upload_key(driver, wait, "GOODKEY001", "TEAM000001", good_private, directory)
+        submit(driver, driver.find_element(By.ID, "check-development"))
+        result = wait.until(EC.presence_of_element_located((By.ID, "check-result"))).text
+        check("working" in result and "not working" not in result and "BadDeviceToken" in result, f"a good key was not reported working: {result}")
+        shot(driver, "walk-03-check-good-key")
+
+        # An API key for the backend: its secret shown once, then never again; rotate and revoke.
+        submit(driver, driver.find_element(By.LINK_TEXT, "Keys"))
+        driver.find_element(By.ID, "k-name").send_keys("walk backend")
+        Select(driver.find_element(By.ID, "k-scope")).select_by_value("send")
+        Select(driver.find_element(By.ID, "k-app")).select_by_value("walk")
+        submit(driver, driver.find_element(By.ID, "create-key"))
+        secret = wait.until(EC.presence_of_element_located((By.ID, "new-key-secret"))).text
+        check(secret.startswith("hk_"), f"the new key's secret: {secret!r}")
+        key_id = secret.split("_")[1]
+        shot(driver, "walk-04-key-made")
+        driver.get(BASE + "/dashboard/keys")
+        check(secret not in driver.page_source and "hk_" not in driver.page_source, "a secret is shown again")
+        row = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{key_id}']")
+        submit(driver, row.find_element(By.CSS_SELECTOR, "button[data-action=rotate]"))
+        rotated = wait.until(EC.presence_of_element_located((By.ID, "new-key-secret"))).text
+        check(rotated.startswith("hk_") and rotated != secret, "rotation gave no new secret")
+        new_id = rotated.split("_")[1]
+        row = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{new_id}']")
+        submit(driver, row.find_element(By.CSS_SELECTOR, "button[data-action=revoke]"))
+        state = driver.find_element(By.CSS_SELECTOR, f"#keys tr[data-key='{new_id}'] td.state").text
+        check(state == "revoked", f"the rotated key's state after revoking: {state}")
+
+        # A virtual device of the app, then a first push to its user.
+        driver.get(BASE + "/dashboard/emulator")
+        Select(driver.find_element(By.ID, "e-app")).select_by_value("walk")
+        driver.find_element(By.ID, "e-user").send_keys("bo")
+        submit(driver, driver.find_element(By.XPATH, "//button[text()='New virtual device']"))
+        wait.until(EC.presence_of_element_located((By.ID, "phone-notifications")))
+        phone_url = driver.current_url
+        driver.get(BASE + "/dashboard/apps/walk/send?to=user&target=bo&title=First%20push")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        wait.until(EC.presence_of_element_located((By.ID, "notification-state")))
+        deadline = time.time() + HANG_GUARD
+        while driver.find_element(By.ID, "count-sent").text != "1":
+            check(time.time() < deadline, "the first push was not sent")
+            time.sleep(0.5)
+            driver.get(driver.current_url)
+        shot(driver, "walk-05-first-push")
+        driver.get(phone_url)
+        check("First push" in driver.find_element(By.ID, "phone-notifications").text, "the phone did not get the first push")
+        submit(driver, driver.find_element(By.LINK_TEXT, "Apps"))
+        submit(driver, driver.find_element(By.LINK_TEXT, "walk"))
+        recent = driver.find_element(By.ID, "recent-notifications").text
+        check("sent" in recent, f"the history: {recent}")
+        shot(driver, "walk-06-history")
+
+        # Deleting the app takes its id typed out.
+        submit(driver, driver.find_element(By.XPATH, "//button[starts-with(text(), 'Delete walk')]"))
+        check("Type the app's id" in driver.find_element(By.ID, "setup-error").text, "deleted without confirmation")
+        driver.find_element(By.ID, "d-confirm").send_keys("walk")
+        submit(driver, driver.find_element(By.XPATH, "//button[starts-with(text(), 'Delete walk')]"))
+        check(driver.current_url.endswith("/dashboard/apps") and "No apps yet" in driver.page_source, "the app was not deleted")
+    except Exception:
+        shot(driver, "walk-failure")
+        print("page at failure:", driver.current_url, file=sys.stderr)
+        raise
+    finally:
+        driver.quit()
+    print("dashboard walk passed")
+
+
 if __name__ == "__main__":
-    main()
+    walk() if os.environ.get("HERALD_WALK") == "1" else main()

@@ -86,4 +86,60 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: artifacts + "/08-phone-received.png"))
         _ = try await server.stop()
     }
+
+    @Test(
+        "a new team from an empty server to a first push without curl: create the app, upload a bad key and a good one and check each, make, rotate and revoke an API key, a virtual device, the push, the history",
+        .enabled(if: available || required, Comment(rawValue: skipMessage))
+    )
+    func setupWalk() async throws {
+        try #require(Self.available, Comment(rawValue: Self.skipMessage))
+        let directory = try TemporaryDirectory(prefix: "herald-walk")
+        defer { directory.remove() }
+        // Apps with credentials of their own are sent to the built-in emulator's sandbox port
+        // (as to Apple): a port chosen here, since --apns-port must name it before it is open.
+        let port = try Self.freePort()
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "\(port)", "--emulator-production-port", "0",
+                "--emulator-control-port", "0", "--apns-host", "127.0.0.1", "--apns-port", "\(port)", "--apns-ca-file",
+                directory.path + "/emulator/ca.pem", "--log-level", "warning",
+            ])
+        try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
+        let lines = server.printed.split(separator: "\n").map(String.init)
+        let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
+        let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))
+        let control = try #require(lines.first { $0.contains("control API") }?.split(separator: " ").last.map(String.init))
+        let artifacts =
+            ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
+            ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "Browser/dashboard_test.py"
+        ).path
+        let browser = try BackgroundProcess(
+            "/usr/bin/env",
+            [
+                "HERALD_WALK=1", "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_EMULATOR_CONTROL=\(control)",
+                "HERALD_ARTIFACTS=\(artifacts)", "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
+            ])
+        let status = try await browser.stop(signal: 0, timeout: 300)
+        #expect(status == 0, "\(browser.printed)")
+        #expect(browser.printed.contains("dashboard walk passed"))
+        // The uploaded keys never reach the log.
+        #expect(!server.printed.contains("PRIVATE KEY"))
+        _ = try await server.stop()
+    }
+
+    /// A TCP port free on 127.0.0.1 now (the kernel's pick for port 0).
+    static func freePort() throws -> Int {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        process.waitUntilExit()
+        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+    }
 }

@@ -111,6 +111,9 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// (at-least-once; without a `collapseId`, the device replaces rather than adds); `drop`
     /// never sends it again (at-most-once).
     public var onUnknownOutcome: String?
+    /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
+    /// that would be reached and, per push type, the exact headers and payload.
+    public var dryRun: Bool?
 
     public struct Placeholder: Sendable, Hashable, Codable {
         public var title: String?
@@ -226,4 +229,39 @@ public struct CancelResponse: Sendable, Hashable, Codable {
     public var cancelled: Bool
 
     public init(cancelled: Bool) { self.cancelled = cancelled }
+}
+
+/// `POST /v1/apps/{app}/notifications` with `"dryRun": true`: what would be sent, and to how many;
+/// nothing is written or sent.
+public struct DryRunResponse: Sendable, Hashable, Codable {
+    public var dryRun: Bool
+    /// The active devices the audience matches now.
+    public var audienceSize: Int
+    /// One per push type the audience's devices would get (by their kind, or the one given).
+    public var pushTypes: [DryRunPush]
+
+    public init(audienceSize: Int, pushTypes: [DryRunPush]) {
+        self.dryRun = true
+        self.audienceSize = audienceSize
+        self.pushTypes = pushTypes
+    }
+}
+
+/// The push one push type's devices would get.
+public struct DryRunPush: Sendable, Hashable, Codable {
+    public var pushType: String
+    public var devices: Int
+    /// The APNs request headers (`apns-push-type`, `apns-topic`, and `apns-priority`,
+    /// `apns-expiration`, `apns-collapse-id` when set).
+    public var headers: [String: String]
+    /// The exact payload (JSON text); for an encrypted notification, the plaintext each device's
+    /// copy is sealed from.
+    public var payload: String
+
+    public init(pushType: String, devices: Int, headers: [String: String], payload: String) {
+        self.pushType = pushType
+        self.devices = devices
+        self.headers = headers
+        self.payload = payload
+    }
 }

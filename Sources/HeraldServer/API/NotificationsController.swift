@@ -22,20 +22,42 @@ struct NotificationsController {
     }
 
     /// 202 once the notification and its audience are committed (200 for a repeated idempotency key).
-    @Sendable func send(_ request: Request, context: APIRequestContext) async throws -> Answer<SendResponse> {
+    /// With `"dryRun": true`, 200 with what would be sent (``dryRun(_:app:)``): nothing is written.
+    @Sendable func send(_ request: Request, context: APIRequestContext) async throws -> Response {
         let app = try context.requireApp()
         let now = self.clock.nowMilliseconds
-        let spec = try NotificationRequest.spec(try await request.decode(as: SendRequest.self, context: context), now: now)
+        let body = try await request.decode(as: SendRequest.self, context: context)
+        let spec = try NotificationRequest.spec(body, now: now)
         try NotificationRequest.reserveReceipt(spec, app: app)
+        if body.dryRun == true {
+            return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
+        }
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         if !created.existing { self.engine.ring() }
-        return Answer(
+        return try Answer(
             created.existing ? .ok : .accepted,
             SendResponse(
                 id: created.id, deliveries: created.deliveries, duplicate: created.existing, unknownTokens: created.unknownTokens,
                 inactiveTokens: created.inactiveTokens
             )
-        )
+        ).response(from: request, context: context)
+    }
+
+    /// The audience a notification would reach now and, per push type its devices would get,
+    /// the exact APNs headers and payload (as the delivery engine builds them).
+    static func dryRun(_ spec: NotificationSpec, app: App, store: any HeraldStore) async throws -> DryRunResponse {
+        let kinds = try await store.audienceKinds(appID: app.id, targeting: spec.targeting)
+        var devices: [PushType: Int] = [:]
+        for (kind, count) in kinds where count > 0 { devices[spec.pushType ?? kind.defaultPushType, default: 0] += count }
+        let payload = String(decoding: spec.payload, as: UTF8.self)
+        let pushes = devices.keys.sorted { $0.rawValue < $1.rawValue }.map { pushType in
+            var headers = ["apns-push-type": pushType.rawValue, "apns-topic": pushType.topic(forBundleID: app.bundleID)]
+            if let priority = spec.priority { headers["apns-priority"] = "\(priority.rawValue)" }
+            if let expiration = spec.expiration { headers["apns-expiration"] = "\(expiration)" }
+            if let collapse = spec.collapseID { headers["apns-collapse-id"] = collapse }
+            return DryRunPush(pushType: pushType.rawValue, devices: devices[pushType] ?? 0, headers: headers, payload: payload)
+        }
+        return DryRunResponse(audienceSize: kinds.values.reduce(0, +), pushTypes: pushes)
     }
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> NotificationList {

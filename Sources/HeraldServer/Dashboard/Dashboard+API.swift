@@ -48,6 +48,12 @@ struct DashboardBackend: Sendable {
         try NotificationRequest.parse(body, now: now)
     }
 
+    /// What a send would do now, as `"dryRun": true` answers it: the audience and, per push type,
+    /// the headers and payload.
+    func dryRun(_ spec: NotificationSpec, app: App) async throws -> DryRunResponse {
+        try await NotificationsController.dryRun(spec, app: app, store: self.store)
+    }
+
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
         try NotificationRequest.reserveReceipt(spec, app: app)
@@ -68,6 +74,76 @@ struct DashboardBackend: Sendable {
         _ = try await self.store.register(appID: appID, registration, now: now)
     }
 
+    // MARK: setup (as the admin API does it)
+
+    /// A new app, validated as `POST /v1/apps` validates it.
+    func createApp(id: String, bundleID: String) async throws -> App {
+        let app = App(
+            id: try Validate.string(id, "id", pattern: .identifier), bundleID: try Validate.string(bundleID, "bundleId", pattern: .bundleID),
+            createdAt: self.nowMilliseconds
+        )
+        try await self.store.createApp(app)
+        return app
+    }
+
+    /// Deletes the app and everything of it, as `DELETE /v1/apps/{app}` does (audited).
+    func deleteApp(_ app: App, by keyID: String) async throws {
+        let now = self.nowMilliseconds
+        try await self.store.addAudit(AuditRecord(at: now, keyID: keyID, action: "app.delete", appID: app.id, subject: nil))
+        try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
+    }
+
+    /// Changes the app's user verification and protected tags, as `PATCH /v1/apps/{app}` does.
+    func updateApp(_ app: App, userVerification: Bool, protectedTags: [String]) async throws {
+        var security = app.security
+        guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
+            throw HeraldError.invalid("protected tags: up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
+        }
+        security.userVerification = userVerification
+        security.protectedTags = Array(Set(protectedTags)).sorted()
+        guard try await self.store.setAppSecurity(appID: app.id, security) else { throw HeraldError.notFound("app '\(app.id)'") }
+    }
+
+    /// Checks and stores (sealed) an environment's credentials, as `PUT /v1/apps/{app}/credentials/{environment}` does.
+    func setCredential(_ app: App, environment: APNSEnvironment, _ body: CredentialRequest) async throws {
+        let material = try AppsController.credential(body)
+        let sealed: [UInt8]
+        do {
+            sealed = try self.api.secrets.seal(CredentialCoding.encode(material))
+        } catch {
+            throw HeraldError(code: "seal_failed", "cannot encrypt the credentials")
+        }
+        try await self.store.setCredential(appID: app.id, environment: environment, sealed: sealed, now: self.nowMilliseconds)
+    }
+
+    /// A new API key, as `POST /v1/keys` makes it: its id and its secret (shown once).
+    func createKey(scope: APIScope, appID: String?, name: String?) async throws -> (id: String, secret: String) {
+        if let appID, try await self.store.app(appID) == nil { throw HeraldError.notFound("app '\(appID)'") }
+        if scope == .register, appID == nil {
+            throw HeraldError.invalid("a register key belongs to one app: choose the app", code: "app_required")
+        }
+        let secret = APIKeySecret.generate()
+        try await self.store.createAPIKey(
+            id: secret.id, hash: secret.hash, scope: scope, appID: appID, name: name, expiresAt: nil, now: self.nowMilliseconds)
+        return (secret.id, secret.token)
+    }
+
+    /// A key's successor, as `POST /v1/keys/{id}/rotate` makes it (the old one works on for a day).
+    func rotateKey(id: String) async throws -> (id: String, secret: String) {
+        let now = self.nowMilliseconds
+        let secret = APIKeySecret.generate()
+        guard
+            try await self.store.rotateAPIKey(
+                replacing: id, id: secret.id, hash: secret.hash, expiresAt: nil, overlapUntil: now + 86_400_000, now: now)
+                != nil
+        else { throw HeraldError.notFound("API key '\(id)'") }
+        return (secret.id, secret.token)
+    }
+
+    func revokeKey(id: String) async throws {
+        guard try await self.store.revokeAPIKey(id: id, now: self.nowMilliseconds) else { throw HeraldError.notFound("API key '\(id)'") }
+    }
+
     /// The API keys as `GET /v1/keys` lists them (never a secret or a hash).
     func keys() async throws -> [APIKeyResponse] {
         try await self.store.apiKeys().map(APIKeyResponse.init)
@@ -75,6 +151,11 @@ struct DashboardBackend: Sendable {
 
     static func isNotFound(_ error: HeraldError) -> Bool {
         error.status == .notFound
+    }
+
+    /// The HTTP status the API gives `error`.
+    static func status(of error: HeraldError) -> HTTPResponse.Status {
+        error.status
     }
 
     static func json(_ value: JSONValue) -> Response {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
+import Foundation
+import HTTPTypes
 import HeraldCore
 import Hummingbird
+import Logging
 
 /// The dashboard at `/dashboard`: server-rendered HTML (readable without JavaScript) from the
 /// templates in `Templates/`, a little plain JavaScript for the live parts (the send form's
@@ -28,11 +31,12 @@ struct Dashboard: Sendable {
     }
 
     func register<Context: RequestContext>(on router: Router<Context>) {
-        let group = router.group("dashboard")
+        let group = router.group("dashboard").add(middleware: DashboardErrorMiddleware<Context>(dashboard: self))
         self.staticFiles.register(on: group)
         DashboardSignInController(dashboard: self).register(on: group)
         DashboardOverviewController(dashboard: self).register(on: group)
         DashboardAppsController(dashboard: self).register(on: group)
+        DashboardSetupController(dashboard: self).register(on: group)
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
@@ -46,7 +50,7 @@ struct Dashboard: Sendable {
         do {
             return self.views.response(try await body(session), session: session)
         } catch let error as HeraldError where DashboardBackend.isNotFound(error) {
-            let view = DashboardView(template: .notFound, title: "Not found", model: NotFoundModel(message: error.message))
+            let view = DashboardView(template: .notFound, title: "Not found", model: NotFoundModel(message: DashboardFormat.sentence(error.message)))
             return self.views.response(view, session: session, status: .notFound)
         }
     }
@@ -55,9 +59,62 @@ struct Dashboard: Sendable {
         var message: String
     }
 
+    struct ErrorModel: Sendable {
+        var heading: String
+        var message: String
+        var back: String
+        var backLabel: String
+    }
+
+    /// An error as a page of the dashboard: the layout and its navigation, a heading, the message
+    /// in words (never an internal code), and a way on.
+    func errorPage(_ request: Request, status: HTTPResponse.Status, message: String) async -> Response {
+        let session = try? await self.sessions.current(request)
+        if session == nil, status == .unauthorized || status == .forbidden {
+            // Signed out (or the session ended) while a form was open: sign in again.
+            return DashboardViews.redirect("/dashboard/login")
+        }
+        let heading: String
+        switch status {
+        case .notFound: heading = "Not found"
+        case .forbidden: heading = "Refused"
+        case .conflict: heading = "Conflict"
+        case .contentTooLarge: heading = "Too large"
+        case _ where status.code >= 500: heading = "Something went wrong"
+        default: heading = "That did not work"
+        }
+        // Back to the page the form was on, when it was one of the dashboard's.
+        let referer = request.headers[HTTPField.Name("Referer")!].flatMap { URL(string: $0)?.path }.flatMap { $0.hasPrefix("/dashboard") ? $0 : nil }
+        let model = ErrorModel(
+            heading: heading, message: message, back: referer ?? "/dashboard", backLabel: referer == nil ? "Back to the overview" : "Back"
+        )
+        return self.views.response(DashboardView(template: .error, title: heading, model: model), session: session, status: status)
+    }
+
     func app(_ id: String?) async throws -> App {
         let id = id ?? ""
         guard let app = try await self.store.app(id) else { throw HeraldError.notFound("app '\(id)'") }
         return app
+    }
+}
+
+/// Every error of a dashboard route as a dashboard page (``Dashboard/errorPage(_:status:message:)``),
+/// not the API's JSON: a stale form, a missing app, a refused action.
+struct DashboardErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    let dashboard: Dashboard
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HeraldError {
+            return await self.dashboard.errorPage(
+                request, status: DashboardBackend.status(of: error), message: DashboardFormat.sentence(error.message))
+        } catch let error as HTTPError {
+            return await self.dashboard.errorPage(
+                request, status: error.status, message: DashboardFormat.sentence(error.body ?? error.status.reasonPhrase))
+        } catch {
+            context.logger.error("dashboard request failed", metadata: ["error": "\(type(of: error))"])
+            return await self.dashboard.errorPage(request, status: .internalServerError, message: "The server failed to handle this request.")
+        }
     }
 }

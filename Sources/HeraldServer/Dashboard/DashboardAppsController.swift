@@ -17,6 +17,20 @@ struct DashboardAppsController: Sendable {
         }
         var apps: [Row]
         var hasApps: Bool
+        var error: String?
+        var form = NewApp()
+        /// What the create form held, shown again with its error.
+        struct NewApp: Sendable {
+            var id = ""
+            var bundleID = ""
+        }
+    }
+
+    /// The outcome of an environment's credential check.
+    struct Check: Sendable {
+        var environment: String
+        var working: Bool
+        var message: String
     }
 
     /// What credential an environment has, with warnings: one of these is set.
@@ -48,6 +62,11 @@ struct DashboardAppsController: Sendable {
             var created: String
             var audience: Int
             var state: String
+            var sent: Int
+            var failed: Int
+            var pending: Int
+            var title: String
+            var audienceText: String
         }
         struct Hook: Sendable {
             struct EventType: Sendable {
@@ -90,6 +109,14 @@ struct DashboardAppsController: Sendable {
         var hooks: [Hook]
         var hasHooks: Bool
         var eventChoices: [EventChoice]
+        var userVerification: Bool
+        var protectedTags: String
+        /// A setup form's outcome: what was done, or what went wrong.
+        var notice: String?
+        var setupError: String?
+        var check: Check?
+        /// An environment has credentials of its own (else the upload form is open).
+        var hasCredentials: Bool
     }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
@@ -124,13 +151,14 @@ struct DashboardAppsController: Sendable {
         }
     }
 
-    func appsPage() async throws -> DashboardView {
+    func appsPage(error: String? = nil, form: AppsModel.NewApp = AppsModel.NewApp()) async throws -> DashboardView {
         var rows: [AppsModel.Row] = []
         for app in try await self.dashboard.store.apps() {
             rows.append(
                 AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
         }
-        return DashboardView(template: .apps, title: nil, model: AppsModel(apps: rows, hasApps: !rows.isEmpty))
+        return DashboardView(
+            template: .apps, title: "Apps", model: AppsModel(apps: rows, hasApps: !rows.isEmpty, error: error, form: form), section: .apps)
     }
 
     /// One per environment (development, production): what credential it has, with warnings.
@@ -161,7 +189,9 @@ struct DashboardAppsController: Sendable {
         }
     }
 
-    func appPage(app: App, secret: AppModel.Secret?, error: String? = nil) async throws -> DashboardView {
+    func appPage(
+        app: App, secret: AppModel.Secret?, error: String? = nil, notice: String? = nil, setupError: String? = nil, check: Check? = nil
+    ) async throws -> DashboardView {
         let credentials = try await self.credentials(app)
         var hooks: [AppModel.Hook] = []
         for hook in try await self.dashboard.store.webhooks(appID: app.id) {
@@ -180,12 +210,19 @@ struct DashboardAppsController: Sendable {
                     id: hook.id, path: DashboardFormat.path(hook.id), url: hook.url, types: types, messages: messages, hasMessages: !messages.isEmpty
                 ))
         }
-        let notifications = try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil).map { n in
-            AppModel.Notification(
-                path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
-                audience: n.audienceSize,
-                state: n.cancelledAt != nil ? "cancelled" : n.expanding ? "expanding" : ""
-            )
+        var notifications: [AppModel.Notification] = []
+        let now = self.dashboard.backend.nowMilliseconds
+        for n in try await self.dashboard.store.notifications(appID: app.id, limit: 20, before: nil) {
+            let counts = try await self.dashboard.store.notification(appID: app.id, id: n.id, deliveryLimit: 0)?.counts ?? [:]
+            let shown = DashboardNotificationsController.shown(n.content)
+            notifications.append(
+                AppModel.Notification(
+                    path: DashboardFormat.path(n.id), shortID: String(n.id.prefix(8)), created: DashboardFormat.time(n.createdAt),
+                    audience: n.audienceSize, state: DashboardNotificationsController.state(n, counts: counts, now: now),
+                    sent: counts[.sent] ?? 0, failed: counts[.failed] ?? 0, pending: counts[.pending] ?? 0,
+                    title: shown.title.isEmpty ? shown.body : shown.title,
+                    audienceText: DashboardNotificationsController.audienceText(n.content?.targetingJSON)
+                ))
         }
         let model = AppModel(
             id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
@@ -193,8 +230,11 @@ struct DashboardAppsController: Sendable {
             hasHooks: !hooks.isEmpty,
             eventChoices: DeliveryEventType.allCases.enumerated().map {
                 AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
-            }
+            },
+            userVerification: app.security.userVerification, protectedTags: app.security.protectedTags.joined(separator: ", "),
+            notice: notice, setupError: setupError, check: check,
+            hasCredentials: credentials.contains { !$0.notConfigured && !$0.builtInEmulator }
         )
-        return DashboardView(template: .app, title: nil, model: model)
+        return DashboardView(template: .app, title: app.id, model: model, section: .apps)
     }
 }

@@ -106,7 +106,7 @@ struct DashboardDevicesController: Sendable {
             id: app.id, appPath: DashboardFormat.path(app.id), options: options, text: text, searched: !text.isEmpty, count: devices.count,
             plural: devices.count != 1, devices: rows, hasDevices: !rows.isEmpty
         )
-        return DashboardView(template: .devices, title: nil, model: model)
+        return DashboardView(template: .devices, title: "Devices of \(app.id)", model: model, section: .apps)
     }
 
     func devicePage(app: App, token text: String) async throws -> DashboardView {
@@ -136,6 +136,6 @@ struct DashboardDevicesController: Sendable {
             invalidationReason: device.invalidationReason ?? "",
             invalidations: invalidations, hasInvalidations: !invalidations.isEmpty, deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
-        return DashboardView(template: .device, title: nil, model: model)
+        return DashboardView(template: .device, title: "Device \(r.token.hex.prefix(8))… of \(app.id)", model: model, section: .apps)
     }
 }

@@ -34,11 +34,15 @@ struct DashboardEmulatorController: Sendable {
             var pushType: String
             var time: String
             var title: String
+            var subtitle: String
             var body: String
         }
         var token: String
         var bundleID: String
         var environment: String
+        var online: Bool
+        var uninstalled: Bool
+        var notificationsEnabled: Bool
         var sendLinks: [SendLink]
         var inbox: [Item]
         var empty: Bool
@@ -77,6 +81,25 @@ struct DashboardEmulatorController: Sendable {
         group.get("emulator/:token") { request, context in
             try await self.dashboard.page(request) { _ in try await self.phonePage(token: context.parameters.get("token") ?? "") }
         }
+        // What a person does with the phone: go offline (APNs keeps the last push for later),
+        // come back online (it arrives), turn notifications off or on, delete the app.
+        group.post("emulator/:token/:action") { request, context in
+            _ = try await self.dashboard.sessions.authorized(request, form: try await DashboardForm.read(request))
+            let token = context.parameters.get("token") ?? ""
+            guard let emulator = self.dashboard.emulator, emulator.state.device(token: token) != nil else {
+                throw HeraldError.notFound("virtual device")
+            }
+            let now = self.dashboard.backend.nowMilliseconds
+            switch context.parameters.get("action") ?? "" {
+            case "offline": _ = emulator.state.updateDevice(token: token, online: false, notificationsEnabled: nil, now: now)
+            case "online": _ = emulator.state.updateDevice(token: token, online: true, notificationsEnabled: nil, now: now)
+            case "mute": _ = emulator.state.updateDevice(token: token, online: nil, notificationsEnabled: false, now: now)
+            case "unmute": _ = emulator.state.updateDevice(token: token, online: nil, notificationsEnabled: true, now: now)
+            case "uninstall": _ = emulator.state.uninstall(token: token, now: now)
+            default: throw HeraldError.notFound("that action")
+            }
+            return DashboardViews.redirect("/dashboard/emulator/\(DashboardFormat.path(token))")
+        }
         group.get("emulator/:token/stream") { request, context in
             guard try await self.dashboard.sessions.current(request) != nil else { throw HeraldError.unauthorized }
             return try self.phoneStream(token: context.parameters.get("token") ?? "")
@@ -84,7 +107,9 @@ struct DashboardEmulatorController: Sendable {
     }
 
     func emulatorPage(error: String?, title: String? = nil) async throws -> DashboardView {
-        guard let emulator = self.dashboard.emulator else { return DashboardView(template: .emulatorOff, title: title, model: DashboardView.Empty()) }
+        guard let emulator = self.dashboard.emulator else {
+            return DashboardView(template: .emulatorOff, title: "Emulator", model: DashboardView.Empty(), section: .emulator)
+        }
         let apps = try await self.dashboard.store.apps()
         let devices = emulator.state.devices.sorted { $0.createdAtMilliseconds > $1.createdAtMilliseconds }.prefix(100).map { d in
             EmulatorModel.Row(
@@ -94,7 +119,7 @@ struct DashboardEmulatorController: Sendable {
             )
         }
         let model = EmulatorModel(error: error, apps: apps.map(\.id), devices: devices, hasDevices: !devices.isEmpty)
-        return DashboardView(template: .emulator, title: title, model: model)
+        return DashboardView(template: .emulator, title: "Emulator", model: model, section: .emulator)
     }
 
     func phonePage(token: String) async throws -> DashboardView {
@@ -105,18 +130,20 @@ struct DashboardEmulatorController: Sendable {
             let item = Self.phoneJSON(notification)
             return PhoneModel.Item(
                 pushType: item["pushType"]?.stringValue ?? "", time: DashboardFormat.clock(notification.deliveredAtMilliseconds),
-                title: item["title"]?.stringValue ?? "", body: item["body"]?.stringValue ?? ""
+                title: item["title"]?.stringValue ?? "",
+                subtitle: item["subtitle"]?.stringValue ?? "", body: item["body"]?.stringValue ?? ""
             )
         }
         let apps = try await self.dashboard.store.apps().filter { $0.bundleID == device.bundleID }
         let model = PhoneModel(
             token: device.token, bundleID: device.bundleID, environment: DashboardFormat.environmentName(device.environment),
+            online: device.online, uninstalled: device.uninstalledAtMilliseconds != nil, notificationsEnabled: device.notificationsEnabled,
             sendLinks: apps.enumerated().map {
                 PhoneModel.SendLink(appID: $0.element.id, appPath: DashboardFormat.path($0.element.id), space: $0.offset > 0)
             },
             inbox: inbox, empty: inbox.isEmpty
         )
-        return DashboardView(template: .phone, title: nil, model: model)
+        return DashboardView(template: .phone, title: "Phone \(device.token.prefix(8))…", model: model, section: .emulator)
     }
 
     static func phoneJSON(_ notification: ReceivedNotification) -> JSONValue {
@@ -124,7 +151,8 @@ struct DashboardEmulatorController: Sendable {
         let alert = payload["aps"]?["alert"]
         let title = alert?.stringValue ?? alert?["title"]?.stringValue ?? (notification.pushType == "background" ? "(background push)" : "")
         return .object([
-            ("title", .string(title)), ("body", .string(alert?["body"]?.stringValue ?? "")), ("pushType", .string(notification.pushType)),
+            ("title", .string(title)), ("subtitle", .string(alert?["subtitle"]?.stringValue ?? "")),
+            ("body", .string(alert?["body"]?.stringValue ?? "")), ("pushType", .string(notification.pushType)),
             ("at", .int(notification.deliveredAtMilliseconds)), ("time", .string(DashboardFormat.clock(notification.deliveredAtMilliseconds))),
             ("apnsId", .string(notification.apnsID)),
         ])

@@ -20,6 +20,15 @@ enum DashboardFormat {
         String(Self.time(milliseconds).suffix(8).prefix(5))
     }
 
+    /// A message as a sentence: a capital first letter and a full stop.
+    static func sentence(_ message: String) -> String {
+        var text = message.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let first = text.first else { return text }
+        text = first.uppercased() + text.dropFirst()
+        if let last = text.last, !".!?:".contains(last) { text += "." }
+        return text
+    }
+
     static func number(_ value: Double) -> String { String(format: "%.1f", value) }
 
     static func pretty(_ value: JSONValue, indent: String = "") -> String {

@@ -62,6 +62,23 @@ struct DashboardOverviewController: Sendable {
         var bars: [Bar]
         var rows: [Row]
         var hasRows: Bool
+        /// Where the axes are drawn (the plot's edges).
+        struct Axis: Sendable {
+            var left: String
+            var top: String
+            var bottom: String
+            var right: String
+        }
+        /// A label on an axis: where, and what.
+        struct Tick: Sendable {
+            var x: String
+            var y: String
+            var label: String
+            var anchor = "end"
+        }
+        var axis: Axis
+        var yTicks: [Tick]
+        var xTicks: [Tick]
     }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
@@ -92,27 +109,54 @@ struct DashboardOverviewController: Sendable {
             hasConnections: !connections.isEmpty,
             apps: apps.map { Model.AppLink(id: $0.id, path: DashboardFormat.path($0.id), bundleID: $0.bundleID) }, hasApps: !apps.isEmpty
         )
-        return DashboardView(template: .overview, title: nil, model: model)
+        return DashboardView(template: .overview, title: "Overview", model: model, section: .overview)
     }
 
     static func chart(_ minutes: [DeliveryEvents.Minute]) -> Chart {
+        // The plot sits right of the y axis's labels and above the x axis's.
         let width = 600.0
-        let height = 160.0
+        let height = 190.0
+        let left = 44.0
+        let top = 8.0
+        let plotWidth = width - left - 4
+        let plotHeight = 150.0
+        let bottom = top + plotHeight
         let highest = minutes.map { $0.sent + $0.failed + $0.retried }.max() ?? 0
         let peak = max(1, highest)
-        let slot = width / Double(max(1, minutes.count))
+        let slot = plotWidth / Double(max(1, minutes.count))
         var bars: [Chart.Bar] = []
         for (index, minute) in minutes.enumerated() {
-            var y = height
-            let x = Double(index) * slot
+            var y = bottom
+            let x = left + Double(index) * slot
             for (count, kind) in [(minute.sent, "sent"), (minute.retried, "retried"), (minute.failed, "failed")] where count > 0 {
-                let h = max(1, height * Double(count) / Double(peak))
+                let h = max(1, plotHeight * Double(count) / Double(peak))
                 y -= h
                 bars.append(
                     Chart.Bar(
-                        kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y), barWidth: DashboardFormat.number(slot - 2),
+                        kind: kind, x: DashboardFormat.number(x + 1), y: DashboardFormat.number(y),
+                        barWidth: DashboardFormat.number(max(1, slot - 2)),
                         barHeight: DashboardFormat.number(h), count: count, clock: DashboardFormat.clock(minute.minute * 60_000)
                     ))
+            }
+        }
+        // The y axis: 0, half the peak and the peak (per minute); the x axis: the hour's first
+        // minute, its middle and its last (UTC).
+        var yTicks: [Chart.Tick] = []
+        for fraction in [0.0, 0.5, 1.0] {
+            let value = Double(peak) * fraction
+            let label = fraction == 0.5 && peak % 2 == 1 ? DashboardFormat.number(value) : "\(Int(value))"
+            yTicks.append(
+                Chart.Tick(x: DashboardFormat.number(left - 6), y: DashboardFormat.number(bottom - plotHeight * fraction + 4), label: label))
+        }
+        var xTicks: [Chart.Tick] = []
+        if let first = minutes.first, let last = minutes.last {
+            let middle = minutes[minutes.count / 2]
+            for (index, minute, anchor) in [(0, first, "start"), (minutes.count / 2, middle, "middle"), (minutes.count - 1, last, "end")] {
+                let x = anchor == "end" ? width - 4 : anchor == "start" ? left : left + Double(index) * slot + slot / 2
+                xTicks.append(
+                    Chart.Tick(
+                        x: DashboardFormat.number(x), y: DashboardFormat.number(bottom + 18), label: DashboardFormat.clock(minute.minute * 60_000),
+                        anchor: anchor))
             }
         }
         let totals = minutes.reduce(into: (0, 0, 0)) {
@@ -125,7 +169,11 @@ struct DashboardOverviewController: Sendable {
         }
         return Chart(
             width: Int(width), height: Int(height), sent: totals.0, retried: totals.1, failed: totals.2, highest: highest, bars: bars, rows: rows,
-            hasRows: !rows.isEmpty
+            hasRows: !rows.isEmpty,
+            axis: Chart.Axis(
+                left: DashboardFormat.number(left), top: DashboardFormat.number(top), bottom: DashboardFormat.number(bottom),
+                right: DashboardFormat.number(width - 4)),
+            yTicks: yTicks, xTicks: xTicks
         )
     }
 }

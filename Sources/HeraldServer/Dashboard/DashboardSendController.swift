@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
+import HeraldAPI
 import HeraldCore
 import Hummingbird
 
@@ -28,11 +29,13 @@ struct DashboardSendController: Sendable {
         var pushTypes: [DashboardOption]
         var priorities: [DashboardOption]
         var previewTitle: String
+        var previewSubtitle: String
         var previewBody: String
         var previewError: String
         var headerLines: String
         var bytes: String
         var payload: String
+        var reach: String
     }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
@@ -52,15 +55,13 @@ struct DashboardSendController: Sendable {
             do {
                 let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
                 if form["action"] == "preview" {
-                    var view = try await self.sendPage(app: app, form: form, outcome: nil)
-                    view.title = "Send a test"
+                    let view = try await self.sendPage(app: app, form: form, outcome: nil)
                     return self.dashboard.views.response(view, session: session)
                 }
                 let id = try await self.dashboard.backend.send(spec, app: app, now: now)
                 return DashboardViews.redirect("/dashboard/apps/\(DashboardFormat.path(app.id))/notifications/\(DashboardFormat.path(id))")
             } catch let error as HeraldError {
-                var view = try await self.sendPage(app: app, form: form, outcome: "\(error.code): \(error.message)")
-                view.title = "Send a test"
+                let view = try await self.sendPage(app: app, form: form, outcome: error.message)
                 return self.dashboard.views.response(view, session: session, status: .unprocessableContent)
             }
         }
@@ -68,7 +69,7 @@ struct DashboardSendController: Sendable {
             let form = try await DashboardForm.read(request)
             _ = try await self.dashboard.sessions.authorized(request, form: form)
             let app = try await self.dashboard.app(context.parameters.get("app"))
-            return DashboardBackend.json(self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds))
+            return DashboardBackend.json(await self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds))
         }
     }
 
@@ -109,7 +110,7 @@ struct DashboardSendController: Sendable {
     }
 
     /// What would be sent: the payload and the APNs headers, or the error the form would get.
-    func preview(_ form: [String: String], app: App, now: Int64) -> JSONValue {
+    func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
             let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
             let pushType = spec.pushType ?? .alert
@@ -121,21 +122,33 @@ struct DashboardSendController: Sendable {
             if let collapse = spec.collapseID { headers.append(("apns-collapse-id", .string(collapse))) }
             let payload = (try? JSONValue.parse(spec.payload)) ?? .null
             let alert = payload["aps"]?["alert"]
+            // Who it would reach now: the API's dry run.
+            let reach = (try? await self.dashboard.backend.dryRun(spec, app: app)).map(Self.reach) ?? ""
             return .object([
+                ("reach", .string(reach)),
                 ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))),
                 ("headers", .object(headers)),
                 ("title", alert?["title"] ?? alert ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
                 ("derivedPushType", .bool(spec.pushType == nil)),
             ])
         } catch let error as HeraldError {
-            return .object([("ok", false), ("error", .string("\(error.code): \(error.message)"))])
+            return .object([("ok", false), ("error", .string(error.message))])
         } catch {
-            return .object([("ok", false), ("error", .string("\(error)"))])
+            return .object([("ok", false), ("error", .string("This cannot be previewed."))])
         }
     }
 
+    /// "Would reach 3 devices (2 alert, 1 voip)", or why nobody.
+    static func reach(_ dryRun: DryRunResponse) -> String {
+        guard dryRun.audienceSize > 0 else {
+            return "Would reach nobody: no active device matches this audience now."
+        }
+        let parts = dryRun.pushTypes.map { "\($0.devices) \($0.pushType)" }.joined(separator: ", ")
+        return "Would reach \(dryRun.audienceSize) device\(dryRun.audienceSize == 1 ? "" : "s") (\(parts))."
+    }
+
     func sendPage(app: App, form: [String: String], outcome: String?) async throws -> DashboardView {
-        let preview = self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds)
+        let preview = await self.preview(form, app: app, now: self.dashboard.backend.nowMilliseconds)
         func options(_ field: String, _ choices: [(String, String)]) -> [DashboardOption] {
             choices.map { DashboardOption(value: $0.0, label: $0.1, selected: (form[field] ?? "") == $0.0) }
         }
@@ -154,11 +167,13 @@ struct DashboardSendController: Sendable {
                     ("liveactivity", "liveactivity"),
                 ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
-            previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
+            previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
+            previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
-            headerLines: preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
-            bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : ""
+            headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
+            bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : "",
+            reach: ok ? preview["reach"]?.stringValue ?? "" : ""
         )
-        return DashboardView(template: .send, title: nil, model: model)
+        return DashboardView(template: .send, title: "Send — \(app.id)", model: model, section: .apps)
     }
 }

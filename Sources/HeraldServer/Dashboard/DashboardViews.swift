@@ -11,12 +11,37 @@ import NIOCore
 /// plain values (strings, numbers, flags, lists), never markup.
 struct DashboardView: Sendable {
     var template: DashboardTemplate
-    /// The document's `<title>`; nil for "Herald".
+    /// What the page is, first in the document's `<title>` ("… · Herald"); nil for "Herald".
     var title: String?
     var model: any Sendable
+    /// The part of the top navigation the page belongs to (marked `aria-current`).
+    var section: DashboardSection?
+
+    init(template: DashboardTemplate, title: String?, model: any Sendable, section: DashboardSection? = nil) {
+        self.template = template
+        self.title = title
+        self.model = model
+        self.section = section
+    }
 
     /// The model of a page that shows no values.
     struct Empty: Sendable {}
+}
+
+/// The top navigation's parts.
+enum DashboardSection: String, CaseIterable, Sendable {
+    case overview, apps, keys, emulator
+
+    var label: String {
+        switch self {
+        case .overview: "Overview"
+        case .apps: "Apps"
+        case .keys: "Keys"
+        case .emulator: "Emulator"
+        }
+    }
+
+    var href: String { self == .overview ? "/dashboard" : "/dashboard/\(self.rawValue)" }
 }
 
 /// An `<option>` of a `<select>` (the `option` partial).
@@ -29,6 +54,7 @@ struct DashboardOption: Sendable {
 /// The page templates (`Templates/<name>.mustache`); the partials they use are listed in `partials`.
 enum DashboardTemplate: String, CaseIterable, Sendable {
     case login, overview, apps, app, keys, devices, device, notification, send, emulator, phone, notFound = "not-found", emulatorOff = "emulator-off"
+    case error, notifications
 
     static let partials = ["layout", "csrf", "chart", "credential", "option", "explained"]
 }
@@ -61,7 +87,15 @@ struct DashboardViews: Sendable {
     struct Frame {
         var documentTitle: String
         var signedIn: SignedIn?
+        var nav: [NavLink]
         var page: any Sendable
+    }
+
+    /// A link of the top navigation; `current` for the page's own part.
+    struct NavLink {
+        var href: String
+        var label: String
+        var current: Bool
     }
 
     /// The top bar's sign-out form.
@@ -72,7 +106,8 @@ struct DashboardViews: Sendable {
 
     func render(_ view: DashboardView, session: DashboardSession?) -> String {
         let frame = Frame(
-            documentTitle: view.title ?? "Herald", signedIn: session.map { SignedIn(name: $0.name, csrf: $0.csrf) }, page: view.model
+            documentTitle: view.title.map { "\($0) · Herald" } ?? "Herald", signedIn: session.map { SignedIn(name: $0.name, csrf: $0.csrf) },
+            nav: DashboardSection.allCases.map { NavLink(href: $0.href, label: $0.label, current: $0 == view.section) }, page: view.model
         )
         return self.library.render(frame, withTemplate: view.template.rawValue) ?? ""
     }

@@ -8,6 +8,9 @@ document.addEventListener("DOMContentLoaded", () => {
     let timer = null;
     let sequence = 0;
     const show = (id, text) => { const node = document.getElementById(id); if (node) node.textContent = text; };
+    const clear = () => {
+      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach"]) show(id, "");
+    };
     const refresh = async () => {
       const mine = ++sequence;
       const body = new URLSearchParams(new FormData(form));
@@ -22,15 +25,20 @@ document.addEventListener("DOMContentLoaded", () => {
         if (preview.ok) {
           show("preview-error", "");
           show("preview-banner-title", typeof preview.title === "string" ? preview.title : "");
+          show("preview-banner-subtitle", typeof preview.subtitle === "string" ? preview.subtitle : "");
           show("preview-banner-body", typeof preview.body === "string" ? preview.body : "");
           show("preview-headers", Object.entries(preview.headers).map(([k, v]) => `${k}: ${v}`).join("\n"));
           show("preview-payload", preview.payload);
           show("preview-bytes", `${preview.bytes} bytes`);
+          show("preview-reach", typeof preview.reach === "string" ? preview.reach : "");
         } else {
-          show("preview-error", preview.error || (preview.error && preview.error.message) || "cannot preview");
+          // Nothing of the last good preview stays on screen as if it were current.
+          clear();
+          show("preview-error", preview.error || "This cannot be previewed.");
         }
       } catch (error) {
-        show("preview-error", "preview unavailable: " + error);
+        clear();
+        show("preview-error", "The preview is unavailable (is the server reachable?).");
       }
     };
     form.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(refresh, 200); });
@@ -52,10 +60,13 @@ document.addEventListener("DOMContentLoaded", () => {
       const title = document.createElement("div");
       title.className = "banner-title";
       title.textContent = item.title;
+      const subtitle = document.createElement("div");
+      subtitle.className = "banner-subtitle";
+      subtitle.textContent = item.subtitle || "";
       const body = document.createElement("div");
       body.className = "banner-body";
       body.textContent = item.body;
-      li.append(app, title, body);
+      li.append(app, title, subtitle, body);
       list.prepend(li);
       const empty = document.getElementById("phone-empty");
       if (empty) empty.remove();
