@@ -113,10 +113,10 @@ import Testing
     static let hangGuard: Duration = .seconds(300)
 
     /// Polls the notification until nothing is pending (bounded by the hang guard only).
-    func settled(_ context: Context, key: String, id: String) async throws -> [String: Any] {
+    func settled(_ context: Context, key: String, id: String, app: String = "demo") async throws -> [String: Any] {
         let deadline = ContinuousClock.now + Self.hangGuard
         while ContinuousClock.now < deadline {
-            let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: key)
+            let status = try await context.api.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key)
             if let counts = status.body["counts"] as? [String: Int], counts["pending"] == 0 { return status.body }
             try await Task.sleep(for: .milliseconds(50))
         }
