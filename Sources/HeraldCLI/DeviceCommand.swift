@@ -195,12 +195,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                 say("[Live Activity \(started)] update token \(update.hex.prefix(8))… registered")
                 addedContinuation.yield((update.hex, .activity(started)))
             }
-            if let count = self.count,
-                tally.shown.withLock({
-                    $0 += 1
-                    return $0
-                }) >= count
-            {
+            if tally.showOne(reaching: self.count) {
                 addedContinuation.finish()
                 return
             }
@@ -225,12 +220,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             say(
                 await self.renderAlert(
                     received, payload: local.payload, handler: handler, categories: categories, origin: "local \(local.identifier)"))
-            if let count = self.count,
-                tally.shown.withLock({
-                    $0 += 1
-                    return $0
-                }) >= count
-            {
+            if tally.showOne(reaching: self.count) {
                 addedContinuation.finish()
                 return
             }
@@ -241,6 +231,15 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     final class Tally: Sendable {
         let opened = Mutex(0)
         let shown = Mutex(0)
+
+        /// Counts one notification shown; true when that makes `count` (--count), if there is one.
+        func showOne(reaching count: Int?) -> Bool {
+            let shown = self.shown.withLock {
+                $0 += 1
+                return $0
+            }
+            return count.map { shown >= $0 } ?? false
+        }
     }
 
     /// What a stream's pushes are to the device.

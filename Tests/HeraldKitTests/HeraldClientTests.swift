@@ -33,10 +33,8 @@ import FoundationNetworking
         }
     }
 
-    /// A `herald serve` on free ports with its built-in emulator, a fresh database and master key.
-    static func withServer(_ body: @escaping @Sendable (RunningServer, TemporaryDirectory) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory(prefix: "heraldkit")
-        defer { directory.remove() }
+    /// A `herald serve` on free ports in `directory` with its built-in emulator and a fresh master key.
+    static func configuration(_ directory: TemporaryDirectory) -> ServerConfiguration {
         var configuration = ServerConfiguration()
         configuration.port = 0
         configuration.dataDirectory = directory.path
@@ -46,7 +44,14 @@ import FoundationNetworking
         // An APNs timeout (and the lease bounding it) a loaded machine cannot hit.
         configuration.engine.lease = .seconds(600)
         configuration.engine.apnsTimeout = .seconds(300)
-        try await withHeraldServer(configuration: configuration) { server in try await body(server, directory) }
+        return configuration
+    }
+
+    /// A `herald serve` (``configuration(_:)``) on a fresh database.
+    static func withServer(_ body: @escaping @Sendable (RunningServer, TemporaryDirectory) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory(prefix: "heraldkit")
+        defer { directory.remove() }
+        try await withHeraldServer(configuration: Self.configuration(directory)) { server in try await body(server, directory) }
     }
 
     @Test("registers every token kind, moves tokens on login and logout, unregisters; Herald's refusals come back with their code")

@@ -18,14 +18,7 @@ import FoundationNetworking
     static func withServer(_ body: @escaping @Sendable (RunningServer) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "herald-receipts")
         defer { directory.remove() }
-        var configuration = ServerConfiguration()
-        configuration.port = 0
-        configuration.dataDirectory = directory.path
-        configuration.emulatorPorts = (0, 0, 0)
-        configuration.masterKey = SecretBox.generateMasterKey()
-        configuration.engine.pollInterval = .milliseconds(20)
-        configuration.engine.lease = .seconds(600)
-        configuration.engine.apnsTimeout = .seconds(300)
+        var configuration = HeraldClientTests.configuration(directory)
         configuration.webhookAllowInternal = true
         configuration.refuseUndeclaredStatuses = true
         try await withHeraldServer(configuration: configuration) { server in try await body(server) }
