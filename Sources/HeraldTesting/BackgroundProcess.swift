@@ -31,6 +31,20 @@ package final class BackgroundProcess: Sendable {
         return nil
     }
 
+    /// Waits until it printed a whole line starting with `prefix` (`timeout` seconds is a hang
+    /// guard: the wait ends at the line); what follows the prefix, nil if no such line came.
+    package func line(startingWith prefix: String, timeout: TimeInterval = 300) async throws -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            // The last piece has no newline yet: a line still being written.
+            let lines = self.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            if let line = lines.first(where: { $0.hasPrefix(prefix) }) { return String(line.dropFirst(prefix.count)) }
+            if self.child.status != nil { return nil }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
     /// Waits (bounded) until it printed `text`; false if it did not within `timeout` seconds.
     package func waitFor(_ text: String, timeout: TimeInterval = 30) async throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

@@ -39,15 +39,8 @@ import FoundationNetworking
             s.serve_forever()
             """
         let process = try BackgroundProcess("/usr/bin/env", ["python3", "-c", script])
-        try #require(try await process.waitFor("receiver listening", timeout: 300), "\(process.printed)")
-        var port: String?
-        let deadline = ContinuousClock.now + .seconds(300)  // a hang guard: the loop ends at the line
-        while port == nil, ContinuousClock.now < deadline {
-            port = process.printed.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-                .first { $0.hasPrefix("receiver listening ") }.map { String($0.dropFirst("receiver listening ".count)) }
-            if port == nil { try await Task.sleep(for: .milliseconds(50)) }
-        }
-        return (process, "http://127.0.0.1:\(try #require(port))/hook")
+        let port = try await process.line(startingWith: "receiver listening ")
+        return (process, "http://127.0.0.1:\(try #require(port, "\(process.printed)"))/hook")
     }
 
     static func call(_ base: URL, _ key: String, _ method: String, _ path: String, _ body: String? = nil) async throws -> (Int, [String: Any]) {
