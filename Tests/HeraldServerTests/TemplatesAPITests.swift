@@ -76,4 +76,30 @@ extension ServerTests {
             #expect((try await context.api.call("GET", "/v1/apps/demo/templates", key: send).body["templates"] as? [Any])?.isEmpty == true)
         }
     }
+
+    @Test("a preview shows every locale's rendering with the values escaped for JSON, and names a missing variable")
+    func templatesPreview() async throws {
+        try await self.withServer { context in
+            let (_, send) = try await self.setUp(context)
+            let made = try await context.api.call(
+                "POST", "/v1/apps/demo/templates", key: send,
+                json: #"{"name":"t","default":{"title":"Hi {{name}}"},"locales":{"pt":{"title":"Olá {{name}}","payload":{"n":"{{name}}","l":"{{device.locale}}"}}}}"#)
+            let id = try #require(made.body["id"] as? String)
+            let preview = try await context.api.call(
+                "POST", "/v1/apps/demo/templates/\(id)/preview", key: send, json: #"{"data":{"name":"A\"}, \"x\": {{name}}"}}"#)
+            #expect(preview.status == 200, "\(preview.body)")
+            let variants = try #require(preview.body["variants"] as? [[String: Any]])
+            #expect(variants.map { $0["locale"] as? String } == [nil, "pt"])
+            #expect(variants.map { $0["title"] as? String } == [#"Hi A"}, "x": {{name}}"#, #"Olá A"}, "x": {{name}}"#])
+            let payload = try #require(variants.last?["payload"] as? [String: Any])
+            #expect(payload["n"] as? String == #"A"}, "x": {{name}}"# && payload["l"] as? String == "pt" && payload.count == 2)
+
+            let missing = try await context.api.call("POST", "/v1/apps/demo/templates/\(id)/preview", key: send, json: #"{"data":{"nome":"A"}}"#)
+            #expect(missing.status == 400 && self.code(missing) == "template_variable_missing", "\(missing.body)")
+            #expect(((missing.body["error"] as? [String: Any])?["message"] as? String)?.contains("'name'") == true)
+            let array = try await context.api.call("POST", "/v1/apps/demo/templates/\(id)/preview", key: send, json: #"{"data":{"name":[1]}}"#)
+            #expect(array.status == 400 && self.code(array) == "template_variable_invalid")
+            #expect(try await context.api.call("POST", "/v1/apps/demo/templates/tpl_nope/preview", key: send, json: "{}").status == 404)
+        }
+    }
 }

@@ -58,6 +58,37 @@ public struct TemplateResponse: Sendable, Hashable, Codable {
     }
 }
 
+/// `POST /v1/apps/{app}/templates/{id}/preview`: the values of its variables.
+public struct TemplatePreviewRequest: Sendable, Hashable, Codable {
+    public var data: JSON?
+
+    public init(data: JSON? = nil) { self.data = data }
+}
+
+/// One variant filled in; `locale` is null for the default.
+public struct RenderedTemplateVariant: Sendable, Hashable, Codable {
+    public var locale: String?
+    public var title: String?
+    public var subtitle: String?
+    public var body: String?
+    public var payload: JSON?
+
+    public init(locale: String?, title: String?, subtitle: String?, body: String?, payload: JSON?) {
+        self.locale = locale
+        self.title = title
+        self.subtitle = subtitle
+        self.body = body
+        self.payload = payload
+    }
+}
+
+/// The answer to a preview: the default variant first, then each locale's.
+public struct TemplatePreview: Sendable, Hashable, Codable {
+    public var variants: [RenderedTemplateVariant]
+
+    public init(variants: [RenderedTemplateVariant]) { self.variants = variants }
+}
+
 /// `GET /v1/apps/{app}/templates`: by name.
 public struct TemplateList: Sendable, Hashable, Codable {
     public var templates: [TemplateResponse]

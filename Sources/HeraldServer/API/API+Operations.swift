@@ -64,6 +64,7 @@ extension API {
             Operation(method: .get, path: "/v1/apps/{app}/templates/{id}", statuses: app.union([200])),
             Operation(method: .put, path: "/v1/apps/{app}/templates/{id}", statuses: app.union(body).union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/templates/{id}", statuses: app.union([204])),
+            Operation(method: .post, path: "/v1/apps/{app}/templates/{id}/preview", statuses: app.union(body).union([200])),
             Operation(method: .post, path: "/v1/apps/{app}/webhooks", statuses: app.union(body).union([201])),
             Operation(method: .get, path: "/v1/apps/{app}/webhooks", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/webhooks/{id}", statuses: app.union([204])),

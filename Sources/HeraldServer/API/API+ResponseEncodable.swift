@@ -19,6 +19,7 @@ extension WebhookResponse: @retroactive ResponseEncodable {}
 extension WebhookList: @retroactive ResponseEncodable {}
 extension TemplateResponse: @retroactive ResponseEncodable {}
 extension TemplateList: @retroactive ResponseEncodable {}
+extension TemplatePreview: @retroactive ResponseEncodable {}
 extension WebhookMessageList: @retroactive ResponseEncodable {}
 extension HealthResponse: @retroactive ResponseEncodable {}
 extension UserSecretResponse: @retroactive ResponseEncodable {}

@@ -22,6 +22,21 @@ struct TemplatesController {
         templates.get(":id", use: self.get)
         templates.put(":id", use: self.replace)
         templates.delete(":id", use: self.delete)
+        templates.post(":id/preview", use: self.preview)
+    }
+
+    /// Every variant filled from `data` (device attributes as a device of that locale with
+    /// nothing else registered); 400 `template_variable_missing` naming what `data` lacks.
+    @Sendable func preview(_ request: Request, context: APIRequestContext) async throws -> TemplatePreview {
+        let template = try await self.existing(context)
+        let body = try await request.decode(as: TemplatePreviewRequest.self, context: context)
+        let compiled = try CompiledTemplate(template)
+        let data = body.data.map(JSONValue.init)
+        try compiled.check(data: data)
+        return TemplatePreview(
+            variants: try compiled.renderAll(data: data).map {
+                RenderedTemplateVariant(locale: $0.locale, title: $0.title, subtitle: $0.subtitle, body: $0.body, payload: $0.payload.map(JSON.init))
+            })
     }
 
     /// 201 with the template and a new id.
