@@ -172,7 +172,8 @@ package struct CompiledTemplate: Sendable {
         }
         return RenderedVariant(
             locale: variant.locale, title: try variant.title?.rendered(value), subtitle: try variant.subtitle?.rendered(value),
-            body: try variant.body?.rendered(value), payload: try variant.payload.map { (payload) throws(HeraldError) in try Self.fill(payload, value) }
+            body: try variant.body?.rendered(value),
+            payload: try variant.payload.map { (payload) throws(HeraldError) in try Self.fill(payload, value) }
         )
     }
 

@@ -36,12 +36,14 @@ extension ServerTests {
             #expect(replaced.status == 200 && replaced.body["name"] as? String == "Shipped", "\(replaced.body)")
             #expect((replaced.body["locales"] as? [String: Any])?.isEmpty == true && replaced.body["variables"] as? [String] == ["name"])
             #expect(replaced.body["createdAt"] as? Int64 == made.body["createdAt"] as? Int64)
-            let missing = try await context.api.call("PUT", "/v1/apps/demo/templates/tpl_nope", key: send, json: #"{"name":"x","default":{"body":"x"}}"#)
+            let missing = try await context.api.call(
+                "PUT", "/v1/apps/demo/templates/tpl_nope", key: send, json: #"{"name":"x","default":{"body":"x"}}"#)
             #expect(missing.status == 404)
 
             // Another app's key sees none of demo's templates.
             #expect(
-                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status == 201)
+                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status
+                    == 201)
             let otherKey = try #require(
                 try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"send","appId":"other"}"#).body["key"] as? String)
             #expect(try await context.api.call("GET", "/v1/apps/demo/templates/\(id)", key: otherKey).status == 403)
@@ -83,7 +85,9 @@ extension ServerTests {
             let (_, send) = try await self.setUp(context)
             let made = try await context.api.call(
                 "POST", "/v1/apps/demo/templates", key: send,
-                json: #"{"name":"t","default":{"title":"Hi {{name}}"},"locales":{"pt":{"title":"Olá {{name}}","payload":{"n":"{{name}}","l":"{{device.locale}}"}}}}"#)
+                json:
+                    #"{"name":"t","default":{"title":"Hi {{name}}"},"locales":{"pt":{"title":"Olá {{name}}","payload":{"n":"{{name}}","l":"{{device.locale}}"}}}}"#
+            )
             let id = try #require(made.body["id"] as? String)
             let preview = try await context.api.call(
                 "POST", "/v1/apps/demo/templates/\(id)/preview", key: send, json: #"{"data":{"name":"A\"}, \"x\": {{name}}"}}"#)

@@ -9,7 +9,8 @@ import Testing
         defaultVariant: TemplateVariant(title: "Order {{order}}", body: "Hi {{ name }}, it ships {{when}}"),
         variants: [
             "pt": TemplateVariant(title: "Pedido {{order}}", body: "Olá {{name}}"),
-            "pt-BR": TemplateVariant(title: "Pedido {{order}} (BR)", subtitle: "{{device.locale}}", payload: #"{"link":"app://o/{{order}}","n":[1,"{{name}}"]}"#),
+            "pt-BR": TemplateVariant(
+                title: "Pedido {{order}} (BR)", subtitle: "{{device.locale}}", payload: #"{"link":"app://o/{{order}}","n":[1,"{{name}}"]}"#),
         ],
         createdAt: 1, updatedAt: 1
     )
@@ -30,7 +31,8 @@ import Testing
 
     @Test("a device without a locale gets the default variant")
     func noLocale() throws {
-        let rendered = try CompiledTemplate(self.template).render(data: try self.data(#"{"order":7,"name":"Ana","when":"now"}"#), device: TemplateDevice())
+        let rendered = try CompiledTemplate(self.template).render(
+            data: try self.data(#"{"order":7,"name":"Ana","when":"now"}"#), device: TemplateDevice())
         #expect(rendered == RenderedVariant(locale: nil, title: "Order 7", body: "Hi Ana, it ships now"))
     }
 
@@ -49,10 +51,12 @@ import Testing
 
     @Test("numbers and booleans render as JSON writes them; null, arrays and objects are refused")
     func values() throws {
-        let compiled = try CompiledTemplate(Template(id: "t", appID: "demo", name: "t", defaultVariant: TemplateVariant(body: "{{a}} {{b}} {{c}}"), createdAt: 1, updatedAt: 1))
+        let compiled = try CompiledTemplate(
+            Template(id: "t", appID: "demo", name: "t", defaultVariant: TemplateVariant(body: "{{a}} {{b}} {{c}}"), createdAt: 1, updatedAt: 1))
         #expect(try compiled.render(data: try self.data(#"{"a":3,"b":true,"c":2.5}"#), device: TemplateDevice()).body == "3 true 2.5")
         for bad in [#"{"a":1,"b":[1],"c":1}"#, #"{"a":1,"b":{},"c":1}"#] {
-            #expect(throws: HeraldError.invalid("the template's variable 'b' must be a string, number or boolean", code: "template_variable_invalid")) {
+            #expect(throws: HeraldError.invalid("the template's variable 'b' must be a string, number or boolean", code: "template_variable_invalid"))
+            {
                 try compiled.check(data: try self.data(bad))
             }
         }
@@ -81,7 +85,8 @@ import Testing
             TemplateVariant(payload: #"{"aps":{"badge":1}}"#), TemplateVariant(body: "{{1abc}}"),
         ])
     func invalid(variant: TemplateVariant) {
-        let template = Template(id: "t", appID: "demo", name: "t", defaultVariant: TemplateVariant(), variants: ["en": variant], createdAt: 1, updatedAt: 1)
+        let template = Template(
+            id: "t", appID: "demo", name: "t", defaultVariant: TemplateVariant(), variants: ["en": variant], createdAt: 1, updatedAt: 1)
         #expect(throws: HeraldError.self) { try CompiledTemplate(template) }
         do {
             _ = try CompiledTemplate(template)
@@ -104,7 +109,10 @@ import Testing
         #expect(compiled.renderKey(TemplateDevice(locale: "pt-BR")) != compiled.renderKey(TemplateDevice(locale: "pt_BR")))
         #expect(compiled.renderKey(TemplateDevice(locale: "pt-BR")) == compiled.renderKey(TemplateDevice(locale: "pt-BR", platform: "iOS")))
         #expect(compiled.locales == ["pt", "pt-BR"])
-        #expect(try compiled.renderAll(data: try self.data(#"{"order":1,"name":"A","when":"w"}"#)).map(\.title) == ["Order 1", "Pedido 1", "Pedido 1 (BR)"])
+        #expect(
+            try compiled.renderAll(data: try self.data(#"{"order":1,"name":"A","when":"w"}"#)).map(\.title) == [
+                "Order 1", "Pedido 1", "Pedido 1 (BR)",
+            ])
     }
 
     @Test("a locale given twice (by case or separator) is refused")

@@ -111,7 +111,9 @@ struct TemplatesController {
 
     static func isLocale(_ locale: String) -> Bool {
         !locale.isEmpty && locale.utf8.count <= 35
-            && locale.unicodeScalars.allSatisfy { $0 == "-" || $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) }
+            && locale.unicodeScalars.allSatisfy {
+                $0 == "-" || $0 == "_" || ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+            }
     }
 
     private static func variant(_ body: TemplateVariantBody) throws -> TemplateVariant {
