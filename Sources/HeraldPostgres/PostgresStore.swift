@@ -385,6 +385,14 @@ package final class PostgresStore: HeraldStore {
             "ALTER TABLE notifications ADD COLUMN opened_count BIGINT NOT NULL DEFAULT 0",
             "ALTER TABLE apps ADD COLUMN receipts BOOLEAN NOT NULL DEFAULT TRUE",
         ],
+        // 11: notification templates per app, as in SQLite's 10.
+        [
+            """
+            CREATE TABLE templates (
+                app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, name TEXT NOT NULL,
+                variants TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, PRIMARY KEY (app_id, id))
+            """
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

@@ -158,6 +158,13 @@ package final class SQLiteStore: HeraldStore {
         ALTER TABLE notifications ADD COLUMN opened_count INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE apps ADD COLUMN receipts INTEGER NOT NULL DEFAULT 1;
         """,
+        // 10: notification templates per app; `variants` is the JSON document of
+        // `Template.storedVariants` (the default variant and one per locale).
+        """
+        CREATE TABLE templates (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, name TEXT NOT NULL,
+            variants TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (app_id, id));
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

@@ -17,6 +17,9 @@ extension NotificationDetail: @retroactive ResponseEncodable {}
 extension CancelResponse: @retroactive ResponseEncodable {}
 extension WebhookResponse: @retroactive ResponseEncodable {}
 extension WebhookList: @retroactive ResponseEncodable {}
+extension TemplateResponse: @retroactive ResponseEncodable {}
+extension TemplateList: @retroactive ResponseEncodable {}
+extension TemplatePreview: @retroactive ResponseEncodable {}
 extension WebhookMessageList: @retroactive ResponseEncodable {}
 extension HealthResponse: @retroactive ResponseEncodable {}
 extension UserSecretResponse: @retroactive ResponseEncodable {}

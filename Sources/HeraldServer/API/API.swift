@@ -41,6 +41,7 @@ struct API: Sendable {
         DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
         NotificationsController(store: self.store, engine: self.engine, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)
+        TemplatesController(store: self.store, clock: self.clock).addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
         ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
             .addRoutes(to: v1)

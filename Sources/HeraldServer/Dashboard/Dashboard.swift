@@ -39,6 +39,7 @@ struct Dashboard: Sendable {
         DashboardSetupController(dashboard: self).register(on: group)
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
+        DashboardTemplatesController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
         DashboardNotificationsController(dashboard: self).register(on: group)
         DashboardEmulatorController(dashboard: self).register(on: group)
