@@ -123,7 +123,9 @@ import Testing
                     }
                     try await group.waitForAll()
                 }
-                #expect(await self.reason { try await client.createChannel(bundleID: bundle, storagePolicy: .noMessageStored) } == .cannotCreateChannelConfig)
+                #expect(
+                    await self.reason { try await client.createChannel(bundleID: bundle, storagePolicy: .noMessageStored) }
+                        == .cannotCreateChannelConfig)
                 // The list (~250 KB) is larger than a stream's initial window: the client opens it.
                 #expect(try await client.channels(bundleID: bundle).count == 10_000)
             }
