@@ -74,6 +74,36 @@ import Testing
         }
     }
 
+    @Test("broadcasts and device pushes share one connection and its header table, each answered as its own kind")
+    func interleaved() async throws {
+        try await withEmulatorFixture { fixture in
+            try await fixture.withClient { client in
+                let channel = try await client.createChannel(bundleID: EmulatorFixture.bundleID, storagePolicy: .noMessageStored)
+                let subscriber = try await fixture.createDevice(kind: "liveactivity")
+                try await fixture.control("POST", "/v1/devices/\(subscriber)/channels", json: #"{"channelId":"\#(channel.channelID.rawValue)"}"#)
+                let device = try await fixture.createDevice()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for round in 0..<20 {
+                        group.addTask {
+                            let delivery = try await client.send(try alert(device))
+                            #expect(delivery.apnsID != nil)
+                        }
+                        group.addTask {
+                            let body = #"{"aps":{"timestamp":\#(1_700_000_000 + round),"event":"update","content-state":{"n":\#(round)}}}"#
+                            let delivery = try await client.broadcast(
+                                APNSBroadcastRequest(channelID: channel.channelID, bundleID: EmulatorFixture.bundleID, payload: Array(body.utf8)))
+                            #expect(delivery.uniqueID != nil)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(await client.openConnections() == 1)
+                #expect(try await fixture.inbox(device).count == 20)
+                #expect(try await fixture.inbox(subscriber).count == 20)
+            }
+        }
+    }
+
     @Test("Apple's channel errors come back as rejections with their reason and failure class")
     func appleErrors() async throws {
         try await withEmulatorFixture { fixture in
