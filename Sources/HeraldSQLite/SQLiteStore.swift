@@ -158,6 +158,14 @@ package final class SQLiteStore: HeraldStore {
         ALTER TABLE notifications ADD COLUMN opened_count INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE apps ADD COLUMN receipts INTEGER NOT NULL DEFAULT 1;
         """,
+        // 10: broadcast channels: Apple's id per app and environment, with its storage policy.
+        """
+        CREATE TABLE channels (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, environment TEXT NOT NULL,
+            channel_id TEXT NOT NULL, storage_policy INTEGER NOT NULL, created_at INTEGER NOT NULL,
+            PRIMARY KEY (app_id, environment, channel_id)
+        );
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
