@@ -5,6 +5,7 @@ public import NIOCore
 public import NIOPosix
 import NIOSSL
 public import ServiceLifecycle
+import Synchronization
 
 /// An APNs client: one credential, one environment, a pool of HTTP/2 connections.
 ///
@@ -33,6 +34,14 @@ public final class APNSClient: Service, Sendable {
     private let pool: NIOLoopBoundBox<ConnectionPool>
     private let loop: any EventLoop
     private let usesCertificate: Bool
+    /// The channel-management pool, made on first use (nil until then), and how to make it.
+    private let management: Mutex<ManagementLane>
+    private let makeManagementPool: @Sendable (Intake) -> ConnectionPool
+
+    private struct ManagementLane {
+        var lane: (intake: Intake, pool: NIOLoopBoundBox<ConnectionPool>)?
+        var shutDown = false
+    }
 
     /// - Parameters:
     ///   - eventLoopGroup: where the connections live; one event loop of it carries the pool.
@@ -98,6 +107,22 @@ public final class APNSClient: Service, Sendable {
         )
         // The pool is created here but only ever used on `loop`.
         self.pool = NIOLoopBoundBox.makeBoxSendingValue(pool, eventLoop: loop)
+        self.management = Mutex(ManagementLane())
+        let managementConfiguration = configuration.channelManagement
+        var managementLogger = logger
+        managementLogger[metadataKey: "apns.pool"] = "channel-management"
+        self.makeManagementPool = { [tokenSource, token, clock, managementLogger] intake in
+            ConnectionPool(
+                loop: loop,
+                configuration: managementConfiguration,
+                intake: intake,
+                sslContext: sslContext,
+                tokenSource: tokenSource,
+                token: token,
+                clock: clock,
+                logger: managementLogger
+            )
+        }
     }
 
     /// Pushes one notification. Returns APNs's acceptance; throws ``APNSClientError`` for a local
@@ -163,9 +188,64 @@ public final class APNSClient: Service, Sendable {
     }
 
     public func shutdown() async {
+        let management = self.management.withLock { state in
+            state.shutDown = true
+            return state.lane?.pool
+        }
         let promise = self.loop.makePromise(of: Void.self)
         self.loop.execute { [pool = self.pool] in pool.value.shutdown(promise: promise) }
         try? await promise.futureResult.get()
+        if let management {
+            let promise = self.loop.makePromise(of: Void.self)
+            self.loop.execute { management.value.shutdown(promise: promise) }
+            try? await promise.futureResult.get()
+        }
+    }
+
+    // MARK: broadcast and channel management
+
+    /// Sends a request that is not a device push on the device pool (broadcasts) or the
+    /// channel-management pool, with the client's auth and deadlines. Returns APNs's answer.
+    func sendExtra(
+        _ extra: ExtraRequest, payload: [UInt8], management: Bool, timeout: Duration?
+    ) async throws(APNSClientError) -> (APNSDelivery, ExtraRequest.Answer) {
+        let intake: Intake
+        let pool: NIOLoopBoundBox<ConnectionPool>
+        if management {
+            guard let lane = self.managementLane() else { throw APNSClientError(code: .shutdown, message: "the client is shut down") }
+            (intake, pool) = lane
+        } else {
+            (intake, pool) = (self.intake, self.pool)
+        }
+        guard await intake.reserve() else {
+            throw APNSClientError(code: .shutdown, message: "the client is shut down")
+        }
+        let request = APNSRequest(
+            deviceToken: ExtraRequest.placeholder, headers: NotificationHeaders(pushType: .liveactivity, topic: ""), payload: payload)
+        let timeout = TimeAmount(timeout ?? self.configuration.requestTimeout)
+        let result = await withUnsafeContinuation { (continuation: UnsafeContinuation<APNSResult, Never>) in
+            let now = NIODeadline.now()
+            let pending = Pending(request: request, completion: .continuation(continuation), submitted: now, deadline: now + timeout, extra: extra)
+            switch intake.enqueue(pending) {
+            case .queued(let wake):
+                if wake { self.loop.execute { pool.value.dispatch() } }
+            case .closed:
+                pending.complete(.failure(APNSClientError(code: .shutdown, message: "the client is shut down")))
+            }
+        }
+        return (try result.get(), extra.result)
+    }
+
+    /// The channel-management pool, made now if this is its first use; nil once shut down.
+    private func managementLane() -> (Intake, NIOLoopBoundBox<ConnectionPool>)? {
+        self.management.withLock { state in
+            guard !state.shutDown else { return nil }
+            if let lane = state.lane { return lane }
+            let intake = Intake(capacity: self.configuration.maximumQueuedRequests)
+            let lane = (intake: intake, pool: NIOLoopBoundBox.makeBoxSendingValue(self.makeManagementPool(intake), eventLoop: self.loop))
+            state.lane = lane
+            return lane
+        }
     }
 }
 

@@ -58,6 +58,11 @@ public struct APNSClientConfiguration: Sendable {
     public var host: String?
     /// 443 unless set; Apple also listens on 2197.
     public var port: Int
+    /// Where channel management goes (a second pool, opened on first use): Apple's
+    /// channel-management host and port for the environment (2195, 2196) unless set; with a
+    /// custom `host` (an emulator), that host and `port`.
+    public var channelManagementHost: String?
+    public var channelManagementPort: Int?
     public var trustRoots: TrustRoots
     /// Connections in the pool. One carries ~1000 concurrent streams; more spread the load.
     public var connections: Int
@@ -111,9 +116,19 @@ public struct APNSClientConfiguration: Sendable {
     /// The host actually used.
     public var resolvedHost: String { self.host ?? self.environment.host }
 
+    /// The configuration of the channel-management pool: one connection to its host and port.
+    var channelManagement: APNSClientConfiguration {
+        var configuration = self
+        configuration.host = self.channelManagementHost ?? self.host ?? self.environment.channelManagementHost
+        configuration.port = self.channelManagementPort ?? (self.host == nil ? self.environment.channelManagementPort : self.port)
+        configuration.connections = 1
+        return configuration
+    }
+
     func validate() throws(APNSClientError) {
         func bad(_ message: String) -> APNSClientError { APNSClientError(code: .badConfiguration, message: message) }
         guard (1...65_535).contains(self.port) else { throw bad("port \(self.port) is not a TCP port") }
+        if let port = self.channelManagementPort, !(1...65_535).contains(port) { throw bad("port \(port) is not a TCP port") }
         guard (1...64).contains(self.connections) else { throw bad("connections must be 1 to 64, not \(self.connections)") }
         if let streams = self.maximumStreamsPerConnection, streams < 1 {
             throw bad("maximumStreamsPerConnection must be at least 1, not \(streams)")

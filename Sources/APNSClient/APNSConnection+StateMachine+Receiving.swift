@@ -36,12 +36,19 @@ extension APNSConnection.StateMachine {
             } else {
                 stream.body!.writeBuffer(&data)
             }
-            guard stream.body!.readableBytes <= 65_536 else {
+            // A device push's answer is a short reason; a channel list may be large (10,000 ids).
+            let extra = stream.pending.fixed.extra != nil
+            guard stream.body!.readableBytes <= (extra ? Self.maximumExtraAnswerBytes : 65_536) else {
                 self.blocked.removeAll { $0 == streamID }
                 self.writeFrame(.rstStream, flags: 0, streamID: streamID) { $0.writeInteger(UInt32(0x8)) }
                 return .failed(stream.pending, APNSClientError(code: .connectionFailed, message: "APNs sent an oversized answer"))
             }
             if flags & 0x1 != 0 { return self.finish(stream, streamID: streamID) }
+            if extra, payload.readableBytes > 0 {
+                // Over 64 KiB only these answers need the stream's window opened again.
+                let increment = UInt32(payload.readableBytes)
+                self.writeFrame(.windowUpdate, flags: 0, streamID: streamID) { $0.writeInteger(increment) }
+            }
             self.streams[streamID] = stream
             return .none
         case .headers:
@@ -125,6 +132,8 @@ extension APNSConnection.StateMachine {
             case ":status": stream.status = Int(value) ?? 0
             case "apns-id": stream.apnsID = value
             case "apns-unique-id": stream.uniqueID = value
+            case "apns-request-id": stream.apnsID = value  // broadcast and channel management
+            case "apns-channel-id": stream.pending.fixed.extra?.received(channelID: value)
             default: break
             }
         }
@@ -147,7 +156,8 @@ extension APNSConnection.StateMachine {
             self.blocked.removeAll { $0 == streamID }
         }
         let pending = stream.pending
-        if stream.status == 200 {
+        if stream.status == 200 || (pending.fixed.extra != nil && (201...204).contains(stream.status)) {
+            pending.fixed.extra?.answered(status: stream.status, body: stream.body)
             self.ramped = true
             return .succeeded(pending, APNSDelivery(apnsID: stream.apnsID, uniqueID: stream.uniqueID))
         }

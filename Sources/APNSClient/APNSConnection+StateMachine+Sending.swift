@@ -36,6 +36,9 @@ extension APNSConnection.StateMachine {
         }
         let start = self.out.writerIndex
         self.out.writeInteger(UInt32(0))
+        if let extra = pending.fixed.extra {
+            return self.submitExtra(extra, pending: pending, streamID: streamID, start: start, authority: authority, token: token)
+        }
         self.out.writeInteger(UInt8(0x4))  // END_HEADERS
         self.out.writeInteger(streamID)
         self.encoder.encodeDevicePush(
@@ -66,6 +69,35 @@ extension APNSConnection.StateMachine {
             self.out.writeBytes(request.payload)
         } else {
             var unsent = ByteBuffer(bytes: request.payload)
+            self.writeData(&unsent, stream: &stream, streamID: streamID)
+            if unsent.readableBytes > 0 {
+                stream.unsent = unsent
+                self.blocked.append(streamID)
+            }
+        }
+        self.streams[streamID] = stream
+        return .sent
+    }
+
+    /// A broadcast or channel-management request: its own method, path and headers; without a
+    /// body, END_STREAM on HEADERS. (Its header block is a few hundred bytes, under any frame size.)
+    private mutating func submitExtra(
+        _ extra: ExtraRequest, pending: Pending, streamID: UInt32, start: Int, authority: String, token: ProviderToken?
+    ) -> SubmitAction {
+        let payload = pending.request.payload
+        self.out.writeInteger(UInt8(payload.isEmpty ? 0x5 : 0x4))  // END_HEADERS (+ END_STREAM without a body)
+        self.out.writeInteger(streamID)
+        var list: [(name: String, value: String, indexing: APNSHeaderEncoder.Indexing)] = [
+            (":method", extra.method, .indexed), (":scheme", "https", .indexed), (":path", extra.path, .neverIndexed),
+            (":authority", authority, .indexed),
+        ]
+        if let authorization = token?.authorization { list.append(("authorization", authorization, .indexed)) }
+        list.append(contentsOf: extra.headers)
+        self.encoder.encode(list, into: &self.out)
+        self.out.setInteger(UInt32(self.out.writerIndex - start - 9) << 8 | UInt32(HTTP2FrameType.headers.rawValue), at: start)
+        var stream = Stream(pending: pending, token: token, window: self.peerInitialWindow)
+        if !payload.isEmpty {
+            var unsent = ByteBuffer(bytes: payload)
             self.writeData(&unsent, stream: &stream, streamID: streamID)
             if unsent.readableBytes > 0 {
                 stream.unsent = unsent

@@ -78,6 +78,8 @@ extension APNSConnection {
         static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
         /// Our receive window for the whole connection: answers are small, so it never closes.
         static let connectionReceiveWindow = 1 << 24
+        /// The largest answer body of a broadcast or channel-management request.
+        static let maximumExtraAnswerBytes = 1 << 22
         /// Stream ids stop here, leaving room for a full batch: then the connection drains.
         static let lastUsableStreamID: UInt32 = 0x7FFF_0000
 

@@ -22,9 +22,12 @@ struct Pending: Sendable {
         let completion: Completion
         let submitted: NIODeadline
         let deadline: NIODeadline
+        /// A broadcast or channel-management request; nil for a device push.
+        let extra: ExtraRequest?
 
-        init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline) {
+        init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline, extra: ExtraRequest? = nil) {
             self.request = request
+            self.extra = extra
             self.completion = completion
             self.submitted = submitted
             self.deadline = deadline
@@ -37,8 +40,8 @@ struct Pending: Sendable {
     /// Whether it was already resent once after `ExpiredProviderToken`.
     var tokenRetried = false
 
-    init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline) {
-        self.fixed = Fixed(request: request, completion: completion, submitted: submitted, deadline: deadline)
+    init(request: APNSRequest, completion: Completion, submitted: NIODeadline, deadline: NIODeadline, extra: ExtraRequest? = nil) {
+        self.fixed = Fixed(request: request, completion: completion, submitted: submitted, deadline: deadline, extra: extra)
     }
 
     var request: APNSRequest { self.fixed.request }

@@ -8,7 +8,7 @@ struct Herald: AsyncParsableCommand {
         abstract: "Herald: a self-hosted push-notification provider for Apple platforms.",
         subcommands: [
             ServeCommand.self, MigrateCommand.self, RekeyCommand.self, EmulatorCommand.self, SendCommand.self, KeysCommand.self, TokenCommand.self,
-            DeviceCommand.self,
+            DeviceCommand.self, ChannelsCommand.self,
         ]
     )
 }

@@ -33,6 +33,9 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Device token (hex). Without it, tokens or JSON lines are read from standard input.")
     var token: String?
 
+    @Option(help: "Broadcast one Live Activity update or end to this channel (its base64 id) instead; --topic is the bundle id.")
+    var channel: String?
+
     @Option(help: "Connections to APNs.")
     var connections = 1
 
@@ -66,6 +69,10 @@ struct SendCommand: AsyncParsableCommand {
         guard self.timeout > 0, self.timeout <= 3600 else { throw ValidationError("--timeout must be between 0 and 3600 seconds") }
         configuration.requestTimeout = .milliseconds(Int64(self.timeout * 1000))
         let defaults = try self.notification.defaults()
+        var broadcast: APNSBroadcastRequest?
+        if let channel = self.channel {
+            broadcast = try self.broadcastRequest(channel: channel, defaults: defaults)
+        }
         let client: APNSClient
         do {
             client = try APNSClient(configuration: configuration, logger: logger)
@@ -73,7 +80,9 @@ struct SendCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let failed: Bool
-        if let token = self.token {
+        if let broadcast {
+            failed = await self.broadcastOne(client, broadcast)
+        } else if let token = self.token {
             failed = await self.sendOne(client, try defaults.request(token: token, line: nil, tag: 0))
         } else {
             failed = try await self.sendMany(client, defaults: defaults)
@@ -108,6 +117,42 @@ struct SendCommand: AsyncParsableCommand {
             throw ValidationError("cannot write \(path): \(error.localizedDescription)")
         }
         if !self.quiet { print("wrote \(path) (\(bytes.count) bytes) for: xcrun simctl push booted \(path)") }
+    }
+
+    /// The broadcast `--channel` asks for: the payload as given, priority 10 and expiration 0
+    /// unless set, `--apns-id` as its `apns-request-id`.
+    private func broadcastRequest(channel: String, defaults: NotificationDefaults) throws -> APNSBroadcastRequest {
+        guard self.token == nil else { throw ValidationError("--channel broadcasts to a channel; --token does not apply") }
+        guard let channelID = APNSChannelID(rawValue: channel) else { throw ValidationError("--channel must be a base64 channel id") }
+        guard self.notification.pushType == "liveactivity" else { throw ValidationError("--channel needs --push-type liveactivity") }
+        guard self.notification.collapseId == nil else { throw ValidationError("broadcasts take no --collapse-id") }
+        let expiration: Int64
+        switch defaults.headers.expiration {
+        case .storagePolicy, .immediately: expiration = 0
+        case .at(let seconds): expiration = seconds
+        }
+        let request = APNSBroadcastRequest(
+            channelID: channelID, bundleID: defaults.headers.topic, payload: defaults.payload,
+            priority: defaults.headers.priority ?? .immediate, expiration: expiration, requestID: defaults.headers.apnsID)
+        do {
+            try request.validate()
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return request
+    }
+
+    private func broadcastOne(_ client: APNSClient, _ request: APNSBroadcastRequest) async -> Bool {
+        do {
+            let delivery = try await client.broadcast(request)
+            if !self.quiet {
+                print("accepted apns-request-id=\(delivery.requestID ?? "-")" + (delivery.uniqueID.map { " apns-unique-id=\($0)" } ?? ""))
+            }
+            return false
+        } catch {
+            printError("failed: \(Self.describe(error))")
+            return true
+        }
     }
 
     private func sendOne(_ client: APNSClient, _ request: APNSRequest) async -> Bool {

@@ -393,6 +393,16 @@ package final class PostgresStore: HeraldStore {
                 variants TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, PRIMARY KEY (app_id, id))
             """
         ],
+        // 12: broadcast channels: Apple's id per app and environment, with its storage policy.
+        [
+            """
+            CREATE TABLE channels (
+                app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, environment TEXT NOT NULL,
+                channel_id TEXT NOT NULL, storage_policy INTEGER NOT NULL, created_at BIGINT NOT NULL,
+                PRIMARY KEY (app_id, environment, channel_id)
+            )
+            """
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

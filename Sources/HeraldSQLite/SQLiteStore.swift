@@ -165,6 +165,14 @@ package final class SQLiteStore: HeraldStore {
             app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, name TEXT NOT NULL,
             variants TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (app_id, id));
         """,
+        // 11: broadcast channels: Apple's id per app and environment, with its storage policy.
+        """
+        CREATE TABLE channels (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, environment TEXT NOT NULL,
+            channel_id TEXT NOT NULL, storage_policy INTEGER NOT NULL, created_at INTEGER NOT NULL,
+            PRIMARY KEY (app_id, environment, channel_id)
+        );
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
