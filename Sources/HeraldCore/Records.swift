@@ -127,6 +127,8 @@ package struct NotificationSpec: Sendable, Hashable {
     package var placeholder: [UInt8]?
     /// What to do with a push APNs may or may not have delivered.
     package var onUnknownOutcome: UnknownOutcomeAction = .default
+    /// Sent by template: each device's alert is rendered from it, laid over `payload`.
+    package var template: NotificationTemplate?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -184,6 +186,9 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var unknownOutcomes = 0
     /// What its notification wants done with an unknown outcome.
     package var onUnknownOutcome: UnknownOutcomeAction = .default
+    /// Set while its payload is still to be rendered from its notification's template (the
+    /// claim renders it for the device and clears this).
+    package var template: TemplateRendering?
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,

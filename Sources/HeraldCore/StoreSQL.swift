@@ -81,9 +81,11 @@ package struct NotificationShared: Sendable {
     package var payload: [UInt8]
     package var placeholder: [UInt8]?
     package var onUnknownOutcome: UnknownOutcomeAction
+    /// For a notification sent by template: what renders each device's payload.
+    package var template: TemplateRendering?
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome"
+    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, template"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -94,6 +96,7 @@ package struct NotificationShared: Sendable {
         self.payload = row.bytes(first + 4) ?? []
         self.placeholder = row.bytes(first + 5)
         self.onUnknownOutcome = row.string(first + 6).flatMap(UnknownOutcomeAction.init(rawValue:)) ?? .default
+        self.template = row.string(first + 7).flatMap { TemplateRendering(stored: $0, payload: self.payload) }
     }
 }
 
@@ -128,6 +131,7 @@ extension ClaimedDelivery {
         )
         self.unknownOutcomes = Int(row.int(8) ?? 0)
         self.onUnknownOutcome = shared.onUnknownOutcome
+        self.template = shared.template
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
@@ -139,5 +143,6 @@ extension ClaimedDelivery {
             attempts: attempts, placeholder: shared.placeholder, chunk: chunk
         )
         self.onUnknownOutcome = shared.onUnknownOutcome
+        self.template = shared.template
     }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 
 /// One language's content of a template: the alert's texts and, optionally, a JSON object of
 /// custom payload keys. Any text may hold `{{name}}` variables, filled when it is sent.
@@ -72,13 +72,20 @@ extension Template {
     }
 
     package init(row: some StoredRow) {
-        let document = (try? JSONValue.parse(row.string(3) ?? "{}")) ?? .object([])
+        self.init(
+            id: row.string(1) ?? "", appID: row.string(0) ?? "", name: row.string(2) ?? "", storedVariants: row.string(3) ?? "{}",
+            createdAt: row.int(4) ?? 0, updatedAt: row.int(5) ?? 0
+        )
+    }
+
+    /// A template from ``storedVariants``' document.
+    package init(id: String, appID: String, name: String, storedVariants: String, createdAt: Int64, updatedAt: Int64) {
+        let document = (try? JSONValue.parse(storedVariants)) ?? .object([])
         var variants: [String: TemplateVariant] = [:]
         for (locale, value) in document["locales"]?.objectMembers ?? [] { variants[locale] = Self.variant(value) }
         self.init(
-            id: row.string(1) ?? "", appID: row.string(0) ?? "", name: row.string(2) ?? "",
-            defaultVariant: document["default"].map(Self.variant) ?? TemplateVariant(), variants: variants,
-            createdAt: row.int(4) ?? 0, updatedAt: row.int(5) ?? 0
+            id: id, appID: appID, name: name, defaultVariant: document["default"].map(Self.variant) ?? TemplateVariant(), variants: variants,
+            createdAt: createdAt, updatedAt: updatedAt
         )
     }
 

@@ -22,6 +22,10 @@ extension PostgresStore {
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try await Self.publicKeys(db, devices: sealed), to: &result)
             }
+            let templated = ClaimPolicy.templatedDevices(result)
+            if !templated.isEmpty {
+                ClaimPolicy.render(try await Self.templateDevices(db, devices: templated), into: &result)
+            }
             return result
         }
     }
@@ -65,6 +69,15 @@ extension PostgresStore {
             if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = DevicePublicKey(type: type, key: key) }
         }
         return keys
+    }
+
+    /// The attributes templates use of `devices` (those of templated notifications), as they are now.
+    private static func templateDevices(_ db: Connection, devices: [Int64]) async throws -> [Int64: TemplateDevice] {
+        var found: [Int64: TemplateDevice] = [:]
+        for row in try await db.query("SELECT \(TemplateDevice.columns) FROM devices WHERE id = ANY($1)", [.ints(devices)]) {
+            if let id = row.int(0) { found[id] = TemplateDevice(row: row, from: 1) }
+        }
+        return found
     }
 
     /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the

@@ -102,7 +102,7 @@ extension PostgresStore {
             if !ids.isEmpty {
                 erasure.notifications = try await db.query(
                     """
-                    UPDATE notifications SET payload = ''::bytea WHERE length(payload) > 0 AND id IN (
+                    UPDATE notifications SET payload = ''::bytea, template = NULL WHERE length(payload) > 0 AND id IN (
                         SELECT m.id FROM (
                             SELECT x.notification_id AS id, count(*) AS mine FROM notifications n JOIN deliveries x ON x.notification_id = n.id
                             WHERE n.app_id = $1 AND x.device_id = ANY($2) GROUP BY x.notification_id

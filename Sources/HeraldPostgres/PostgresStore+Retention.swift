@@ -12,7 +12,7 @@ extension PostgresStore {
     static func forgetPlaintext(_ db: Connection, notificationIDs: [String]) async throws {
         try await db.query(
             """
-            UPDATE notifications SET payload = ''::bytea WHERE id = ANY($1) AND placeholder IS NOT NULL AND expand_after IS NULL
+            UPDATE notifications SET payload = ''::bytea, template = NULL WHERE id = ANY($1) AND placeholder IS NOT NULL AND expand_after IS NULL
                 AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
                 AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
             """,

@@ -403,6 +403,8 @@ package final class PostgresStore: HeraldStore {
             )
             """
         ],
+        // 13: a notification sent by template, as in SQLite's 12.
+        ["ALTER TABLE notifications ADD COLUMN template TEXT"],
     ]
 
     /// The version the database is at after `migrate()`.

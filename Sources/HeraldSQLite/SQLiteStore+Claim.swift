@@ -22,6 +22,10 @@ extension SQLiteStore {
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try Self.publicKeys(db, devices: sealed), to: &result)
             }
+            let templated = ClaimPolicy.templatedDevices(result)
+            if !templated.isEmpty {
+                ClaimPolicy.render(try Self.templateDevices(db, devices: templated), into: &result)
+            }
             return result
         }
     }
@@ -61,6 +65,18 @@ extension SQLiteStore {
             if let id = row.int(0), let type = row.string(1), let key = row.bytes(2) { keys[id] = DevicePublicKey(type: type, key: key) }
         }
         return keys
+    }
+
+    /// The attributes templates use of `devices` (those of templated notifications), as they are now.
+    private static func templateDevices(_ db: borrowing SQLiteDatabase.Connection, devices: [Int64]) throws -> [Int64: TemplateDevice] {
+        var found: [Int64: TemplateDevice] = [:]
+        try db.each(
+            "SELECT \(TemplateDevice.columns) FROM devices WHERE id IN (SELECT value FROM json_each(?))",
+            [.text(JSONValue.array(devices.map { .int($0) }).jsonString)]
+        ) { row in
+            if let id = row.int(0) { found[id] = TemplateDevice(row: row, from: 1) }
+        }
+        return found
     }
 
     /// Claims again the devices of chunks whose lease ran out and that got no delivery yet (the

@@ -112,7 +112,7 @@ extension SQLiteStore {
                 // The plaintext of notifications no one else was to receive (their whole audience was this user's).
                 try db.query(
                     """
-                    UPDATE notifications SET payload = X'' WHERE length(payload) > 0 AND id IN (
+                    UPDATE notifications SET payload = X'', template = NULL WHERE length(payload) > 0 AND id IN (
                         SELECT m.id FROM (
                             SELECT x.notification_id AS id, count(*) AS mine FROM notifications n JOIN deliveries x ON x.notification_id = n.id
                             WHERE n.app_id = ?1 AND x.device_id IN (SELECT value FROM json_each(?2)) GROUP BY x.notification_id

@@ -116,8 +116,8 @@ extension SQLiteStore {
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                     idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                    on_unknown_outcome)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    on_unknown_outcome, template)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -129,6 +129,7 @@ extension SQLiteStore {
                     targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                     NotificationPolicy.storedUnknownOutcome(spec).map(SQLValue.text) ?? .null,
+                    spec.template.map { .text($0.stored) } ?? .null,
                 ]
             )
             return CreatedNotification(
@@ -248,7 +249,7 @@ extension SQLiteStore {
             )
             if cancelled {
                 try db.query("UPDATE notifications SET cancelled_at = ?1 WHERE id = ?2 AND cancelled_at IS NULL", [.integer(now), .text(id)])
-                try db.query("UPDATE notifications SET payload = X'' WHERE id = ? AND placeholder IS NOT NULL", [.text(id)])
+                try db.query("UPDATE notifications SET payload = X'', template = NULL WHERE id = ? AND placeholder IS NOT NULL", [.text(id)])
             }
             return cancelled
         }

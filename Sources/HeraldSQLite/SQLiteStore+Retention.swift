@@ -12,7 +12,7 @@ extension SQLiteStore {
     static func forgetPlaintext(_ db: borrowing SQLiteDatabase.Connection, notificationIDs: [String]) throws {
         try db.query(
             """
-            UPDATE notifications SET payload = X'' WHERE id IN (SELECT value FROM json_each(?1)) AND placeholder IS NOT NULL
+            UPDATE notifications SET payload = X'', template = NULL WHERE id IN (SELECT value FROM json_each(?1)) AND placeholder IS NOT NULL
                 AND expand_after IS NULL AND NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = notifications.id AND x.state = 'pending')
                 AND NOT EXISTS (SELECT 1 FROM delivery_chunks c WHERE c.notification_id = notifications.id)
             """,

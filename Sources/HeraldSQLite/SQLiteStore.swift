@@ -173,6 +173,9 @@ package final class SQLiteStore: HeraldStore {
             PRIMARY KEY (app_id, environment, channel_id)
         );
         """,
+        // 12: a notification sent by template keeps the template as sent and its data
+        // (`NotificationTemplate.stored`); each device's payload is rendered when claimed.
+        "ALTER TABLE notifications ADD COLUMN template TEXT;",
     ]
 
     package func schemaVersion() async throws -> Int {

@@ -132,7 +132,8 @@ enum NotificationRequest {
             audienceKinds = kinds.isEmpty ? [.device] : kinds.intersection([.device])
             guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
         }
-        try self.requireContent(json, pushType: pushType, audience: audience)
+        // A template's default variant always shows something (saving one without title or body is refused).
+        if body.template == nil { try self.requireContent(json, pushType: pushType, audience: audience) }
         var spec = NotificationSpec(
             audience: audience, kinds: audienceKinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
             collapseID: body.collapseId, payload: payload, scheduledAt: body.scheduledAt, localTime: localTime, idempotencyKey: body.idempotencyKey

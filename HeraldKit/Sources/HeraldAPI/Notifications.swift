@@ -100,8 +100,11 @@ public struct SendRequest: Sendable, Hashable, Codable {
     public var contentAvailable: Bool?
     /// Raw `aps` keys; the typed fields above win over them.
     public var aps: JSON?
-    /// Custom keys beside `aps`.
+    /// Custom keys beside `aps`; with a `template`, also the values of its variables.
     public var data: JSON?
+    /// Sends by the app's template of this id: each device gets the variant of its locale (with
+    /// the fallback `pt-BR` → `pt` → default), filled from `data` and its attributes.
+    public var template: String?
     /// End-to-end encryption to each device's registered public key.
     public var encrypt: Bool?
     /// What APNs carries around an encrypted payload: `{"title", "body"}`.
@@ -257,11 +260,26 @@ public struct DryRunPush: Sendable, Hashable, Codable {
     /// The exact payload (JSON text); for an encrypted notification, the plaintext each device's
     /// copy is sealed from.
     public var payload: String
+    /// Sent by template: each variant's exact payload, the default (no locale) first, then by
+    /// locale. Nil otherwise.
+    public var variants: [DryRunVariant]?
 
-    public init(pushType: String, devices: Int, headers: [String: String], payload: String) {
+    public init(pushType: String, devices: Int, headers: [String: String], payload: String, variants: [DryRunVariant]? = nil) {
         self.pushType = pushType
         self.devices = devices
         self.headers = headers
+        self.payload = payload
+        self.variants = variants
+    }
+}
+
+/// One variant of a templated dry run: its locale (nil for the default) and its payload.
+public struct DryRunVariant: Sendable, Hashable, Codable {
+    public var locale: String?
+    public var payload: String
+
+    public init(locale: String?, payload: String) {
+        self.locale = locale
         self.payload = payload
     }
 }

@@ -17,7 +17,7 @@ extension HeraldError: HTTPResponseError {
     /// 400 beyond the `bad_…` and `missing_…` families.
     static let badRequestCodes: Set<String> = [
         "invalid_json", "invalid_request", "unknown_field", "duplicate_field", "empty_notification", "app_required",
-        "template_invalid", "template_variable_missing", "template_variable_invalid",
+        "template_invalid", "template_variable_missing", "template_variable_invalid", "template_unknown", "template_conflict",
     ]
 
     static func status(forCode code: String) -> HTTPResponse.Status {

@@ -27,7 +27,8 @@ struct NotificationsController {
         let app = try context.requireApp()
         let now = self.clock.nowMilliseconds
         let body = try await request.decode(as: SendRequest.self, context: context)
-        let spec = try NotificationRequest.spec(body, now: now)
+        var spec = try NotificationRequest.spec(body, now: now)
+        try await NotificationRequest.applyTemplate(body, to: &spec, appID: app.id, store: self.store)
         try NotificationRequest.reserveReceipt(spec, app: app)
         if body.dryRun == true {
             return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
@@ -49,13 +50,18 @@ struct NotificationsController {
         let kinds = try await store.audienceKinds(appID: app.id, targeting: spec.targeting)
         var devices: [PushType: Int] = [:]
         for (kind, count) in kinds where count > 0 { devices[spec.pushType ?? kind.defaultPushType, default: 0] += count }
-        let payload = String(decoding: spec.payload, as: UTF8.self)
+        var payload = String(decoding: spec.payload, as: UTF8.self)
+        var variants: [DryRunVariant]?
+        if let rendering = try NotificationRequest.rendering(spec) {
+            variants = try rendering.allPayloads().map { DryRunVariant(locale: $0.locale, payload: String(decoding: $0.payload, as: UTF8.self)) }
+            payload = variants?.first?.payload ?? payload
+        }
         let pushes = devices.keys.sorted { $0.rawValue < $1.rawValue }.map { pushType in
             var headers = ["apns-push-type": pushType.rawValue, "apns-topic": pushType.topic(forBundleID: app.bundleID)]
             if let priority = spec.priority { headers["apns-priority"] = "\(priority.rawValue)" }
             if let expiration = spec.expiration { headers["apns-expiration"] = "\(expiration)" }
             if let collapse = spec.collapseID { headers["apns-collapse-id"] = collapse }
-            return DryRunPush(pushType: pushType.rawValue, devices: devices[pushType] ?? 0, headers: headers, payload: payload)
+            return DryRunPush(pushType: pushType.rawValue, devices: devices[pushType] ?? 0, headers: headers, payload: payload, variants: variants)
         }
         return DryRunResponse(audienceSize: kinds.values.reduce(0, +), pushTypes: pushes)
     }
