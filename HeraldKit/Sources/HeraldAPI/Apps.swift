@@ -98,12 +98,21 @@ public struct CredentialRequest: Sendable, Hashable, Codable {
     public var privateKey: String?
     public var restrictedTo: String?
     public var certificate: String?
+    /// A certificate and its key as a PKCS#12 bundle (a `.p12` file, base64), instead of PEM.
+    public var pkcs12: String?
+    /// The `.p12`'s passphrase (none when nil).
+    public var passphrase: String?
 
-    public init(keyId: String? = nil, teamId: String? = nil, privateKey: String? = nil, restrictedTo: String? = nil, certificate: String? = nil) {
+    public init(
+        keyId: String? = nil, teamId: String? = nil, privateKey: String? = nil, restrictedTo: String? = nil, certificate: String? = nil,
+        pkcs12: String? = nil, passphrase: String? = nil
+    ) {
         self.keyId = keyId
         self.teamId = teamId
         self.privateKey = privateKey
         self.restrictedTo = restrictedTo
         self.certificate = certificate
+        self.pkcs12 = pkcs12
+        self.passphrase = passphrase
     }
 }

@@ -102,6 +102,13 @@ struct AppsController {
     }
 
     static func credential(_ body: CredentialRequest) throws -> CredentialMaterial {
+        if let bundle = body.pkcs12 {
+            guard body.certificate == nil, body.privateKey == nil, body.keyId == nil, body.teamId == nil else {
+                throw HeraldError.invalid("give pkcs12 (with its passphrase) alone, or certificate and privateKey (PEM)", code: "bad_credentials")
+            }
+            let pem = try PKCS12Credential.pem(base64: bundle, passphrase: body.passphrase)
+            return .certificate(certificatePEM: pem.certificate, privateKeyPEM: pem.privateKey)
+        }
         if let pem = body.privateKey, let keyID = body.keyId, let teamID = body.teamId {
             do {
                 _ = try SigningKey(pem: pem, keyID: keyID, teamID: teamID)
@@ -123,6 +130,8 @@ struct AppsController {
             }
             return .certificate(certificatePEM: certificate, privateKeyPEM: key)
         }
-        throw HeraldError.invalid("give keyId, teamId and privateKey (a .p8 key), or certificate and privateKey (PEM)", code: "bad_credentials")
+        throw HeraldError.invalid(
+            "give keyId, teamId and privateKey (a .p8 key), certificate and privateKey (PEM), or pkcs12 (a .p12, base64) and its passphrase",
+            code: "bad_credentials")
     }
 }

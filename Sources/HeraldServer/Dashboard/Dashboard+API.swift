@@ -117,14 +117,14 @@ struct DashboardBackend: Sendable {
     }
 
     /// A new API key, as `POST /v1/keys` makes it: its id and its secret (shown once).
-    func createKey(scope: APIScope, appID: String?, name: String?) async throws -> (id: String, secret: String) {
+    func createKey(scope: APIScope, appID: String?, name: String?, expiresAt: Int64? = nil) async throws -> (id: String, secret: String) {
         if let appID, try await self.store.app(appID) == nil { throw HeraldError.notFound("app '\(appID)'") }
         if scope == .register, appID == nil {
             throw HeraldError.invalid("a register key belongs to one app: choose the app", code: "app_required")
         }
         let secret = APIKeySecret.generate()
         try await self.store.createAPIKey(
-            id: secret.id, hash: secret.hash, scope: scope, appID: appID, name: name, expiresAt: nil, now: self.nowMilliseconds)
+            id: secret.id, hash: secret.hash, scope: scope, appID: appID, name: name, expiresAt: expiresAt, now: self.nowMilliseconds)
         return (secret.id, secret.token)
     }
 

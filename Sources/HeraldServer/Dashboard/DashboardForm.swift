@@ -34,8 +34,12 @@ enum DashboardForm {
         return nil
     }
 
-    /// `multipart/form-data` fields (a file field's value is the file's text): how a browser
-    /// uploads a `.p8` key or a PEM file. Parts without a name are skipped.
+    /// File fields whose content is binary (a `.p12`): their value is the content in base64.
+    static let binaryFields: Set<String> = ["pkcs12File"]
+
+    /// `multipart/form-data` fields (a file field's value is the file's text, or base64 for
+    /// ``binaryFields``): how a browser uploads a `.p8` key, a PEM file or a `.p12`. Parts without a
+    /// name are skipped.
     static func decodeMultipart(_ body: [UInt8], boundary: String) -> [String: String] {
         let delimiter = Array(("--" + boundary).utf8)
         var fields: [String: String] = [:]
@@ -58,7 +62,7 @@ enum DashboardForm {
             let headers = String(decoding: part[..<split], as: UTF8.self)
             let content = Array(part[(split + 4)...])
             guard let name = Self.dispositionName(headers) else { continue }
-            fields[name] = String(decoding: content, as: UTF8.self)
+            fields[name] = Self.binaryFields.contains(name) ? Data(content).base64EncodedString() : String(decoding: content, as: UTF8.self)
         }
         return fields
     }

@@ -35,6 +35,9 @@ struct DashboardKeysController: Sendable {
         var scopes: [DashboardOption]
     }
 
+    /// How long a key made here may live: a day to ten years.
+    static let expiryDays: ClosedRange<Int64> = 1...3650
+
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
         group.get("keys") { request, _ in try await self.dashboard.page(request) { _ in try await self.keysPage() } }
         group.post("keys") { request, _ in
@@ -46,9 +49,17 @@ struct DashboardKeysController: Sendable {
                 guard let scope = APIScope(rawValue: form["scope"] ?? "") else {
                     throw HeraldError.invalid("choose a scope: register, send or admin", code: "bad_scope")
                 }
+                let days = (form["expiresInDays"] ?? "").trimmingCharacters(in: .whitespaces)
+                var expiresAt: Int64?
+                if !days.isEmpty {
+                    guard let count = Int64(days), Self.expiryDays.contains(count) else {
+                        throw HeraldError.invalid("the expiry is a number of days, 1 to 3650 (empty: never)", code: "bad_expiresAt")
+                    }
+                    expiresAt = self.dashboard.backend.nowMilliseconds + count * 86_400_000
+                }
                 // An admin key is every app's.
                 let created = try await self.dashboard.backend.createKey(
-                    scope: scope, appID: scope == .admin ? nil : app, name: name.isEmpty ? nil : name)
+                    scope: scope, appID: scope == .admin ? nil : app, name: name.isEmpty ? nil : name, expiresAt: expiresAt)
                 let view = try await self.keysPage(secret: KeysModel.Secret(id: created.id, secret: created.secret, rotated: false))
                 return self.dashboard.views.response(view, session: session)
             } catch let error as HeraldError {

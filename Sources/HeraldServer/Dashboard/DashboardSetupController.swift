@@ -96,14 +96,21 @@ struct DashboardSetupController: Sendable {
         }
     }
 
-    /// The API's credential body from the form: a `.p8` key (a file or pasted), or a certificate
-    /// and its key in PEM form.
+    /// The API's credential body from the form: a `.p8` key (a file or pasted), a certificate
+    /// and its key in PEM form, or a `.p12` and its passphrase.
     static func credentialRequest(_ form: [String: String]) throws -> CredentialRequest {
         func field(_ names: String...) -> String? {
             for name in names {
                 if let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty { return value }
             }
             return nil
+        }
+        if form["kind"] == "pkcs12" {
+            guard let bundle = field("pkcs12File") else {
+                throw HeraldError.invalid("choose the .p12 file", code: "missing_pkcs12")
+            }
+            // A passphrase is taken as typed (spaces are part of it).
+            return CredentialRequest(pkcs12: bundle, passphrase: form["pkcs12Passphrase"].flatMap { $0.isEmpty ? nil : $0 })
         }
         if form["kind"] == "certificate" {
             guard let certificate = field("certificateFile", "certificate") else {
@@ -129,7 +136,9 @@ struct DashboardSetupController: Sendable {
         switch error.code {
         case "bad_key": return "That is not a usable .p8 signing key (a P-256 private key in PEM form, as Apple's .p8 file holds)."
         case "bad_certificate":
-            return "The certificate and its key must both be PEM text (-----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY-----)."
+            return error.message.contains(".p12")
+                ? DashboardFormat.sentence(error.message)
+                : "The certificate and its key must both be PEM text (-----BEGIN CERTIFICATE----- and -----BEGIN PRIVATE KEY-----)."
         default: return DashboardFormat.sentence(error.message)
         }
     }
