@@ -68,15 +68,21 @@ extension APNSConnection.StateMachine {
             self.writeFrameHeader(length: size, type: .data, flags: 0x1, streamID: streamID)
             self.out.writeBytes(request.payload)
         } else {
-            var unsent = ByteBuffer(bytes: request.payload)
-            self.writeData(&unsent, stream: &stream, streamID: streamID)
-            if unsent.readableBytes > 0 {
-                stream.unsent = unsent
-                self.blocked.append(streamID)
-            }
+            self.writeBody(request.payload, stream: &stream, streamID: streamID)
         }
         self.streams[streamID] = stream
         return .sent
+    }
+
+    /// Writes as much of `payload` as the windows allow in DATA frames; the rest waits on the
+    /// stream (blocked) for a WINDOW_UPDATE.
+    private mutating func writeBody(_ payload: [UInt8], stream: inout Stream, streamID: UInt32) {
+        var unsent = ByteBuffer(bytes: payload)
+        self.writeData(&unsent, stream: &stream, streamID: streamID)
+        if unsent.readableBytes > 0 {
+            stream.unsent = unsent
+            self.blocked.append(streamID)
+        }
     }
 
     /// A broadcast or channel-management request: its own method, path and headers; without a
@@ -96,14 +102,7 @@ extension APNSConnection.StateMachine {
         self.encoder.encode(list, into: &self.out)
         self.out.setInteger(UInt32(self.out.writerIndex - start - 9) << 8 | UInt32(HTTP2FrameType.headers.rawValue), at: start)
         var stream = Stream(pending: pending, token: token, window: self.peerInitialWindow)
-        if !payload.isEmpty {
-            var unsent = ByteBuffer(bytes: payload)
-            self.writeData(&unsent, stream: &stream, streamID: streamID)
-            if unsent.readableBytes > 0 {
-                stream.unsent = unsent
-                self.blocked.append(streamID)
-            }
-        }
+        if !payload.isEmpty { self.writeBody(payload, stream: &stream, streamID: streamID) }
         self.streams[streamID] = stream
         return .sent
     }

@@ -27,16 +27,8 @@ struct ChannelsCommand: AsyncParsableCommand {
 
         /// Runs `body` with a client, printing APNs's refusal as `send` does; exit 1 on one.
         func withClient(_ body: (APNSClient) async throws(APNSClientError) -> Void) async throws {
-            var configuration = APNSClientConfiguration(
-                credential: try self.credentials.credential(),
-                environment: try self.target.apnsEnvironment(),
-                host: self.target.host,
-                port: self.target.port ?? 443,
-                trustRoots: self.target.caFile.map { .pemFile($0) } ?? .system
-            )
+            var configuration = try self.target.clientConfiguration(self.credentials, timeout: self.timeout)
             configuration.channelManagementPort = self.managementPort
-            guard self.timeout > 0, self.timeout <= 3600 else { throw ValidationError("--timeout must be between 0 and 3600 seconds") }
-            configuration.requestTimeout = .milliseconds(Int64(self.timeout * 1000))
             let client: APNSClient
             do {
                 client = try APNSClient(configuration: configuration, logger: Logger(label: "herald.channels"))

@@ -58,16 +58,8 @@ struct SendCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "herald.send")
         logger.logLevel = self.logLevel
-        var configuration = APNSClientConfiguration(
-            credential: try self.credentials.credential(),
-            environment: try self.target.apnsEnvironment(),
-            host: self.target.host,
-            port: self.target.port ?? 443,
-            trustRoots: self.target.caFile.map { .pemFile($0) } ?? .system
-        )
+        var configuration = try self.target.clientConfiguration(self.credentials, timeout: self.timeout)
         configuration.connections = self.connections
-        guard self.timeout > 0, self.timeout <= 3600 else { throw ValidationError("--timeout must be between 0 and 3600 seconds") }
-        configuration.requestTimeout = .milliseconds(Int64(self.timeout * 1000))
         let defaults = try self.notification.defaults()
         var broadcast: APNSBroadcastRequest?
         if let channel = self.channel {
@@ -245,6 +237,21 @@ struct Target: ParsableArguments {
     @Option(help: "Host to connect to (default: Apple's host for the environment).") var host: String?
     @Option(help: "Port (default 443).") var port: Int?
     @Option(help: "Trust only the certificates in this PEM file (an emulator's CA).") var caFile: String?
+
+    /// The client configuration `herald send` and `herald channels` share: `credentials`, this
+    /// target, and requests that may take `timeout` seconds (more than 0, at most 3600).
+    func clientConfiguration(_ credentials: Credentials, timeout: Double) throws -> APNSClientConfiguration {
+        var configuration = APNSClientConfiguration(
+            credential: try credentials.credential(),
+            environment: try self.apnsEnvironment(),
+            host: self.host,
+            port: self.port ?? 443,
+            trustRoots: self.caFile.map { .pemFile($0) } ?? .system
+        )
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be between 0 and 3600 seconds") }
+        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        return configuration
+    }
 }
 
 struct NotificationOptions: ParsableArguments {
