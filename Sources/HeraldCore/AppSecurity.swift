@@ -17,8 +17,15 @@ package struct AppSecurity: Sendable, Hashable {
     /// Each alert and background push carries a receipt id (``ReceiptID``, payload key `hr`) and
     /// the register key may report deliveries received and opened. On by default.
     package var receipts: Bool
+    /// The app's quiet hours (a delivery policy kept with the app's other settings): alerts
+    /// accepted while set wait for their device's window to end. Nil: none.
+    package var quietHours: QuietHours?
 
-    package init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true) {
+    package init(
+        userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
+        quietHours: QuietHours? = nil
+    ) {
+        self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags

@@ -127,6 +127,11 @@ package struct NotificationSpec: Sendable, Hashable {
     package var placeholder: [UInt8]?
     /// What to do with a push APNs may or may not have delivered.
     package var onUnknownOutcome: UnknownOutcomeAction = .default
+    /// The app's quiet hours its alerts wait for (``QuietHours``), as taken when accepted; nil
+    /// when the app has none or the send is exempt.
+    package var quietHours: QuietHours?
+    /// `time-sensitive` or `critical`, or `ignoreQuietHours`: never held for quiet hours.
+    package var ignoresQuietHours = false
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -184,6 +189,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var unknownOutcomes = 0
     /// What its notification wants done with an unknown outcome.
     package var onUnknownOutcome: UnknownOutcomeAction = .default
+    /// Its notification's quiet hours (an alert is held while its device is inside them).
+    package var quietHours: QuietHours?
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,

@@ -81,9 +81,10 @@ package struct NotificationShared: Sendable {
     package var payload: [UInt8]
     package var placeholder: [UInt8]?
     package var onUnknownOutcome: UnknownOutcomeAction
+    package var quietHours: QuietHours?
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome"
+    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -94,6 +95,7 @@ package struct NotificationShared: Sendable {
         self.payload = row.bytes(first + 4) ?? []
         self.placeholder = row.bytes(first + 5)
         self.onUnknownOutcome = row.string(first + 6).flatMap(UnknownOutcomeAction.init(rawValue:)) ?? .default
+        self.quietHours = row.string(first + 7).flatMap(QuietHours.init)
     }
 }
 
@@ -128,6 +130,7 @@ extension ClaimedDelivery {
         )
         self.unknownOutcomes = Int(row.int(8) ?? 0)
         self.onUnknownOutcome = shared.onUnknownOutcome
+        self.quietHours = shared.quietHours
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
@@ -139,5 +142,6 @@ extension ClaimedDelivery {
             attempts: attempts, placeholder: shared.placeholder, chunk: chunk
         )
         self.onUnknownOutcome = shared.onUnknownOutcome
+        self.quietHours = shared.quietHours
     }
 }

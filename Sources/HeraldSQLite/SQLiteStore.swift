@@ -173,6 +173,12 @@ package final class SQLiteStore: HeraldStore {
             PRIMARY KEY (app_id, environment, channel_id)
         );
         """,
+        // 12: delivery policies: an app's quiet hours (`HH:MM-HH:MM`, NULL: none), and those a
+        // notification took when accepted (NULL: none, or exempt).
+        """
+        ALTER TABLE apps ADD COLUMN quiet_hours TEXT;
+        ALTER TABLE notifications ADD COLUMN quiet_hours TEXT;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -213,14 +219,14 @@ package final class SQLiteStore: HeraldStore {
         try await self.database.read { db in try db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts"
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours"
 
     private static func app(_ row: [SQLValue]) -> App {
         App(
             id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0,
             security: AppSecurity(
                 userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes,
-                receipts: row[6].int != 0
+                receipts: row[6].int != 0, quietHours: row[7].string.flatMap(QuietHours.init)
             )
         )
     }
@@ -245,10 +251,11 @@ package final class SQLiteStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
             try db.query(
-                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ? WHERE id = ?",
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ? WHERE id = ?",
                 [
                     .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
-                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0), .text(appID),
+                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0),
+                    security.quietHours.map { .text($0.description) } ?? .null, .text(appID),
                 ]
             )
             return db.changes > 0

@@ -139,6 +139,8 @@ enum NotificationRequest {
         )
         spec.placeholder = placeholder
         spec.onUnknownOutcome = onUnknownOutcome
+        spec.ignoresQuietHours = !QuietHours.applies(
+            interruptionLevel: json["aps"]?["interruption-level"]?.stringValue, ignoreQuietHours: body.ignoreQuietHours == true)
         return spec
     }
 

@@ -24,10 +24,14 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var userSecretSet: Bool
     /// Pushes carry a receipt id (payload key `hr`) and devices may report receipts. On by default.
     public var receipts: Bool
+    /// The app's quiet hours (each device's local time), or nil: none.
+    public var quietHours: QuietHoursSetting?
 
     public init(
-        id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true
+        id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
+        quietHours: QuietHoursSetting? = nil
     ) {
+        self.quietHours = quietHours
         self.receipts = receipts
         self.id = id
         self.bundleId = bundleId
@@ -44,11 +48,27 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var protectedTags: [String]?
     /// Whether pushes carry receipt ids (and devices may report receipts).
     public var receipts: Bool?
+    /// Sets the app's quiet hours (`{"start": "22:00", "end": "08:00"}`); `{}` turns them off.
+    public var quietHours: QuietHoursSetting?
 
-    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil) {
+    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil) {
+        self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags
+    }
+}
+
+/// An app's quiet hours: from `start` to `end` (`HH:MM`, 24-hour) in each device's time zone (UTC
+/// for a device without one); a window whose end is earlier than its start goes over midnight.
+/// Alerts that are not `time-sensitive` or `critical` wait until it ends.
+public struct QuietHoursSetting: Sendable, Hashable, Codable {
+    public var start: String?
+    public var end: String?
+
+    public init(start: String? = nil, end: String? = nil) {
+        self.start = start
+        self.end = end
     }
 }
 

@@ -111,6 +111,8 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// (at-least-once; without a `collapseId`, the device replaces rather than adds); `drop`
     /// never sends it again (at-most-once).
     public var onUnknownOutcome: String?
+    /// True: never held for the app's quiet hours (`time-sensitive` and `critical` alerts never are).
+    public var ignoreQuietHours: Bool?
     /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
     /// that would be reached and, per push type, the exact headers and payload.
     public var dryRun: Bool?

@@ -27,8 +27,9 @@ struct NotificationsController {
         let app = try context.requireApp()
         let now = self.clock.nowMilliseconds
         let body = try await request.decode(as: SendRequest.self, context: context)
-        let spec = try NotificationRequest.spec(body, now: now)
+        var spec = try NotificationRequest.spec(body, now: now)
         try NotificationRequest.reserveReceipt(spec, app: app)
+        spec.adoptQuietHours(app.security.quietHours)
         if body.dryRun == true {
             return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
         }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import Foundation
 import HTTPTypes
 import HeraldAPI
 import HeraldCore
@@ -57,6 +58,8 @@ struct DashboardBackend: Sendable {
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
         try NotificationRequest.reserveReceipt(spec, app: app)
+        var spec = spec
+        spec.adoptQuietHours(app.security.quietHours)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id
@@ -93,14 +96,25 @@ struct DashboardBackend: Sendable {
         try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
     }
 
-    /// Changes the app's user verification and protected tags, as `PATCH /v1/apps/{app}` does.
-    func updateApp(_ app: App, userVerification: Bool, protectedTags: [String]) async throws {
+    /// Changes the app's user verification, protected tags and quiet hours (`HH:MM` start and
+    /// end, both empty for none), as `PATCH /v1/apps/{app}` does.
+    func updateApp(_ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String)) async throws {
         var security = app.security
         guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
             throw HeraldError.invalid("protected tags: up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
         }
         security.userVerification = userVerification
         security.protectedTags = Array(Set(protectedTags)).sorted()
+        let (start, end) = (quietHours.start.trimmingCharacters(in: .whitespaces), quietHours.end.trimmingCharacters(in: .whitespaces))
+        if start.isEmpty, end.isEmpty {
+            security.quietHours = nil
+        } else {
+            // A browser's time input may add seconds ("22:00:00").
+            guard let parsed = QuietHours(start: String(start.prefix(5)), end: String(end.prefix(5))) else {
+                throw HeraldError.invalid("quiet hours: a start and an end as HH:MM (they differ), or neither", code: "bad_quietHours")
+            }
+            security.quietHours = parsed
+        }
         guard try await self.store.setAppSecurity(appID: app.id, security) else { throw HeraldError.notFound("app '\(app.id)'") }
     }
 

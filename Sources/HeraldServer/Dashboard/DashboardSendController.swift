@@ -19,6 +19,7 @@ struct DashboardSendController: Sendable {
             var sound: String
             var collapseId: String
             var custom: String
+            var ignoreQuietHours: Bool
         }
         var id: String
         var upperID: String
@@ -100,6 +101,7 @@ struct DashboardSendController: Sendable {
             guard let number = Int64(priority) else { throw HeraldError.invalid("priority must be 1, 5 or 10", code: "bad_priority") }
             members.append(("priority", .int(number)))
         }
+        if form["ignoreQuietHours"] != nil { members.append(("ignoreQuietHours", true)) }
         if let custom = field("custom") {
             guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
                 throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
@@ -157,7 +159,8 @@ struct DashboardSendController: Sendable {
             id: app.id, upperID: app.id.uppercased(), appPath: DashboardFormat.path(app.id), outcome: outcome,
             form: Model.Field(
                 target: form["target"] ?? "", title: form["title"] ?? "", subtitle: form["subtitle"] ?? "", body: form["body"] ?? "",
-                badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? ""
+                badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? "",
+                ignoreQuietHours: form["ignoreQuietHours"] != nil
             ),
             audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
             pushTypes: options(
