@@ -20,11 +20,15 @@ package struct AppSecurity: Sendable, Hashable {
     /// The app's quiet hours (a delivery policy kept with the app's other settings): alerts
     /// accepted while set wait for their device's window to end. Nil: none.
     package var quietHours: QuietHours?
+    /// The app's frequency cap: alerts accepted while set count per person, and one over it is
+    /// failed or deferred. Nil: none.
+    package var frequencyCap: FrequencyCap?
 
     package init(
         userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
-        quietHours: QuietHours? = nil
+        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil
     ) {
+        self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification

@@ -132,6 +132,12 @@ package struct NotificationSpec: Sendable, Hashable {
     package var quietHours: QuietHours?
     /// `time-sensitive` or `critical`, or `ignoreQuietHours`: never held for quiet hours.
     package var ignoresQuietHours = false
+    /// The app's frequency cap as taken when accepted (``NotificationCap``); nil when none.
+    package var frequencyCap: NotificationCap?
+    /// Over the app's frequency cap, wait for room rather than fail (`"frequencyCap": "defer"`).
+    package var deferOverCap = false
+    /// `aps.category`, for a cap counted per category.
+    package var category: String?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -191,6 +197,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var onUnknownOutcome: UnknownOutcomeAction = .default
     /// Its notification's quiet hours (an alert is held while its device is inside them).
     package var quietHours: QuietHours?
+    /// Its notification's frequency cap (an alert over it is failed or deferred).
+    package var frequencyCap: NotificationCap?
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,

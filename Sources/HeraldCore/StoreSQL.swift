@@ -82,9 +82,10 @@ package struct NotificationShared: Sendable {
     package var placeholder: [UInt8]?
     package var onUnknownOutcome: UnknownOutcomeAction
     package var quietHours: QuietHours?
+    package var frequencyCap: NotificationCap?
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours"
+    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours, frequency_cap"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -96,6 +97,7 @@ package struct NotificationShared: Sendable {
         self.placeholder = row.bytes(first + 5)
         self.onUnknownOutcome = row.string(first + 6).flatMap(UnknownOutcomeAction.init(rawValue:)) ?? .default
         self.quietHours = row.string(first + 7).flatMap(QuietHours.init)
+        self.frequencyCap = row.string(first + 8).flatMap(NotificationCap.init)
     }
 }
 
@@ -131,6 +133,7 @@ extension ClaimedDelivery {
         self.unknownOutcomes = Int(row.int(8) ?? 0)
         self.onUnknownOutcome = shared.onUnknownOutcome
         self.quietHours = shared.quietHours
+        self.frequencyCap = shared.frequencyCap
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
@@ -143,5 +146,6 @@ extension ClaimedDelivery {
         )
         self.onUnknownOutcome = shared.onUnknownOutcome
         self.quietHours = shared.quietHours
+        self.frequencyCap = shared.frequencyCap
     }
 }

@@ -18,11 +18,7 @@ extension PostgresStore {
                     try await Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
-            let quiet = QuietHours.devices(result)
-            if !quiet.isEmpty {
-                let held = QuietHours.held(result, timeZones: try await Self.timeZones(db, devices: quiet), now: now)
-                try await Self.hold(db, held, in: &result, now: now)
-            }
+            try await Self.applyPolicies(db, to: &result, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try await Self.publicKeys(db, devices: sealed), to: &result)
@@ -58,55 +54,6 @@ extension PostgresStore {
             guard let common = shared[notificationID] else { continue }
             result.append(ClaimedDelivery(row: row, shared: common, notificationID: notificationID))
         }
-    }
-
-    /// The time zones of `devices` that have one.
-    private static func timeZones(_ db: Connection, devices: [Int64]) async throws -> [Int64: String] {
-        var zones: [Int64: String] = [:]
-        for row in try await db.query("SELECT id, time_zone FROM devices WHERE id = ANY($1) AND time_zone IS NOT NULL", [.ints(devices)]) {
-            if let id = row.int(0), let zone = row.string(1) { zones[id] = zone }
-        }
-        return zones
-    }
-
-    /// Takes the deliveries `held` (by index, until when) out of the batch, pending until then
-    /// with reason ``QuietHours/reason``, the hold not counting as an attempt: a delivery with a
-    /// row is moved; a chunk's gets its row now, and leaves its chunk (which ends if nothing of
-    /// it is left). The rows and chunks are this claim's (locked, or just created).
-    private static func hold(_ db: Connection, _ held: [Int: Int64], in result: inout [ClaimedDelivery], now: Int64) async throws {
-        guard !held.isEmpty else { return }
-        var rows = NewRows()
-        var leftChunks: [Int64: Int] = [:]
-        var moved: [(id: Int64, until: Int64)] = []
-        for (index, until) in held.sorted(by: { $0.key < $1.key }) {
-            let delivery = result[index]
-            if let chunk = delivery.chunk {
-                rows.add(
-                    id: delivery.id, notificationID: delivery.notificationID, deviceID: delivery.deviceID, token: delivery.token,
-                    environment: delivery.environment.rawValue, pushType: delivery.pushType.rawValue, topic: delivery.topic, state: .pending,
-                    attempts: delivery.attempts - 1, nextAttemptAt: until, apnsID: nil, status: nil, reason: QuietHours.reason, latency: nil,
-                    chunk: nil
-                )
-                leftChunks[chunk, default: 0] += 1
-            } else {
-                moved.append((delivery.id, until))
-            }
-        }
-        if !moved.isEmpty {
-            try await db.query(
-                """
-                UPDATE deliveries x SET next_attempt_at = v.until, attempts = x.attempts - 1, reason = $3, updated_at = $4
-                FROM unnest($1::bigint[], $2::bigint[]) AS v(id, until) WHERE x.id = v.id
-                """,
-                [.ints(moved.map(\.id)), .ints(moved.map(\.until)), .text(QuietHours.reason), .int(now)]
-            )
-        }
-        _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
-        for (chunk, count) in leftChunks.sorted(by: { $0.key < $1.key }) {
-            try await db.query("UPDATE delivery_chunks SET size = size - $1 WHERE id = $2", [.int(Int64(count)), .int(chunk)])
-            try await db.query("DELETE FROM delivery_chunks WHERE id = $1 AND size <= 0", [.int(chunk)])
-        }
-        result = result.enumerated().compactMap { held[$0.offset] == nil ? $0.element : nil }
     }
 
     /// The public keys of `devices` (those of encrypted notifications), read as they are now.

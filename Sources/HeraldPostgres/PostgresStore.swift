@@ -403,10 +403,18 @@ package final class PostgresStore: HeraldStore {
             )
             """
         ],
-        // 13: delivery policies (an app's quiet hours, and those a notification took), as in SQLite's 12.
+        // 13: delivery policies (an app's quiet hours and frequency cap, those a notification took,
+        // each capped person's recent alerts), as in SQLite's 12.
         [
             "ALTER TABLE apps ADD COLUMN quiet_hours TEXT",
             "ALTER TABLE notifications ADD COLUMN quiet_hours TEXT",
+            "ALTER TABLE apps ADD COLUMN frequency_cap TEXT",
+            "ALTER TABLE notifications ADD COLUMN frequency_cap TEXT",
+            """
+            CREATE TABLE frequency_counts (
+                app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, subject TEXT NOT NULL, category TEXT NOT NULL,
+                times TEXT NOT NULL, PRIMARY KEY (app_id, subject, category))
+            """,
         ],
     ]
 
@@ -459,14 +467,15 @@ package final class PostgresStore: HeraldStore {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours"
+    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap"
 
     private static func app(_ row: Row) -> App {
         App(
             id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0,
             security: AppSecurity(
                 userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
-                receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init)
+                receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
+                frequencyCap: row.string(8).flatMap(FrequencyCap.init)
             )
         )
     }
@@ -491,10 +500,10 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
-                    .text(appID), .bool(security.receipts), .text(security.quietHours?.description),
+                    .text(appID), .bool(security.receipts), .text(security.quietHours?.description), .text(security.frequencyCap?.description),
                 ]
             ).isEmpty == false
         }

@@ -18,10 +18,7 @@ extension SQLiteStore {
                     try Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
-            let quiet = QuietHours.devices(result)
-            if !quiet.isEmpty {
-                try Self.hold(db, QuietHours.held(result, timeZones: try Self.timeZones(db, devices: quiet), now: now), in: &result, now: now)
-            }
+            try Self.applyPolicies(db, to: &result, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try Self.publicKeys(db, devices: sealed), to: &result)
@@ -53,53 +50,6 @@ extension SQLiteStore {
             guard let common = shared[notificationID] else { return }
             result.append(ClaimedDelivery(row: row, shared: common, notificationID: notificationID))
         }
-    }
-
-    /// The time zones of `devices` that have one.
-    private static func timeZones(_ db: borrowing SQLiteDatabase.Connection, devices: [Int64]) throws -> [Int64: String] {
-        var zones: [Int64: String] = [:]
-        try db.each(
-            "SELECT id, time_zone FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND time_zone IS NOT NULL",
-            [.text(JSONValue.array(devices.map { .int($0) }).jsonString)]
-        ) { row in
-            if let id = row.int(0), let zone = row.string(1) { zones[id] = zone }
-        }
-        return zones
-    }
-
-    /// Takes the deliveries `held` (by index, until when) out of the batch, pending until then
-    /// with reason ``QuietHours/reason``, the hold not counting as an attempt: a delivery with a
-    /// row is moved; a chunk's gets its row now, and leaves its chunk (which ends if nothing of
-    /// it is left).
-    private static func hold(
-        _ db: borrowing SQLiteDatabase.Connection, _ held: [Int: Int64], in result: inout [ClaimedDelivery], now: Int64
-    ) throws {
-        guard !held.isEmpty else { return }
-        var rows = NewRows(updatedAt: now)
-        var leftChunks: [Int64: Int] = [:]
-        for (index, until) in held.sorted(by: { $0.key < $1.key }) {
-            let delivery = result[index]
-            if let chunk = delivery.chunk {
-                rows.add(
-                    id: delivery.id, notificationID: delivery.notificationID, deviceID: delivery.deviceID, token: delivery.token,
-                    environment: delivery.environment.rawValue, pushType: delivery.pushType.rawValue, topic: delivery.topic, state: .pending,
-                    attempts: delivery.attempts - 1, nextAttemptAt: until, apnsID: nil, status: nil, reason: QuietHours.reason, latency: nil,
-                    chunk: nil
-                )
-                leftChunks[chunk, default: 0] += 1
-            } else {
-                try db.query(
-                    "UPDATE deliveries SET next_attempt_at = ?, attempts = attempts - 1, reason = ?, updated_at = ? WHERE id = ?",
-                    [.integer(until), .text(QuietHours.reason), .integer(now), .integer(delivery.id)]
-                )
-            }
-        }
-        _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
-        for (chunk, count) in leftChunks.sorted(by: { $0.key < $1.key }) {
-            try db.query("UPDATE delivery_chunks SET size = size - ? WHERE id = ?", [.integer(Int64(count)), .integer(chunk)])
-            try db.query("DELETE FROM delivery_chunks WHERE id = ? AND size <= 0", [.integer(chunk)])
-        }
-        result = result.enumerated().compactMap { held[$0.offset] == nil ? $0.element : nil }
     }
 
     /// The public keys of `devices` (those of encrypted notifications), read as they are now.

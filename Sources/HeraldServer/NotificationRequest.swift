@@ -141,6 +141,12 @@ enum NotificationRequest {
         spec.onUnknownOutcome = onUnknownOutcome
         spec.ignoresQuietHours = !QuietHours.applies(
             interruptionLevel: json["aps"]?["interruption-level"]?.stringValue, ignoreQuietHours: body.ignoreQuietHours == true)
+        switch body.frequencyCap {
+        case nil, "fail": spec.deferOverCap = false
+        case "defer": spec.deferOverCap = true
+        default: throw bad("frequencyCap is fail (the default: over the app's cap, not sent) or defer (sent when there is room)", "bad_frequencyCap")
+        }
+        spec.category = json["aps"]?["category"]?.stringValue
         return spec
     }
 

@@ -7,7 +7,9 @@ import Testing
 /// The dashboard's delivery-policy settings through a real socket: the app's settings form sets
 /// and clears quiet hours; the send form offers ignoring them.
 extension DashboardTests {
-    @Test("the app's settings page sets quiet hours (refusing a half or bad window) and clears them; the send form offers ignoring them")
+    @Test(
+        "the app's settings page sets quiet hours (refusing a half or bad window) and clears them, and sets a frequency cap; the send form offers both options"
+    )
     func quietHoursSettings() async throws {
         try await self.server.withServer { context in
             _ = try await self.server.setUp(context)
@@ -33,8 +35,17 @@ extension DashboardTests {
             #expect(cleared.status == 200)
             #expect(try await quietHours() is NSNull)
 
+            let capped = try await browser.post(
+                "/dashboard/apps/demo/settings",
+                [("csrf", csrf), ("userVerification", "on"), ("capLimit", "3"), ("capWindow", "86400"), ("capPerCategory", "on")])
+            #expect(capped.status == 200 && capped.body.contains(#"name="capLimit" type="number" min="1" max="1000" value="3""#))
+            let cap = try await context.api.call("GET", "/v1/apps/demo", key: context.admin).body["frequencyCap"] as? [String: Any]
+            #expect(cap?["limit"] as? Int == 3 && cap?["windowSeconds"] as? Int == 86400 && cap?["perCategory"] as? Bool == true)
+            let badCap = try await browser.post("/dashboard/apps/demo/settings", [("csrf", csrf), ("userVerification", "on"), ("capLimit", "0")])
+            #expect(badCap.status == 400)
+
             let send = try await browser.get("/dashboard/apps/demo/send")
-            #expect(send.status == 200 && send.body.contains(#"name="ignoreQuietHours""#))
+            #expect(send.status == 200 && send.body.contains(#"name="ignoreQuietHours""#) && send.body.contains(#"<option value="defer""#))
         }
     }
 }

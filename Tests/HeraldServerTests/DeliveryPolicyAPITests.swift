@@ -92,3 +92,56 @@ extension ServerTests {
         }
     }
 }
+
+extension ServerTests {
+    @Test(
+        "frequency cap: over it a send is failed FrequencyCapped, or held with frequencyCap defer and sent once the window has room (moved clock)",
+        arguments: StoreDriver.enabled)
+    func frequencyCapAPI(driver: StoreDriver) async throws {
+        let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
+        try await self.withServer(driver: driver, clock: clock) { context in
+            let keys = try await self.setUp(context)
+            for json in [#"{"limit":0,"windowSeconds":3600}"#, #"{"limit":2}"#, #"{"limit":2,"windowSeconds":10}"#] {
+                let bad = try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":\#(json)}"#)
+                #expect(bad.status == 400 && (bad.body["error"] as? [String: Any])?["code"] as? String == "bad_frequencyCap", "\(json)")
+            }
+            let set = try await context.api.call(
+                "PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":{"limit":2,"windowSeconds":3600}}"#)
+            let cap = set.body["frequencyCap"] as? [String: Any]
+            #expect(set.status == 200 && cap?["limit"] as? Int == 2 && cap?["windowSeconds"] as? Int == 3600 && cap?["perCategory"] as? Bool == false)
+            let token = try await self.virtualDevice(context)
+            _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
+            func send(_ extra: String = "") async throws -> String {
+                let sent = try await context.api.call(
+                    "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(token)"]},"body":"hi"\#(extra)}"#)
+                #expect(sent.status == 202, "\(sent.body)")
+                return try #require(sent.body["id"] as? String)
+            }
+            let bad = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"hi","frequencyCap":"later"}"#)
+            #expect((bad.body["error"] as? [String: Any])?["code"] as? String == "bad_frequencyCap")
+            for _ in 0..<2 {
+                #expect((try await self.settled(context, key: keys.send, id: try await send())["counts"] as? [String: Int])?["sent"] == 1)
+            }
+            let over = try await self.settled(context, key: keys.send, id: try await send())
+            let failed = (over["deliveries"] as? [[String: Any]])?.first
+            #expect(failed?["state"] as? String == "failed" && failed?["reason"] as? String == "FrequencyCapped", "\(over)")
+            let deferred = try await send(#","frequencyCap":"defer""#)
+            let deadline = ContinuousClock.now + Self.hangGuard
+            var state: String?
+            while ContinuousClock.now < deadline {
+                let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(deferred)", key: keys.send)
+                state = (status.body["deliveries"] as? [[String: Any]])?.first?["state"] as? String
+                if state != nil { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(state == "held")
+            clock.advance(seconds: 3600)
+            #expect((try await self.settled(context, key: keys.send, id: deferred)["counts"] as? [String: Int])?["sent"] == 1)
+            #expect(try await self.inbox(context, token).count == 3)
+            #expect(
+                try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":{}}"#).body["frequencyCap"] is NSNull
+            )
+        }
+    }
+}

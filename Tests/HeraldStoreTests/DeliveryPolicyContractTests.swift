@@ -2,9 +2,13 @@
 import APNSModels
 import HeraldCore
 import HeraldTesting
+import Logging
 import Testing
 
-/// Delivery policies in the store, on every driver: quiet hours hold alerts in the claim.
+@testable import HeraldPostgres
+
+/// Delivery policies in the store, on every driver: quiet hours hold alerts in the claim; frequency
+/// caps fail or defer those over the cap, exactly, however many claim at once.
 @Suite struct DeliveryPolicyContractTests {
     /// 2030-01-15T14:00:00Z: 23:00 in Tokyo, 09:00 in New York.
     static let tokyoEleven = QuietHoursTests.tokyoEleven
@@ -83,6 +87,135 @@ import Testing
             _ = try await store.createNotification(appID: "demo", id: "background", bundleID: "com.example.app", background, now: Self.tokyoEleven)
             let claimed = try await store.claimDeliveries(limit: 10, now: Self.tokyoEleven, leaseMilliseconds: 60_000)
             #expect(Set(claimed.map(\.notificationID)) == ["urgent", "background"])
+        }
+    }
+}
+
+extension DeliveryPolicyContractTests {
+    func capped(_ store: any HeraldStore, limit: Int, windowSeconds: Int64 = 86_400) async throws {
+        var security = try #require(try await store.app("demo")).security
+        security.frequencyCap = FrequencyCap(limit: limit, windowSeconds: windowSeconds)
+        #expect(try await store.setAppSecurity(appID: "demo", security))
+    }
+
+    func send(_ store: any HeraldStore, _ id: String, now: Int64, deferring: Bool = false, pushType: PushType? = nil) async throws {
+        var spec = NotificationSpec(audience: .all, pushType: pushType, payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8), scheduledAt: now)
+        spec.deferOverCap = deferring
+        spec.adoptPolicies(try #require(try await store.app("demo")).security)
+        _ = try await store.createNotification(appID: "demo", id: id, bundleID: "com.example.app", spec, now: now)
+    }
+
+    @Test(
+        "a frequency cap admits at most N alerts per person in the rolling window: over it failed FrequencyCapped, or deferred until there is room",
+        arguments: Driver.enabled)
+    func frequencyCap(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            try await self.capped(store, limit: 3)
+            let ann1 = try self.token(1).hex
+            let ann2 = try self.token(2).hex
+            let anonymous = try self.token(3).hex
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(1), userID: "ann"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(2), userID: "ann"), now: 1)
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(3)), now: 1)
+            let now: Int64 = 1_000_000
+            func claim(_ at: Int64) async throws -> [String] {
+                // Leases longer than the test: nothing is recorded, and nothing is claimed again.
+                try await store.claimDeliveries(limit: 10, now: at, leaseMilliseconds: 864_000_000).map(\.token).sorted()
+            }
+            try await self.send(store, "one", now: now)
+            #expect(try await claim(now) == [ann1, ann2, anonymous].sorted())
+            try await self.send(store, "two", now: now + 1000)
+            #expect(try await claim(now + 1000) == [ann1, anonymous].sorted(), "ann's third alert; her fourth is over the cap")
+            let two = try await self.states(store, "two")
+            #expect(two[ann2]?.state == .failed && two[ann2]?.reason == FrequencyCap.reason)
+            // Not an alert: never counted, never capped.
+            try await self.send(store, "quiet", now: now + 1500, pushType: .background)
+            #expect(try await claim(now + 1500) == [ann1, ann2, anonymous].sorted())
+            try await self.send(store, "three", now: now + 2000, deferring: true)
+            #expect(try await claim(now + 2000) == [anonymous], "ann's wait until her first two leave the window")
+            let three = try await self.states(store, "three")
+            #expect(three[ann1]?.state == .pending && three[ann1]?.reason == FrequencyCap.reason && three[ann1]?.attempts == 0)
+            #expect(try await claim(now + 86_400_000 - 1) == [])
+            #expect(try await claim(now + 86_400_000) == [ann1, ann2].sorted(), "room for two")
+        }
+    }
+
+    /// Claims with `claimers` concurrent tasks on each of `stores` until nothing is left; the
+    /// deliveries each user got.
+    func claimAll(_ stores: [any HeraldStore], claimers: Int, now: Int64, users: [Int64: String]) async throws -> [String: Int] {
+        let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for store in stores {
+                for _ in 0..<claimers {
+                    group.addTask {
+                        var mine: [Int64] = []
+                        var empty = 0
+                        // Empty twice: another claim may have been expanding the last notification.
+                        while empty < 2 {
+                            let batch = try await store.claimDeliveries(limit: 7, now: now, leaseMilliseconds: 600_000)
+                            empty = batch.isEmpty ? empty + 1 : 0
+                            mine += batch.map(\.deviceID)
+                        }
+                        return mine
+                    }
+                }
+            }
+            var all: [Int64] = []
+            for try await mine in group { all += mine }
+            return all
+        }
+        // Whatever the concurrent claims left (none expected), claimed one at a time.
+        var rest = claimed
+        while case let batch = try await stores[0].claimDeliveries(limit: 7, now: now, leaseMilliseconds: 600_000), !batch.isEmpty {
+            rest += batch.map(\.deviceID)
+        }
+        var perUser: [String: Int] = [:]
+        for device in rest { perUser[users[device] ?? "?", default: 0] += 1 }
+        return perUser
+    }
+
+    func audience(_ store: any HeraldStore, users: Int, devicesEach: Int) async throws -> [Int64: String] {
+        var byDevice: [Int64: String] = [:]
+        for user in 0..<users {
+            for device in 0..<devicesEach {
+                let registered = try await store.register(
+                    appID: "demo", DeviceRegistration(token: try self.token(user * 100 + device + 1), userID: "user\(user)"), now: 1)
+                byDevice[registered.id] = "user\(user)"
+            }
+        }
+        return byDevice
+    }
+
+    @Test("8 concurrent claimers never exceed a frequency cap, and fill it", arguments: Driver.enabled)
+    func capUnderConcurrency(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            try await self.capped(store, limit: 3)
+            let users = try await self.audience(store, users: 20, devicesEach: 3)
+            let now: Int64 = 1_000_000
+            for n in 0..<5 { try await self.send(store, "n\(n)", now: now) }
+            let perUser = try await self.claimAll([store], claimers: 8, now: now, users: users)
+            #expect(perUser.count == 20 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
+        }
+    }
+
+    @Test(
+        "PostgreSQL: three stores (three connection pools, as three processes have) claiming the same users at once never exceed a frequency cap",
+        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage))
+    )
+    func capAcrossPools() async throws {
+        try await PostgresTestDatabase.with { database in
+            try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { first in
+                try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { second in
+                    try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { third in
+                        try await first.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+                        try await self.capped(first, limit: 3)
+                        let users = try await self.audience(first, users: 20, devicesEach: 3)
+                        let now: Int64 = 1_000_000
+                        for n in 0..<5 { try await self.send(first, "n\(n)", now: now) }
+                        let perUser = try await self.claimAll([first, second, third], claimers: 3, now: now, users: users)
+                        #expect(perUser.count == 20 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
+                    }
+                }
+            }
         }
     }
 }

@@ -26,11 +26,14 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var receipts: Bool
     /// The app's quiet hours (each device's local time), or nil: none.
     public var quietHours: QuietHoursSetting?
+    /// The app's frequency cap, or nil: none.
+    public var frequencyCap: FrequencyCapSetting?
 
     public init(
         id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
-        quietHours: QuietHoursSetting? = nil
+        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil
     ) {
+        self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts
         self.id = id
@@ -50,8 +53,14 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var receipts: Bool?
     /// Sets the app's quiet hours (`{"start": "22:00", "end": "08:00"}`); `{}` turns them off.
     public var quietHours: QuietHoursSetting?
+    /// Sets the app's frequency cap (`{"limit": 3, "windowSeconds": 86400, "perCategory": false}`); `{}` turns it off.
+    public var frequencyCap: FrequencyCapSetting?
 
-    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil) {
+    public init(
+        userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil,
+        frequencyCap: FrequencyCapSetting? = nil
+    ) {
+        self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification
@@ -69,6 +78,21 @@ public struct QuietHoursSetting: Sendable, Hashable, Codable {
     public init(start: String? = nil, end: String? = nil) {
         self.start = start
         self.end = end
+    }
+}
+
+/// An app's frequency cap: at most `limit` alerts (1 to 1000) to one person (a user; a device
+/// without one by itself) in any `windowSeconds` (60 to 2592000, rolling), per app or, with
+/// `perCategory`, per app and `aps.category`.
+public struct FrequencyCapSetting: Sendable, Hashable, Codable {
+    public var limit: Int?
+    public var windowSeconds: Int64?
+    public var perCategory: Bool?
+
+    public init(limit: Int? = nil, windowSeconds: Int64? = nil, perCategory: Bool? = nil) {
+        self.limit = limit
+        self.windowSeconds = windowSeconds
+        self.perCategory = perCategory
     }
 }
 

@@ -113,6 +113,9 @@ public struct SendRequest: Sendable, Hashable, Codable {
     public var onUnknownOutcome: String?
     /// True: never held for the app's quiet hours (`time-sensitive` and `critical` alerts never are).
     public var ignoreQuietHours: Bool?
+    /// Over the app's frequency cap: `fail` (the default: not sent, failed `FrequencyCapped`) or
+    /// `defer` (held until the person has room again).
+    public var frequencyCap: String?
     /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
     /// that would be reached and, per push type, the exact headers and payload.
     public var dryRun: Bool?

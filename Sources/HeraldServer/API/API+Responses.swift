@@ -13,7 +13,10 @@ extension AppResponse {
             id: app.id, bundleId: app.bundleID, createdAt: app.createdAt, userVerification: app.security.userVerification,
             protectedTags: app.security.protectedTags, userSecretSet: app.security.sealedUserSecret != nil,
             receipts: app.security.receipts,
-            quietHours: app.security.quietHours.map { QuietHoursSetting(start: $0.startText, end: $0.endText) }
+            quietHours: app.security.quietHours.map { QuietHoursSetting(start: $0.startText, end: $0.endText) },
+            frequencyCap: app.security.frequencyCap.map {
+                FrequencyCapSetting(limit: $0.limit, windowSeconds: $0.windowSeconds, perCategory: $0.perCategory)
+            }
         )
     }
 }

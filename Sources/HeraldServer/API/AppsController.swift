@@ -48,6 +48,21 @@ struct AppsController {
                 throw HeraldError.invalid("quietHours needs both start and end, or neither ({} for none)", code: "bad_quietHours")
             }
         }
+        if let cap = body.frequencyCap {
+            switch (cap.limit, cap.windowSeconds) {
+            case (nil, nil) where cap.perCategory == nil:
+                app.security.frequencyCap = nil
+            case (let limit?, let window?):
+                guard let parsed = FrequencyCap(limit: limit, windowSeconds: window, perCategory: cap.perCategory ?? false) else {
+                    throw HeraldError.invalid(
+                        "frequencyCap is {\"limit\": 1 to 1000, \"windowSeconds\": 60 to 2592000, \"perCategory\"?: bool}, or {} for none",
+                        code: "bad_frequencyCap")
+                }
+                app.security.frequencyCap = parsed
+            default:
+                throw HeraldError.invalid("frequencyCap needs both limit and windowSeconds, or nothing ({} for none)", code: "bad_frequencyCap")
+            }
+        }
         if let tags = body.protectedTags {
             guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
                 throw HeraldError.invalid("protectedTags is an array of up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")

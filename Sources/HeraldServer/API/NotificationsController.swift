@@ -29,7 +29,7 @@ struct NotificationsController {
         let body = try await request.decode(as: SendRequest.self, context: context)
         var spec = try NotificationRequest.spec(body, now: now)
         try NotificationRequest.reserveReceipt(spec, app: app)
-        spec.adoptQuietHours(app.security.quietHours)
+        spec.adoptPolicies(app.security)
         if body.dryRun == true {
             return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
         }

@@ -59,7 +59,7 @@ struct DashboardBackend: Sendable {
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
         try NotificationRequest.reserveReceipt(spec, app: app)
         var spec = spec
-        spec.adoptQuietHours(app.security.quietHours)
+        spec.adoptPolicies(app.security)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id
@@ -96,9 +96,13 @@ struct DashboardBackend: Sendable {
         try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
     }
 
-    /// Changes the app's user verification, protected tags and quiet hours (`HH:MM` start and
-    /// end, both empty for none), as `PATCH /v1/apps/{app}` does.
-    func updateApp(_ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String)) async throws {
+    /// Changes the app's user verification, protected tags, quiet hours (`HH:MM` start and end,
+    /// both empty for none) and frequency cap (limit and window in seconds, both empty for none),
+    /// as `PATCH /v1/apps/{app}` does.
+    func updateApp(
+        _ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String),
+        frequencyCap: (limit: String, window: String, perCategory: Bool)
+    ) async throws {
         var security = app.security
         guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
             throw HeraldError.invalid("protected tags: up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
@@ -114,6 +118,18 @@ struct DashboardBackend: Sendable {
                 throw HeraldError.invalid("quiet hours: a start and an end as HH:MM (they differ), or neither", code: "bad_quietHours")
             }
             security.quietHours = parsed
+        }
+        let (limit, window) = (frequencyCap.limit.trimmingCharacters(in: .whitespaces), frequencyCap.window.trimmingCharacters(in: .whitespaces))
+        if limit.isEmpty, window.isEmpty {
+            security.frequencyCap = nil
+        } else {
+            guard let limit = Int(limit), let window = Int64(window),
+                let parsed = FrequencyCap(limit: limit, windowSeconds: window, perCategory: frequencyCap.perCategory)
+            else {
+                throw HeraldError.invalid(
+                    "frequency cap: 1 to 1000 alerts in a window of 60 to 2592000 seconds, or neither", code: "bad_frequencyCap")
+            }
+            security.frequencyCap = parsed
         }
         guard try await self.store.setAppSecurity(appID: app.id, security) else { throw HeraldError.notFound("app '\(app.id)'") }
     }

@@ -114,6 +114,10 @@ struct DashboardAppsController: Sendable {
         /// The quiet hours' start and end (`HH:MM`), empty for none.
         var quietStart: String
         var quietEnd: String
+        /// The frequency cap's limit and window (seconds), empty for none.
+        var capLimit: String
+        var capWindow: String
+        var capPerCategory: Bool
         /// A setup form's outcome: what was done, or what went wrong.
         var notice: String?
         var setupError: String?
@@ -236,6 +240,8 @@ struct DashboardAppsController: Sendable {
             },
             userVerification: app.security.userVerification, protectedTags: app.security.protectedTags.joined(separator: ", "),
             quietStart: app.security.quietHours?.startText ?? "", quietEnd: app.security.quietHours?.endText ?? "",
+            capLimit: app.security.frequencyCap.map { "\($0.limit)" } ?? "", capWindow: app.security.frequencyCap.map { "\($0.windowSeconds)" } ?? "",
+            capPerCategory: app.security.frequencyCap?.perCategory ?? false,
             notice: notice, setupError: setupError, check: check,
             hasCredentials: credentials.contains { !$0.notConfigured && !$0.builtInEmulator }
         )

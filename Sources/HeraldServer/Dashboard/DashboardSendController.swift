@@ -29,6 +29,7 @@ struct DashboardSendController: Sendable {
         var audiences: [DashboardOption]
         var pushTypes: [DashboardOption]
         var priorities: [DashboardOption]
+        var capModes: [DashboardOption]
         var previewTitle: String
         var previewSubtitle: String
         var previewBody: String
@@ -102,6 +103,7 @@ struct DashboardSendController: Sendable {
             members.append(("priority", .int(number)))
         }
         if form["ignoreQuietHours"] != nil { members.append(("ignoreQuietHours", true)) }
+        if let mode = field("frequencyCap") { members.append(("frequencyCap", .string(mode))) }
         if let custom = field("custom") {
             guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
                 throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
@@ -170,6 +172,7 @@ struct DashboardSendController: Sendable {
                     ("liveactivity", "liveactivity"),
                 ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
+            capModes: options("frequencyCap", [("", "not sent (failed)"), ("defer", "sent when there is room")]),
             previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
             previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
