@@ -23,11 +23,14 @@ package struct AppSecurity: Sendable, Hashable {
     /// The app's frequency cap: alerts accepted while set count per person, and one over it is
     /// failed or deferred. Nil: none.
     package var frequencyCap: FrequencyCap?
+    /// The app's default throttle for its sends (``Throttle``); nil: none.
+    package var throttlePerMinute: Int?
 
     package init(
         userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
-        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil
+        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil
     ) {
+        self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts

@@ -175,6 +175,7 @@ extension NotificationSpec {
     package mutating func adoptPolicies(_ app: AppSecurity) {
         self.adoptQuietHours(app.quietHours)
         self.adoptFrequencyCap(app.frequencyCap)
+        self.adoptThrottle(app.throttlePerMinute)
     }
 }
 
@@ -192,10 +193,14 @@ package struct SetAside: Sendable, Hashable {
     }
 
     /// The deliveries a claim sets aside (by index): those `held` for quiet hours (until when),
-    /// and those over a cap (`capped`); the rest of the batch is sent.
-    package static func merge(held: [Int: Int64], capped: [Int: FrequencyCap.Outcome], now: Int64) -> [Int: SetAside] {
+    /// those `throttled` until their slot, and those over a cap (`capped`); the rest of the batch
+    /// is sent.
+    package static func merge(
+        held: [Int: Int64], throttled: [Int: Int64] = [:], capped: [Int: FrequencyCap.Outcome], now: Int64
+    ) -> [Int: SetAside] {
         var result: [Int: SetAside] = [:]
         for (index, until) in held { result[index] = SetAside(state: .pending, nextAttemptAt: until, reason: QuietHours.reason) }
+        for (index, slot) in throttled { result[index] = SetAside(state: .pending, nextAttemptAt: slot, reason: Throttle.reason) }
         for (index, outcome) in capped {
             switch outcome {
             case .capped: result[index] = SetAside(state: .failed, nextAttemptAt: now, reason: FrequencyCap.reason)

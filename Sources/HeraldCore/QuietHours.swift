@@ -89,10 +89,10 @@ package struct QuietHours: Sendable, Hashable, CustomStringConvertible {
         pushType == .alert
     }
 
-    /// The state a delivery shows in the API: `held` for one pending for quiet hours or a
-    /// deferring frequency cap.
+    /// The state a delivery shows in the API: `held` for one pending for quiet hours, a deferring
+    /// frequency cap or its throttle slot.
     package static func apiState(_ state: DeliveryState, reason: String?) -> String {
-        state == .pending && (reason == Self.reason || reason == FrequencyCap.reason) ? "held" : state.rawValue
+        state == .pending && (reason == Self.reason || reason == FrequencyCap.reason || reason == Throttle.reason) ? "held" : state.rawValue
     }
 
     // MARK: A claim

@@ -138,6 +138,10 @@ package struct NotificationSpec: Sendable, Hashable {
     package var deferOverCap = false
     /// `aps.category`, for a cap counted per category.
     package var category: String?
+    /// `throttlePerMinute` as the send gave it (0: none; nil: the app's default).
+    package var throttleRequested: Int?
+    /// At most this many of its deliveries per minute (``Throttle``); nil: no throttle.
+    package var throttlePerMinute: Int?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -199,6 +203,10 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var quietHours: QuietHours?
     /// Its notification's frequency cap (an alert over it is failed or deferred).
     package var frequencyCap: NotificationCap?
+    /// Its notification's throttle (``Throttle``), and whether it has its slot already (it was
+    /// set aside until it).
+    package var throttlePerMinute: Int?
+    package var throttleSlotted = false
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,

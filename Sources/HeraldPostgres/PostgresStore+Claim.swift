@@ -39,7 +39,7 @@ extension PostgresStore {
             FROM (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= $2
                 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
             WHERE x.id = due.id
-            RETURNING x.id, x.notification_id, x.device_id, x.token, x.environment, x.push_type, x.topic, x.attempts, x.unknown_outcomes
+            RETURNING x.id, x.notification_id, x.device_id, x.token, x.environment, x.push_type, x.topic, x.attempts, x.unknown_outcomes, x.reason
             """,
             [.int(leaseEnd), .int(now), .int(Int64(room))]
         )

@@ -3,8 +3,8 @@ import APNSModels
 import HeraldCore
 import PostgresNIO
 
-/// Delivery policies in the claim's own transaction: quiet hours hold alerts, then frequency caps
-/// fail or defer those over the cap. The decisions are HeraldCore's (`QuietHours`,
+/// Delivery policies in the claim's own transaction: quiet hours hold alerts, throttles set aside
+/// deliveries until their slot, then frequency caps fail or defer alerts over the cap. The decisions are HeraldCore's (`QuietHours`,
 /// `FrequencyCap`); a claim with no policy active reads nothing more.
 ///
 /// Caps are exact across processes: before reading a person's history the claim takes an
@@ -15,17 +15,43 @@ extension PostgresStore {
     static func applyPolicies(_ db: Connection, to result: inout [ClaimedDelivery], now: Int64) async throws {
         let quiet = QuietHours.devices(result)
         let capped = FrequencyCap.devices(result)
-        guard !quiet.isEmpty || !capped.isEmpty else { return }
+        let throttled = Throttle.notifications(result)
+        guard !quiet.isEmpty || !capped.isEmpty || !throttled.isEmpty else { return }
         var zones: [Int64: String] = [:]
         var users: [Int64: String] = [:]
-        for row in try await db.query("SELECT id, time_zone, user_id FROM devices WHERE id = ANY($1)", [.ints(Array(Set(quiet + capped)))]) {
-            guard let id = row.int(0) else { continue }
-            if let zone = row.string(1) { zones[id] = zone }
-            if let user = row.string(2) { users[id] = user }
+        if !quiet.isEmpty || !capped.isEmpty {
+            for row in try await db.query("SELECT id, time_zone, user_id FROM devices WHERE id = ANY($1)", [.ints(Array(Set(quiet + capped)))]) {
+                guard let id = row.int(0) else { continue }
+                if let zone = row.string(1) { zones[id] = zone }
+                if let user = row.string(2) { users[id] = user }
+            }
         }
         let held = quiet.isEmpty ? [:] : QuietHours.held(result, timeZones: zones, now: now)
+        var slotted: [Int: Int64] = [:]
+        if !throttled.isEmpty {
+            // Each notification's slot row, created if need be and locked (in id order) until the
+            // claim commits: claims in any process take slots one after the other.
+            var next: [String: Int64] = [:]
+            for row in try await db.query(
+                """
+                INSERT INTO throttle_slots (notification_id, next_slot) SELECT id, 0 FROM unnest($1::text[]) AS id ORDER BY id
+                ON CONFLICT (notification_id) DO UPDATE SET next_slot = throttle_slots.next_slot
+                RETURNING notification_id, next_slot
+                """,
+                [.texts(throttled)]
+            ) {
+                if let id = row.string(0), let slot = row.int(1), slot > 0 { next[id] = slot }
+            }
+            let decision = Throttle.decide(result, skipping: Set(held.keys), next: next, now: now)
+            slotted = decision.aside
+            let changed = decision.next.sorted { $0.key < $1.key }
+            try await db.query(
+                "UPDATE throttle_slots t SET next_slot = v.next FROM unnest($1::text[], $2::bigint[]) AS v(id, next) WHERE t.notification_id = v.id",
+                [.texts(changed.map(\.key)), .ints(changed.map(\.value))]
+            )
+        }
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
-        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil }
+        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
         if !keys.isEmpty {
             let people = Array(Set(keys.values)).sorted()
             // unnest yields the array's order: the locks are taken in key order.
@@ -60,7 +86,7 @@ extension PostgresStore {
                 )
             }
         }
-        try await Self.setAside(db, SetAside.merge(held: held, capped: outcomes, now: now), in: &result, now: now)
+        try await Self.setAside(db, SetAside.merge(held: held, throttled: slotted, capped: outcomes, now: now), in: &result, now: now)
     }
 
     /// Takes the deliveries `aside` (by index) out of the batch, as they say; none counts as an

@@ -403,8 +403,9 @@ package final class PostgresStore: HeraldStore {
             )
             """
         ],
-        // 13: delivery policies (an app's quiet hours and frequency cap, those a notification took,
-        // each capped person's recent alerts), as in SQLite's 12.
+        // 13: delivery policies (an app's quiet hours, frequency cap and throttle, those a
+        // notification took, each capped person's recent alerts, each throttled notification's
+        // next slot), as in SQLite's 12.
         [
             "ALTER TABLE apps ADD COLUMN quiet_hours TEXT",
             "ALTER TABLE notifications ADD COLUMN quiet_hours TEXT",
@@ -414,6 +415,12 @@ package final class PostgresStore: HeraldStore {
             CREATE TABLE frequency_counts (
                 app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, subject TEXT NOT NULL, category TEXT NOT NULL,
                 times TEXT NOT NULL, PRIMARY KEY (app_id, subject, category))
+            """,
+            "ALTER TABLE apps ADD COLUMN throttle_per_minute BIGINT",
+            "ALTER TABLE notifications ADD COLUMN throttle_per_minute BIGINT",
+            """
+            CREATE TABLE throttle_slots (
+                notification_id TEXT PRIMARY KEY REFERENCES notifications(id) ON DELETE CASCADE, next_slot BIGINT NOT NULL)
             """,
         ],
     ]
@@ -467,7 +474,8 @@ package final class PostgresStore: HeraldStore {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap"
+    static let appColumns =
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute"
 
     private static func app(_ row: Row) -> App {
         App(
@@ -475,7 +483,7 @@ package final class PostgresStore: HeraldStore {
             security: AppSecurity(
                 userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
                 receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
-                frequencyCap: row.string(8).flatMap(FrequencyCap.init)
+                frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) }
             )
         )
     }
@@ -500,10 +508,11 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
                     .text(appID), .bool(security.receipts), .text(security.quietHours?.description), .text(security.frequencyCap?.description),
+                    .int(security.throttlePerMinute.map { Int64($0) }),
                 ]
             ).isEmpty == false
         }

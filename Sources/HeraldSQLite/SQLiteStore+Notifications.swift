@@ -116,8 +116,8 @@ extension SQLiteStore {
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                     idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                    on_unknown_outcome, quiet_hours, frequency_cap)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -130,6 +130,7 @@ extension SQLiteStore {
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                     NotificationPolicy.storedUnknownOutcome(spec).map(SQLValue.text) ?? .null,
                     spec.quietHours.map { .text($0.description) } ?? .null, spec.frequencyCap.map { .text($0.description) } ?? .null,
+                    spec.throttlePerMinute.map { .integer(Int64($0)) } ?? .null,
                 ]
             )
             return CreatedNotification(

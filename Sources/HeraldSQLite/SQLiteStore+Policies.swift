@@ -3,26 +3,49 @@ import APNSModels
 import HeraldCore
 
 /// Delivery policies in the claim's own transaction (SQLite's one writer makes them exact): quiet
-/// hours hold alerts, then frequency caps fail or defer those over the cap. The decisions are
+/// hours hold alerts, throttles set aside deliveries until their slot, then frequency caps fail
+/// or defer alerts over the cap. The decisions are
 /// HeraldCore's (`QuietHours`, `FrequencyCap`); a claim with no policy active reads nothing more.
 extension SQLiteStore {
     static func applyPolicies(_ db: borrowing SQLiteDatabase.Connection, to result: inout [ClaimedDelivery], now: Int64) throws {
         let quiet = QuietHours.devices(result)
         let capped = FrequencyCap.devices(result)
-        guard !quiet.isEmpty || !capped.isEmpty else { return }
+        let throttled = Throttle.notifications(result)
+        guard !quiet.isEmpty || !capped.isEmpty || !throttled.isEmpty else { return }
         var zones: [Int64: String] = [:]
         var users: [Int64: String] = [:]
-        try db.each(
-            "SELECT id, time_zone, user_id FROM devices WHERE id IN (SELECT value FROM json_each(?))",
-            [.text(JSONValue.array(Array(Set(quiet + capped)).map { .int($0) }).jsonString)]
-        ) { row in
-            guard let id = row.int(0) else { return }
-            if let zone = row.string(1) { zones[id] = zone }
-            if let user = row.string(2) { users[id] = user }
+        if !quiet.isEmpty || !capped.isEmpty {
+            try db.each(
+                "SELECT id, time_zone, user_id FROM devices WHERE id IN (SELECT value FROM json_each(?))",
+                [.text(JSONValue.array(Array(Set(quiet + capped)).map { .int($0) }).jsonString)]
+            ) { row in
+                guard let id = row.int(0) else { return }
+                if let zone = row.string(1) { zones[id] = zone }
+                if let user = row.string(2) { users[id] = user }
+            }
         }
         let held = quiet.isEmpty ? [:] : QuietHours.held(result, timeZones: zones, now: now)
+        var slotted: [Int: Int64] = [:]
+        if !throttled.isEmpty {
+            var next: [String: Int64] = [:]
+            try db.each(
+                "SELECT notification_id, next_slot FROM throttle_slots WHERE notification_id IN (SELECT value FROM json_each(?))",
+                [.text(JSONValue.array(throttled.map(JSONValue.string)).jsonString)]
+            ) { row in
+                if let id = row.string(0), let slot = row.int(1) { next[id] = slot }
+            }
+            let decision = Throttle.decide(result, skipping: Set(held.keys), next: next, now: now)
+            slotted = decision.aside
+            try db.query(
+                """
+                INSERT INTO throttle_slots (notification_id, next_slot) SELECT value ->> 0, value ->> 1 FROM json_each(?) WHERE true
+                ON CONFLICT (notification_id) DO UPDATE SET next_slot = excluded.next_slot
+                """,
+                [.text(JSONValue.array(decision.next.sorted { $0.key < $1.key }.map { .array([.string($0.key), .int($0.value)]) }).jsonString)]
+            )
+        }
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
-        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil }
+        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
         if !keys.isEmpty {
             let people = Array(Set(keys.values))
             var history: [FrequencyCap.Key: [Int64]] = [:]
@@ -52,7 +75,7 @@ extension SQLiteStore {
                 )
             }
         }
-        try Self.setAside(db, SetAside.merge(held: held, capped: outcomes, now: now), in: &result, now: now)
+        try Self.setAside(db, SetAside.merge(held: held, throttled: slotted, capped: outcomes, now: now), in: &result, now: now)
     }
 
     private static func keysJSON(_ keys: [FrequencyCap.Key]) -> String {

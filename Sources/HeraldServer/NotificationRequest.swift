@@ -147,6 +147,12 @@ enum NotificationRequest {
         default: throw bad("frequencyCap is fail (the default: over the app's cap, not sent) or defer (sent when there is room)", "bad_frequencyCap")
         }
         spec.category = json["aps"]?["category"]?.stringValue
+        if let throttle = body.throttlePerMinute {
+            guard throttle == 0 || Throttle.limits.contains(throttle) else {
+                throw bad("throttlePerMinute is 1 to 100000 deliveries a minute, or 0 for none (not even the app's default)", "bad_throttlePerMinute")
+            }
+            spec.throttleRequested = throttle
+        }
         return spec
     }
 

@@ -41,11 +41,17 @@ extension DashboardTests {
             #expect(capped.status == 200 && capped.body.contains(#"name="capLimit" type="number" min="1" max="1000" value="3""#))
             let cap = try await context.api.call("GET", "/v1/apps/demo", key: context.admin).body["frequencyCap"] as? [String: Any]
             #expect(cap?["limit"] as? Int == 3 && cap?["windowSeconds"] as? Int == 86400 && cap?["perCategory"] as? Bool == true)
+            let throttled = try await browser.post(
+                "/dashboard/apps/demo/settings", [("csrf", csrf), ("userVerification", "on"), ("throttlePerMinute", "600")])
+            #expect(throttled.status == 200)
+            #expect(try await context.api.call("GET", "/v1/apps/demo", key: context.admin).body["throttlePerMinute"] as? Int == 600)
             let badCap = try await browser.post("/dashboard/apps/demo/settings", [("csrf", csrf), ("userVerification", "on"), ("capLimit", "0")])
             #expect(badCap.status == 400)
 
             let send = try await browser.get("/dashboard/apps/demo/send")
-            #expect(send.status == 200 && send.body.contains(#"name="ignoreQuietHours""#) && send.body.contains(#"<option value="defer""#))
+            #expect(
+                send.status == 200 && send.body.contains(#"name="ignoreQuietHours""#) && send.body.contains(#"<option value="defer""#)
+                    && send.body.contains(#"name="throttlePerMinute""#))
         }
     }
 }

@@ -2,6 +2,7 @@
 import APNSEmulator
 import APNSModels
 import Foundation
+import HeraldCore
 import HeraldServer
 import HeraldTesting
 import Testing
@@ -142,6 +143,62 @@ extension ServerTests {
             #expect(
                 try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":{}}"#).body["frequencyCap"] is NSNull
             )
+        }
+    }
+}
+
+extension ServerTests {
+    typealias Progress = (sent: Int, pending: Int, expanding: Bool)
+
+    /// A notification's deliveries sent and pending, and whether its audience is still being expanded.
+    func progress(_ context: Context, key: String, id: String) async throws -> Progress {
+        let body = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: key).body
+        let counts = body["counts"] as? [String: Int] ?? [:]
+        return (counts["sent"] ?? 0, counts["pending"] ?? 0, body["expanding"] as? Bool ?? true)
+    }
+
+    @Test(
+        "throttle: a 10,000-device send at throttlePerMinute 2500 goes to the emulator 2,500 a minute as the clock moves, never more",
+        arguments: StoreDriver.enabled)
+    func throttleAPI(driver: StoreDriver) async throws {
+        let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
+        try await self.withServer(driver: driver, clock: clock) { context in
+            let keys = try await self.setUp(context)
+            let bad = try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"throttlePerMinute":100001}"#)
+            #expect((bad.body["error"] as? [String: Any])?["code"] as? String == "bad_throttlePerMinute")
+            let set = try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"throttlePerMinute":2500}"#)
+            #expect(set.status == 200 && set.body["throttlePerMinute"] as? Int == 2500)
+            // 10,000 virtual devices, registered through the store (the API would take minutes of curl).
+            let emulator = try #require(context.server.emulator)
+            for _ in 0..<10_000 {
+                let device = emulator.state.createDevice(
+                    bundleID: "com.example.app", environment: .development, kind: .device, now: clock.nowMilliseconds)
+                _ = try await context.server.store.register(
+                    appID: "demo", DeviceRegistration(token: try DeviceToken(hex: device.token), environment: .development),
+                    now: clock.nowMilliseconds)
+            }
+            let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"sale"}"#)
+            let id = try #require(sent.body["id"] as? String)
+            func wait(until done: (Progress) -> Bool) async throws -> Progress {
+                let deadline = ContinuousClock.now + Self.hangGuard
+                var last = try await self.progress(context, key: keys.send, id: id)
+                while ContinuousClock.now < deadline, !done(last) {
+                    try await Task.sleep(for: .milliseconds(50))
+                    last = try await self.progress(context, key: keys.send, id: id)
+                }
+                return last
+            }
+            // The clock stands still: the whole audience gets its slots, one is sent.
+            let first = try await wait { !$0.expanding && $0.sent >= 1 }
+            #expect(first.sent == 1 && first.pending == 9_999, "\(first)")
+            // Slots are 24 ms apart: by the last millisecond of each minute, 2,500 more.
+            clock.advance(milliseconds: 59_999)
+            for minute in 1...4 {
+                let now = try await wait { $0.sent >= 2_500 * minute }
+                #expect(now.sent == 2_500 * minute && now.pending == 10_000 - 2_500 * minute, "minute \(minute): \(now)")
+                clock.advance(milliseconds: 60_000)
+            }
+            #expect(emulator.state.counters(now: clock.nowMilliseconds).accepted == 10_000)
         }
     }
 }

@@ -219,3 +219,98 @@ extension DeliveryPolicyContractTests {
         }
     }
 }
+
+extension DeliveryPolicyContractTests {
+    /// Claims with `claimers` concurrent tasks per store at each of `steps`, until nothing is due
+    /// at that step; the time each delivery was claimed at.
+    func claimTimes(_ stores: [any HeraldStore], claimers: Int, steps: [Int64]) async throws -> [Int64: Int64] {
+        var times: [Int64: Int64] = [:]
+        for now in steps {
+            let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for store in stores {
+                    for _ in 0..<claimers {
+                        group.addTask {
+                            var mine: [Int64] = []
+                            while case let batch = try await store.claimDeliveries(limit: 20, now: now, leaseMilliseconds: 864_000_000),
+                                !batch.isEmpty
+                            {
+                                mine += batch.map(\.id)
+                            }
+                            return mine
+                        }
+                    }
+                }
+                var all: [Int64] = []
+                for try await mine in group { all += mine }
+                return all
+            }
+            for id in claimed {
+                #expect(times[id] == nil, "delivery \(id) claimed twice")
+                times[id] = now
+            }
+        }
+        return times
+    }
+
+    /// The most deliveries any 60-second window (`[t, t + 60 s)`) of `times` holds.
+    func busiestMinute(_ times: [Int64]) -> Int {
+        let sorted = times.sorted()
+        var most = 0
+        var start = 0
+        for end in sorted.indices {
+            while sorted[end] - sorted[start] >= 60_000 { start += 1 }
+            most = max(most, end - start + 1)
+        }
+        return most
+    }
+
+    /// A send at `perMinute` to `devices` devices, due at `now`; with `rowsFirst`, a local-time
+    /// send due a second later: its deliveries are created pending at `now`, without slots, and
+    /// the claims running at once a second later take their slots side by side, with no
+    /// notification locked for an expansion (the case that needs the slot row locked).
+    func throttled(_ store: any HeraldStore, perMinute: Int, devices: Int, now: Int64 = 1_000_000, rowsFirst: Bool = false) async throws {
+        for n in 1...devices { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
+        var spec = NotificationSpec(audience: .all, payload: Array(#"{"aps":{"alert":"sale"}}"#.utf8), scheduledAt: now)
+        // A second later in UTC (devices without a zone): expanded into rows at `now`, due after.
+        if rowsFirst { spec.localTime = LocalTime("1970-01-01T00:16:41") }
+        spec.throttleRequested = perMinute
+        spec.adoptPolicies(AppSecurity())
+        _ = try await store.createNotification(appID: "demo", id: "sale", bundleID: "com.example.app", spec, now: now)
+    }
+
+    @Test("a throttled send is spread so that no minute carries more than N, each delivery claimed once, under 8 claimers", arguments: Driver.enabled)
+    func throttle(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let now: Int64 = 1_000_000
+            try await self.throttled(store, perMinute: 30, devices: 100)
+            let steps = (0...240).map { now + Int64($0) * 1000 }
+            let times = try await self.claimTimes([store], claimers: 8, steps: steps)
+            #expect(times.count == 100, "every delivery, once")
+            #expect(self.busiestMinute(Array(times.values)) == 30)
+            #expect(times.values.max() == now + 99 * 2000, "slots 2 s apart: the last at 198 s")
+            let sale = try await self.states(store, "sale")
+            #expect(sale.count == 99 && sale.values.allSatisfy { $0.reason == Throttle.reason }, "all but the first waited for their slot")
+        }
+    }
+
+    @Test(
+        "PostgreSQL: three stores (three connection pools, as three processes have) claiming one throttled send at once stay within N per minute combined",
+        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage))
+    )
+    func throttleAcrossPools() async throws {
+        try await PostgresTestDatabase.with { database in
+            try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { first in
+                try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { second in
+                    try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { third in
+                        try await first.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
+                        let now: Int64 = 1_000_000
+                        try await self.throttled(first, perMinute: 120, devices: 400, rowsFirst: true)
+                        let times = try await self.claimTimes([first, second, third], claimers: 3, steps: (0...240).map { now + Int64($0) * 1000 })
+                        #expect(times.count == 400)
+                        #expect(self.busiestMinute(Array(times.values)) == 120)
+                    }
+                }
+            }
+        }
+    }
+}

@@ -28,11 +28,14 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var quietHours: QuietHoursSetting?
     /// The app's frequency cap, or nil: none.
     public var frequencyCap: FrequencyCapSetting?
+    /// The app's default throttle: at most this many deliveries of a send per minute; nil: none.
+    public var throttlePerMinute: Int?
 
     public init(
         id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
-        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil
+        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
     ) {
+        self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts
@@ -55,11 +58,14 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var quietHours: QuietHoursSetting?
     /// Sets the app's frequency cap (`{"limit": 3, "windowSeconds": 86400, "perCategory": false}`); `{}` turns it off.
     public var frequencyCap: FrequencyCapSetting?
+    /// Sets the app's default throttle (deliveries of a send per minute, 1 to 100000); 0 turns it off.
+    public var throttlePerMinute: Int?
 
     public init(
         userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil,
-        frequencyCap: FrequencyCapSetting? = nil
+        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
     ) {
+        self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours
         self.receipts = receipts

@@ -16,7 +16,8 @@ extension AppResponse {
             quietHours: app.security.quietHours.map { QuietHoursSetting(start: $0.startText, end: $0.endText) },
             frequencyCap: app.security.frequencyCap.map {
                 FrequencyCapSetting(limit: $0.limit, windowSeconds: $0.windowSeconds, perCategory: $0.perCategory)
-            }
+            },
+            throttlePerMinute: app.security.throttlePerMinute
         )
     }
 }

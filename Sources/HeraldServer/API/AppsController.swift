@@ -48,6 +48,12 @@ struct AppsController {
                 throw HeraldError.invalid("quietHours needs both start and end, or neither ({} for none)", code: "bad_quietHours")
             }
         }
+        if let throttle = body.throttlePerMinute {
+            guard throttle == 0 || Throttle.limits.contains(throttle) else {
+                throw HeraldError.invalid("throttlePerMinute is 1 to 100000 deliveries a minute, or 0 for none", code: "bad_throttlePerMinute")
+            }
+            app.security.throttlePerMinute = throttle == 0 ? nil : throttle
+        }
         if let cap = body.frequencyCap {
             switch (cap.limit, cap.windowSeconds) {
             case (nil, nil) where cap.perCategory == nil:

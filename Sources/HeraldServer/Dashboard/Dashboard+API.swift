@@ -97,11 +97,11 @@ struct DashboardBackend: Sendable {
     }
 
     /// Changes the app's user verification, protected tags, quiet hours (`HH:MM` start and end,
-    /// both empty for none) and frequency cap (limit and window in seconds, both empty for none),
-    /// as `PATCH /v1/apps/{app}` does.
+    /// both empty for none), frequency cap (limit and window in seconds, both empty for none) and
+    /// default throttle (empty for none), as `PATCH /v1/apps/{app}` does.
     func updateApp(
         _ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String),
-        frequencyCap: (limit: String, window: String, perCategory: Bool)
+        frequencyCap: (limit: String, window: String, perCategory: Bool), throttlePerMinute: String
     ) async throws {
         var security = app.security
         guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
@@ -130,6 +130,15 @@ struct DashboardBackend: Sendable {
                     "frequency cap: 1 to 1000 alerts in a window of 60 to 2592000 seconds, or neither", code: "bad_frequencyCap")
             }
             security.frequencyCap = parsed
+        }
+        let throttle = throttlePerMinute.trimmingCharacters(in: .whitespaces)
+        if throttle.isEmpty || throttle == "0" {
+            security.throttlePerMinute = nil
+        } else {
+            guard let value = Int(throttle), Throttle.limits.contains(value) else {
+                throw HeraldError.invalid("throttle: 1 to 100000 deliveries a minute, or empty for none", code: "bad_throttlePerMinute")
+            }
+            security.throttlePerMinute = value
         }
         guard try await self.store.setAppSecurity(appID: app.id, security) else { throw HeraldError.notFound("app '\(app.id)'") }
     }

@@ -118,6 +118,8 @@ struct DashboardAppsController: Sendable {
         var capLimit: String
         var capWindow: String
         var capPerCategory: Bool
+        /// The default throttle (deliveries a minute), empty for none.
+        var throttlePerMinute: String
         /// A setup form's outcome: what was done, or what went wrong.
         var notice: String?
         var setupError: String?
@@ -242,6 +244,7 @@ struct DashboardAppsController: Sendable {
             quietStart: app.security.quietHours?.startText ?? "", quietEnd: app.security.quietHours?.endText ?? "",
             capLimit: app.security.frequencyCap.map { "\($0.limit)" } ?? "", capWindow: app.security.frequencyCap.map { "\($0.windowSeconds)" } ?? "",
             capPerCategory: app.security.frequencyCap?.perCategory ?? false,
+            throttlePerMinute: app.security.throttlePerMinute.map { "\($0)" } ?? "",
             notice: notice, setupError: setupError, check: check,
             hasCredentials: credentials.contains { !$0.notConfigured && !$0.builtInEmulator }
         )

@@ -20,6 +20,7 @@ struct DashboardSendController: Sendable {
             var collapseId: String
             var custom: String
             var ignoreQuietHours: Bool
+            var throttlePerMinute: String
         }
         var id: String
         var upperID: String
@@ -104,6 +105,10 @@ struct DashboardSendController: Sendable {
         }
         if form["ignoreQuietHours"] != nil { members.append(("ignoreQuietHours", true)) }
         if let mode = field("frequencyCap") { members.append(("frequencyCap", .string(mode))) }
+        if let throttle = field("throttlePerMinute") {
+            guard let number = Int64(throttle) else { throw HeraldError.invalid("throttle must be a whole number", code: "bad_throttlePerMinute") }
+            members.append(("throttlePerMinute", .int(number)))
+        }
         if let custom = field("custom") {
             guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
                 throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
@@ -162,7 +167,7 @@ struct DashboardSendController: Sendable {
             form: Model.Field(
                 target: form["target"] ?? "", title: form["title"] ?? "", subtitle: form["subtitle"] ?? "", body: form["body"] ?? "",
                 badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? "",
-                ignoreQuietHours: form["ignoreQuietHours"] != nil
+                ignoreQuietHours: form["ignoreQuietHours"] != nil, throttlePerMinute: form["throttlePerMinute"] ?? ""
             ),
             audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
             pushTypes: options(

@@ -43,7 +43,8 @@ struct DashboardSetupController: Sendable {
                 try await self.dashboard.backend.updateApp(
                     app, userVerification: form["userVerification"] != nil, protectedTags: tags,
                     quietHours: (form["quietStart"] ?? "", form["quietEnd"] ?? ""),
-                    frequencyCap: (form["capLimit"] ?? "", form["capWindow"] ?? "", form["capPerCategory"] != nil))
+                    frequencyCap: (form["capLimit"] ?? "", form["capWindow"] ?? "", form["capPerCategory"] != nil),
+                    throttlePerMinute: form["throttlePerMinute"] ?? "")
             } catch let error as HeraldError {
                 let view = try await self.apps.appPage(app: app, secret: nil, setupError: DashboardFormat.sentence(error.message))
                 return self.dashboard.views.response(view, session: session, status: DashboardBackend.status(of: error))
