@@ -17,8 +17,22 @@ package struct AppSecurity: Sendable, Hashable {
     /// Each alert and background push carries a receipt id (``ReceiptID``, payload key `hr`) and
     /// the register key may report deliveries received and opened. On by default.
     package var receipts: Bool
+    /// The app's quiet hours (a delivery policy kept with the app's other settings): alerts
+    /// accepted while set wait for their device's window to end. Nil: none.
+    package var quietHours: QuietHours?
+    /// The app's frequency cap: alerts accepted while set count per person, and one over it is
+    /// failed or deferred. Nil: none.
+    package var frequencyCap: FrequencyCap?
+    /// The app's default throttle for its sends (``Throttle``); nil: none.
+    package var throttlePerMinute: Int?
 
-    package init(userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true) {
+    package init(
+        userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
+        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil
+    ) {
+        self.throttlePerMinute = throttlePerMinute
+        self.frequencyCap = frequencyCap
+        self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags

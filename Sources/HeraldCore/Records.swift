@@ -129,6 +129,21 @@ package struct NotificationSpec: Sendable, Hashable {
     package var onUnknownOutcome: UnknownOutcomeAction = .default
     /// Sent by template: each device's alert is rendered from it, laid over `payload`.
     package var template: NotificationTemplate?
+    /// The app's quiet hours its alerts wait for (``QuietHours``), as taken when accepted; nil
+    /// when the app has none or the send is exempt.
+    package var quietHours: QuietHours?
+    /// `time-sensitive` or `critical`, or `ignoreQuietHours`: never held for quiet hours.
+    package var ignoresQuietHours = false
+    /// The app's frequency cap as taken when accepted (``NotificationCap``); nil when none.
+    package var frequencyCap: NotificationCap?
+    /// Over the app's frequency cap, wait for room rather than fail (`"frequencyCap": "defer"`).
+    package var deferOverCap = false
+    /// `aps.category`, for a cap counted per category.
+    package var category: String?
+    /// `throttlePerMinute` as the send gave it (0: none; nil: the app's default).
+    package var throttleRequested: Int?
+    /// At most this many of its deliveries per minute (``Throttle``); nil: no throttle.
+    package var throttlePerMinute: Int?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -189,6 +204,14 @@ package struct ClaimedDelivery: Sendable, Hashable {
     /// Set while its payload is still to be rendered from its notification's template (the
     /// claim renders it for the device and clears this).
     package var template: TemplateRendering?
+    /// Its notification's quiet hours (an alert is held while its device is inside them).
+    package var quietHours: QuietHours?
+    /// Its notification's frequency cap (an alert over it is failed or deferred).
+    package var frequencyCap: NotificationCap?
+    /// Its notification's throttle (``Throttle``), and whether it has its slot already (it was
+    /// set aside until it).
+    package var throttlePerMinute: Int?
+    package var throttleSlotted = false
 
     package init(
         id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,

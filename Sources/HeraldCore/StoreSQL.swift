@@ -83,9 +83,13 @@ package struct NotificationShared: Sendable {
     package var onUnknownOutcome: UnknownOutcomeAction
     /// For a notification sent by template: what renders each device's payload.
     package var template: TemplateRendering?
+    package var quietHours: QuietHours?
+    package var frequencyCap: NotificationCap?
+    package var throttlePerMinute: Int?
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
-    package static let columns = "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, template"
+    package static let columns =
+        "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -96,7 +100,10 @@ package struct NotificationShared: Sendable {
         self.payload = row.bytes(first + 4) ?? []
         self.placeholder = row.bytes(first + 5)
         self.onUnknownOutcome = row.string(first + 6).flatMap(UnknownOutcomeAction.init(rawValue:)) ?? .default
-        self.template = row.string(first + 7).flatMap { TemplateRendering(stored: $0, payload: self.payload) }
+        self.quietHours = row.string(first + 7).flatMap(QuietHours.init)
+        self.frequencyCap = row.string(first + 8).flatMap(NotificationCap.init)
+        self.throttlePerMinute = row.int(first + 9).map { Int($0) }
+        self.template = row.string(first + 10).flatMap { TemplateRendering(stored: $0, payload: self.payload) }
     }
 }
 
@@ -120,7 +127,7 @@ package struct ChunkDevice: Sendable {
 
 extension ClaimedDelivery {
     /// A claimed row: id, notification_id, device_id, token, environment, push_type, topic, attempts,
-    /// unknown_outcomes.
+    /// unknown_outcomes, reason.
     package init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
         self.init(
             id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
@@ -130,8 +137,12 @@ extension ClaimedDelivery {
             attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
         )
         self.unknownOutcomes = Int(row.int(8) ?? 0)
+        self.throttleSlotted = row.string(9) == Throttle.reason
         self.onUnknownOutcome = shared.onUnknownOutcome
         self.template = shared.template
+        self.quietHours = shared.quietHours
+        self.frequencyCap = shared.frequencyCap
+        self.throttlePerMinute = shared.throttlePerMinute
     }
 
     /// `device`'s delivery `id` of chunk `chunk` (its attempt `attempts`).
@@ -144,5 +155,8 @@ extension ClaimedDelivery {
         )
         self.onUnknownOutcome = shared.onUnknownOutcome
         self.template = shared.template
+        self.quietHours = shared.quietHours
+        self.frequencyCap = shared.frequencyCap
+        self.throttlePerMinute = shared.throttlePerMinute
     }
 }

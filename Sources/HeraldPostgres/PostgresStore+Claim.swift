@@ -18,6 +18,7 @@ extension PostgresStore {
                     try await Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
+            try await Self.applyPolicies(db, to: &result, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try await Self.publicKeys(db, devices: sealed), to: &result)
@@ -42,7 +43,7 @@ extension PostgresStore {
             FROM (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= $2
                 ORDER BY next_attempt_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) due
             WHERE x.id = due.id
-            RETURNING x.id, x.notification_id, x.device_id, x.token, x.environment, x.push_type, x.topic, x.attempts, x.unknown_outcomes
+            RETURNING x.id, x.notification_id, x.device_id, x.token, x.environment, x.push_type, x.topic, x.attempts, x.unknown_outcomes, x.reason
             """,
             [.int(leaseEnd), .int(now), .int(Int64(room))]
         )

@@ -139,6 +139,8 @@ extension PostgresStore {
                     "DELETE FROM devices WHERE app_id = $1 AND id = ANY($2) RETURNING 1", [.text(appID), .ints(ids)]
                 ).count
             }
+            // The user's frequency-cap history (the times of their recent alerts).
+            try await db.query("DELETE FROM frequency_counts WHERE app_id = $1 AND subject = $2", [.text(appID), .text("u:" + userID)])
             try await Self.insertAudit(db, audit)
             return erasure
         }

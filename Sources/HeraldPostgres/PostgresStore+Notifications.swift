@@ -90,8 +90,8 @@ extension PostgresStore {
                     """
                     INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                         idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                        on_unknown_outcome, template)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+                        on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
                     ON CONFLICT (app_id, idempotency_key) DO NOTHING
                     RETURNING id
                     """,
@@ -102,7 +102,8 @@ extension PostgresStore {
                         .text(spec.idempotencyKey), .text(targetingText), deviceIDs.map(Value.ints) ?? .int(nil), .int(size),
                         .int(NotificationPolicy.expandAfter(audienceSize: size)), .int(until), .text(targeting.pushType?.rawValue),
                         .text(targeting.localTime?.description),
-                        .bytes(spec.placeholder), .text(NotificationPolicy.storedUnknownOutcome(spec)), .text(spec.template?.stored),
+                        .bytes(spec.placeholder), .text(NotificationPolicy.storedUnknownOutcome(spec)), .text(spec.quietHours?.description),
+                        .text(spec.frequencyCap?.description), .int(spec.throttlePerMinute.map { Int64($0) }), .text(spec.template?.stored),
                     ]
                 )
                 guard inserted.isEmpty else {

@@ -405,6 +405,26 @@ package final class PostgresStore: HeraldStore {
         ],
         // 13: a notification sent by template, as in SQLite's 12.
         ["ALTER TABLE notifications ADD COLUMN template TEXT"],
+        // 14: delivery policies (an app's quiet hours, frequency cap and throttle, those a
+        // notification took, each capped person's recent alerts, each throttled notification's
+        // next slot), as in SQLite's 13.
+        [
+            "ALTER TABLE apps ADD COLUMN quiet_hours TEXT",
+            "ALTER TABLE notifications ADD COLUMN quiet_hours TEXT",
+            "ALTER TABLE apps ADD COLUMN frequency_cap TEXT",
+            "ALTER TABLE notifications ADD COLUMN frequency_cap TEXT",
+            """
+            CREATE TABLE frequency_counts (
+                app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, subject TEXT NOT NULL, category TEXT NOT NULL,
+                times TEXT NOT NULL, PRIMARY KEY (app_id, subject, category))
+            """,
+            "ALTER TABLE apps ADD COLUMN throttle_per_minute BIGINT",
+            "ALTER TABLE notifications ADD COLUMN throttle_per_minute BIGINT",
+            """
+            CREATE TABLE throttle_slots (
+                notification_id TEXT PRIMARY KEY REFERENCES notifications(id) ON DELETE CASCADE, next_slot BIGINT NOT NULL)
+            """,
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -456,14 +476,16 @@ package final class PostgresStore: HeraldStore {
         try await self.read { db in try await db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id COLLATE \"C\"").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts"
+    static let appColumns =
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute"
 
     private static func app(_ row: Row) -> App {
         App(
             id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0,
             security: AppSecurity(
                 userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
-                receipts: row.bool(6) ?? true
+                receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
+                frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) }
             )
         )
     }
@@ -488,10 +510,11 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
-                    .text(appID), .bool(security.receipts),
+                    .text(appID), .bool(security.receipts), .text(security.quietHours?.description), .text(security.frequencyCap?.description),
+                    .int(security.throttlePerMinute.map { Int64($0) }),
                 ]
             ).isEmpty == false
         }

@@ -18,6 +18,7 @@ extension SQLiteStore {
                     try Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
+            try Self.applyPolicies(db, to: &result, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try Self.publicKeys(db, devices: sealed), to: &result)
@@ -40,7 +41,7 @@ extension SQLiteStore {
             """
             UPDATE deliveries SET next_attempt_at = ?1, attempts = attempts + 1, updated_at = ?2
             WHERE id IN (SELECT id FROM deliveries WHERE state = 'pending' AND next_attempt_at <= ?2 ORDER BY next_attempt_at, id LIMIT ?3)
-            RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts, unknown_outcomes
+            RETURNING id, notification_id, device_id, token, environment, push_type, topic, attempts, unknown_outcomes, reason
             """,
             [.integer(leaseEnd), .integer(now), .integer(Int64(room))]
         ) { row in

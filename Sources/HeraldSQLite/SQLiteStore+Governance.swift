@@ -152,6 +152,8 @@ extension SQLiteStore {
                 try db.query("DELETE FROM devices WHERE app_id = ? AND user_id = ?", [.text(appID), .text(userID)])
                 erasure.devices = db.changes
             }
+            // The user's frequency-cap history (the times of their recent alerts).
+            try db.query("DELETE FROM frequency_counts WHERE app_id = ? AND subject = ?", [.text(appID), .text("u:" + userID)])
             try Self.insertAudit(db, audit)
             return erasure
         }

@@ -116,8 +116,8 @@ extension SQLiteStore {
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                     idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                    on_unknown_outcome, template)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -129,6 +129,8 @@ extension SQLiteStore {
                     targeting.pushType.map { .text($0.rawValue) } ?? .null,
                     targeting.localTime.map { .text($0.description) } ?? .null, spec.placeholder.map(SQLValue.blob) ?? .null,
                     NotificationPolicy.storedUnknownOutcome(spec).map(SQLValue.text) ?? .null,
+                    spec.quietHours.map { .text($0.description) } ?? .null, spec.frequencyCap.map { .text($0.description) } ?? .null,
+                    spec.throttlePerMinute.map { .integer(Int64($0)) } ?? .null,
                     spec.template.map { .text($0.stored) } ?? .null,
                 ]
             )

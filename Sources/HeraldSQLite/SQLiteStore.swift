@@ -176,6 +176,23 @@ package final class SQLiteStore: HeraldStore {
         // 12: a notification sent by template keeps the template as sent and its data
         // (`NotificationTemplate.stored`); each device's payload is rendered when claimed.
         "ALTER TABLE notifications ADD COLUMN template TEXT;",
+        // 13: delivery policies: an app's quiet hours (`HH:MM-HH:MM`, NULL: none) and frequency cap
+        // (`LIMIT/SECONDS[/category]`), those a notification took when accepted (NULL: none, or
+        // exempt), each capped person's recent alerts (their times, comma-separated); an app's
+        // default throttle and a notification's, and its next free slot.
+        """
+        ALTER TABLE apps ADD COLUMN quiet_hours TEXT;
+        ALTER TABLE notifications ADD COLUMN quiet_hours TEXT;
+        ALTER TABLE apps ADD COLUMN frequency_cap TEXT;
+        ALTER TABLE notifications ADD COLUMN frequency_cap TEXT;
+        CREATE TABLE frequency_counts (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, subject TEXT NOT NULL, category TEXT NOT NULL,
+            times TEXT NOT NULL, PRIMARY KEY (app_id, subject, category));
+        ALTER TABLE apps ADD COLUMN throttle_per_minute INTEGER;
+        ALTER TABLE notifications ADD COLUMN throttle_per_minute INTEGER;
+        CREATE TABLE throttle_slots (
+            notification_id TEXT PRIMARY KEY REFERENCES notifications(id) ON DELETE CASCADE, next_slot INTEGER NOT NULL);
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -216,14 +233,16 @@ package final class SQLiteStore: HeraldStore {
         try await self.database.read { db in try db.query("SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app) }
     }
 
-    static let appColumns = "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts"
+    static let appColumns =
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute"
 
     private static func app(_ row: [SQLValue]) -> App {
         App(
             id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0,
             security: AppSecurity(
                 userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes,
-                receipts: row[6].int != 0
+                receipts: row[6].int != 0, quietHours: row[7].string.flatMap(QuietHours.init),
+                frequencyCap: row[8].string.flatMap(FrequencyCap.init), throttlePerMinute: row[9].int.map { Int($0) }
             )
         )
     }
@@ -248,10 +267,12 @@ package final class SQLiteStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
             try db.query(
-                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ? WHERE id = ?",
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ?, frequency_cap = ?, throttle_per_minute = ? WHERE id = ?",
                 [
                     .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
-                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0), .text(appID),
+                    security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0),
+                    security.quietHours.map { .text($0.description) } ?? .null, security.frequencyCap.map { .text($0.description) } ?? .null,
+                    security.throttlePerMinute.map { .integer(Int64($0)) } ?? .null, .text(appID),
                 ]
             )
             return db.changes > 0

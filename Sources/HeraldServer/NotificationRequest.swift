@@ -140,6 +140,20 @@ enum NotificationRequest {
         )
         spec.placeholder = placeholder
         spec.onUnknownOutcome = onUnknownOutcome
+        spec.ignoresQuietHours = !QuietHours.applies(
+            interruptionLevel: json["aps"]?["interruption-level"]?.stringValue, ignoreQuietHours: body.ignoreQuietHours == true)
+        switch body.frequencyCap {
+        case nil, "fail": spec.deferOverCap = false
+        case "defer": spec.deferOverCap = true
+        default: throw bad("frequencyCap is fail (the default: over the app's cap, not sent) or defer (sent when there is room)", "bad_frequencyCap")
+        }
+        spec.category = json["aps"]?["category"]?.stringValue
+        if let throttle = body.throttlePerMinute {
+            guard throttle == 0 || Throttle.limits.contains(throttle) else {
+                throw bad("throttlePerMinute is 1 to 100000 deliveries a minute, or 0 for none (not even the app's default)", "bad_throttlePerMinute")
+            }
+            spec.throttleRequested = throttle
+        }
         return spec
     }
 

@@ -24,10 +24,20 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var userSecretSet: Bool
     /// Pushes carry a receipt id (payload key `hr`) and devices may report receipts. On by default.
     public var receipts: Bool
+    /// The app's quiet hours (each device's local time), or nil: none.
+    public var quietHours: QuietHoursSetting?
+    /// The app's frequency cap, or nil: none.
+    public var frequencyCap: FrequencyCapSetting?
+    /// The app's default throttle: at most this many deliveries of a send per minute; nil: none.
+    public var throttlePerMinute: Int?
 
     public init(
-        id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true
+        id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
+        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
     ) {
+        self.throttlePerMinute = throttlePerMinute
+        self.frequencyCap = frequencyCap
+        self.quietHours = quietHours
         self.receipts = receipts
         self.id = id
         self.bundleId = bundleId
@@ -44,11 +54,51 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var protectedTags: [String]?
     /// Whether pushes carry receipt ids (and devices may report receipts).
     public var receipts: Bool?
+    /// Sets the app's quiet hours (`{"start": "22:00", "end": "08:00"}`); `{}` turns them off.
+    public var quietHours: QuietHoursSetting?
+    /// Sets the app's frequency cap (`{"limit": 3, "windowSeconds": 86400, "perCategory": false}`); `{}` turns it off.
+    public var frequencyCap: FrequencyCapSetting?
+    /// Sets the app's default throttle (deliveries of a send per minute, 1 to 100000); 0 turns it off.
+    public var throttlePerMinute: Int?
 
-    public init(userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil) {
+    public init(
+        userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil,
+        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
+    ) {
+        self.throttlePerMinute = throttlePerMinute
+        self.frequencyCap = frequencyCap
+        self.quietHours = quietHours
         self.receipts = receipts
         self.userVerification = userVerification
         self.protectedTags = protectedTags
+    }
+}
+
+/// An app's quiet hours: from `start` to `end` (`HH:MM`, 24-hour) in each device's time zone (UTC
+/// for a device without one); a window whose end is earlier than its start goes over midnight.
+/// Alerts that are not `time-sensitive` or `critical` wait until it ends.
+public struct QuietHoursSetting: Sendable, Hashable, Codable {
+    public var start: String?
+    public var end: String?
+
+    public init(start: String? = nil, end: String? = nil) {
+        self.start = start
+        self.end = end
+    }
+}
+
+/// An app's frequency cap: at most `limit` alerts (1 to 1000) to one person (a user; a device
+/// without one by itself) in any `windowSeconds` (60 to 2592000, rolling), per app or, with
+/// `perCategory`, per app and `aps.category`.
+public struct FrequencyCapSetting: Sendable, Hashable, Codable {
+    public var limit: Int?
+    public var windowSeconds: Int64?
+    public var perCategory: Bool?
+
+    public init(limit: Int? = nil, windowSeconds: Int64? = nil, perCategory: Bool? = nil) {
+        self.limit = limit
+        self.windowSeconds = windowSeconds
+        self.perCategory = perCategory
     }
 }
 

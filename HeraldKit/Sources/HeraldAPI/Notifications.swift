@@ -114,6 +114,14 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// (at-least-once; without a `collapseId`, the device replaces rather than adds); `drop`
     /// never sends it again (at-most-once).
     public var onUnknownOutcome: String?
+    /// True: never held for the app's quiet hours (`time-sensitive` and `critical` alerts never are).
+    public var ignoreQuietHours: Bool?
+    /// Over the app's frequency cap: `fail` (the default: not sent, failed `FrequencyCapped`) or
+    /// `defer` (held until the person has room again).
+    public var frequencyCap: String?
+    /// At most this many of its deliveries in any minute (1 to 100000), spread over as many minutes
+    /// as it takes; 0: none, even if the app has a default.
+    public var throttlePerMinute: Int?
     /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
     /// that would be reached and, per push type, the exact headers and payload.
     public var dryRun: Bool?

@@ -12,7 +12,12 @@ extension AppResponse {
         self.init(
             id: app.id, bundleId: app.bundleID, createdAt: app.createdAt, userVerification: app.security.userVerification,
             protectedTags: app.security.protectedTags, userSecretSet: app.security.sealedUserSecret != nil,
-            receipts: app.security.receipts
+            receipts: app.security.receipts,
+            quietHours: app.security.quietHours.map { QuietHoursSetting(start: $0.startText, end: $0.endText) },
+            frequencyCap: app.security.frequencyCap.map {
+                FrequencyCapSetting(limit: $0.limit, windowSeconds: $0.windowSeconds, perCategory: $0.perCategory)
+            },
+            throttlePerMinute: app.security.throttlePerMinute
         )
     }
 }
@@ -53,7 +58,8 @@ extension DeliveryResponse: OmitsNilFields {
     init(_ d: DeliveryRecord, withNotification: Bool) {
         self.init(
             notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.environment.apiName,
-            pushType: d.pushType.rawValue, state: d.state.rawValue, attempts: d.attempts, apnsId: d.apnsID, status: d.status, reason: d.reason,
+            pushType: d.pushType.rawValue, state: QuietHours.apiState(d.state, reason: d.reason), attempts: d.attempts, apnsId: d.apnsID,
+            status: d.status, reason: d.reason,
             latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt, outcomeUncertain: d.unknownOutcomes > 0, receivedAt: d.receivedAt,
             openedAt: d.openedAt, action: d.action
         )

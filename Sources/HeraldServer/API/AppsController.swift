@@ -33,6 +33,42 @@ struct AppsController {
         let body = try await request.decode(as: UpdateAppRequest.self, context: context)
         if let on = body.userVerification { app.security.userVerification = on }
         if let on = body.receipts { app.security.receipts = on }
+        if let quiet = body.quietHours {
+            switch (quiet.start, quiet.end) {
+            case (nil, nil):
+                app.security.quietHours = nil
+            case (let start?, let end?):
+                guard let parsed = QuietHours(start: start, end: end) else {
+                    throw HeraldError.invalid(
+                        "quietHours is {\"start\": \"HH:MM\", \"end\": \"HH:MM\"} (00:00 to 23:59, start and end differ), or {} for none",
+                        code: "bad_quietHours")
+                }
+                app.security.quietHours = parsed
+            default:
+                throw HeraldError.invalid("quietHours needs both start and end, or neither ({} for none)", code: "bad_quietHours")
+            }
+        }
+        if let throttle = body.throttlePerMinute {
+            guard throttle == 0 || Throttle.limits.contains(throttle) else {
+                throw HeraldError.invalid("throttlePerMinute is 1 to 100000 deliveries a minute, or 0 for none", code: "bad_throttlePerMinute")
+            }
+            app.security.throttlePerMinute = throttle == 0 ? nil : throttle
+        }
+        if let cap = body.frequencyCap {
+            switch (cap.limit, cap.windowSeconds) {
+            case (nil, nil) where cap.perCategory == nil:
+                app.security.frequencyCap = nil
+            case (let limit?, let window?):
+                guard let parsed = FrequencyCap(limit: limit, windowSeconds: window, perCategory: cap.perCategory ?? false) else {
+                    throw HeraldError.invalid(
+                        "frequencyCap is {\"limit\": 1 to 1000, \"windowSeconds\": 60 to 2592000, \"perCategory\"?: bool}, or {} for none",
+                        code: "bad_frequencyCap")
+                }
+                app.security.frequencyCap = parsed
+            default:
+                throw HeraldError.invalid("frequencyCap needs both limit and windowSeconds, or nothing ({} for none)", code: "bad_frequencyCap")
+            }
+        }
         if let tags = body.protectedTags {
             guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
                 throw HeraldError.invalid("protectedTags is an array of up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")

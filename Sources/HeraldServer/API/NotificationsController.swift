@@ -30,6 +30,7 @@ struct NotificationsController {
         var spec = try NotificationRequest.spec(body, now: now)
         try await NotificationRequest.applyTemplate(body, to: &spec, appID: app.id, store: self.store)
         try NotificationRequest.reserveReceipt(spec, app: app)
+        spec.adoptPolicies(app.security)
         if body.dryRun == true {
             return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
         }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import Foundation
 import HTTPTypes
 import HeraldAPI
 import HeraldCore
@@ -57,6 +58,8 @@ struct DashboardBackend: Sendable {
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
         try NotificationRequest.reserveReceipt(spec, app: app)
+        var spec = spec
+        spec.adoptPolicies(app.security)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id
@@ -93,14 +96,50 @@ struct DashboardBackend: Sendable {
         try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
     }
 
-    /// Changes the app's user verification and protected tags, as `PATCH /v1/apps/{app}` does.
-    func updateApp(_ app: App, userVerification: Bool, protectedTags: [String]) async throws {
+    /// Changes the app's user verification, protected tags, quiet hours (`HH:MM` start and end,
+    /// both empty for none), frequency cap (limit and window in seconds, both empty for none) and
+    /// default throttle (empty for none), as `PATCH /v1/apps/{app}` does.
+    func updateApp(
+        _ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String),
+        frequencyCap: (limit: String, window: String, perCategory: Bool), throttlePerMinute: String
+    ) async throws {
         var security = app.security
         guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
             throw HeraldError.invalid("protected tags: up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
         }
         security.userVerification = userVerification
         security.protectedTags = Array(Set(protectedTags)).sorted()
+        let (start, end) = (quietHours.start.trimmingCharacters(in: .whitespaces), quietHours.end.trimmingCharacters(in: .whitespaces))
+        if start.isEmpty, end.isEmpty {
+            security.quietHours = nil
+        } else {
+            // A browser's time input may add seconds ("22:00:00").
+            guard let parsed = QuietHours(start: String(start.prefix(5)), end: String(end.prefix(5))) else {
+                throw HeraldError.invalid("quiet hours: a start and an end as HH:MM (they differ), or neither", code: "bad_quietHours")
+            }
+            security.quietHours = parsed
+        }
+        let (limit, window) = (frequencyCap.limit.trimmingCharacters(in: .whitespaces), frequencyCap.window.trimmingCharacters(in: .whitespaces))
+        if limit.isEmpty, window.isEmpty {
+            security.frequencyCap = nil
+        } else {
+            guard let limit = Int(limit), let window = Int64(window),
+                let parsed = FrequencyCap(limit: limit, windowSeconds: window, perCategory: frequencyCap.perCategory)
+            else {
+                throw HeraldError.invalid(
+                    "frequency cap: 1 to 1000 alerts in a window of 60 to 2592000 seconds, or neither", code: "bad_frequencyCap")
+            }
+            security.frequencyCap = parsed
+        }
+        let throttle = throttlePerMinute.trimmingCharacters(in: .whitespaces)
+        if throttle.isEmpty || throttle == "0" {
+            security.throttlePerMinute = nil
+        } else {
+            guard let value = Int(throttle), Throttle.limits.contains(value) else {
+                throw HeraldError.invalid("throttle: 1 to 100000 deliveries a minute, or empty for none", code: "bad_throttlePerMinute")
+            }
+            security.throttlePerMinute = value
+        }
         guard try await self.store.setAppSecurity(appID: app.id, security) else { throw HeraldError.notFound("app '\(app.id)'") }
     }
 

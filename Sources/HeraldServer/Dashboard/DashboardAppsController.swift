@@ -111,6 +111,15 @@ struct DashboardAppsController: Sendable {
         var eventChoices: [EventChoice]
         var userVerification: Bool
         var protectedTags: String
+        /// The quiet hours' start and end (`HH:MM`), empty for none.
+        var quietStart: String
+        var quietEnd: String
+        /// The frequency cap's limit and window (seconds), empty for none.
+        var capLimit: String
+        var capWindow: String
+        var capPerCategory: Bool
+        /// The default throttle (deliveries a minute), empty for none.
+        var throttlePerMinute: String
         /// A setup form's outcome: what was done, or what went wrong.
         var notice: String?
         var setupError: String?
@@ -232,6 +241,10 @@ struct DashboardAppsController: Sendable {
                 AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
             },
             userVerification: app.security.userVerification, protectedTags: app.security.protectedTags.joined(separator: ", "),
+            quietStart: app.security.quietHours?.startText ?? "", quietEnd: app.security.quietHours?.endText ?? "",
+            capLimit: app.security.frequencyCap.map { "\($0.limit)" } ?? "", capWindow: app.security.frequencyCap.map { "\($0.windowSeconds)" } ?? "",
+            capPerCategory: app.security.frequencyCap?.perCategory ?? false,
+            throttlePerMinute: app.security.throttlePerMinute.map { "\($0)" } ?? "",
             notice: notice, setupError: setupError, check: check,
             hasCredentials: credentials.contains { !$0.notConfigured && !$0.builtInEmulator }
         )

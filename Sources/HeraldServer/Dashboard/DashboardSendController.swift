@@ -19,6 +19,8 @@ struct DashboardSendController: Sendable {
             var sound: String
             var collapseId: String
             var custom: String
+            var ignoreQuietHours: Bool
+            var throttlePerMinute: String
         }
         var id: String
         var upperID: String
@@ -28,6 +30,7 @@ struct DashboardSendController: Sendable {
         var audiences: [DashboardOption]
         var pushTypes: [DashboardOption]
         var priorities: [DashboardOption]
+        var capModes: [DashboardOption]
         var previewTitle: String
         var previewSubtitle: String
         var previewBody: String
@@ -100,6 +103,12 @@ struct DashboardSendController: Sendable {
             guard let number = Int64(priority) else { throw HeraldError.invalid("priority must be 1, 5 or 10", code: "bad_priority") }
             members.append(("priority", .int(number)))
         }
+        if form["ignoreQuietHours"] != nil { members.append(("ignoreQuietHours", true)) }
+        if let mode = field("frequencyCap") { members.append(("frequencyCap", .string(mode))) }
+        if let throttle = field("throttlePerMinute") {
+            guard let number = Int64(throttle) else { throw HeraldError.invalid("throttle must be a whole number", code: "bad_throttlePerMinute") }
+            members.append(("throttlePerMinute", .int(number)))
+        }
         if let custom = field("custom") {
             guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
                 throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
@@ -157,7 +166,8 @@ struct DashboardSendController: Sendable {
             id: app.id, upperID: app.id.uppercased(), appPath: DashboardFormat.path(app.id), outcome: outcome,
             form: Model.Field(
                 target: form["target"] ?? "", title: form["title"] ?? "", subtitle: form["subtitle"] ?? "", body: form["body"] ?? "",
-                badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? ""
+                badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? "",
+                ignoreQuietHours: form["ignoreQuietHours"] != nil, throttlePerMinute: form["throttlePerMinute"] ?? ""
             ),
             audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
             pushTypes: options(
@@ -167,6 +177,7 @@ struct DashboardSendController: Sendable {
                     ("liveactivity", "liveactivity"),
                 ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
+            capModes: options("frequencyCap", [("", "not sent (failed)"), ("defer", "sent when there is room")]),
             previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
             previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",

@@ -40,7 +40,11 @@ struct DashboardSetupController: Sendable {
             let app = try await self.dashboard.app(context.parameters.get("app"))
             let tags = (form["protectedTags"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             do {
-                try await self.dashboard.backend.updateApp(app, userVerification: form["userVerification"] != nil, protectedTags: tags)
+                try await self.dashboard.backend.updateApp(
+                    app, userVerification: form["userVerification"] != nil, protectedTags: tags,
+                    quietHours: (form["quietStart"] ?? "", form["quietEnd"] ?? ""),
+                    frequencyCap: (form["capLimit"] ?? "", form["capWindow"] ?? "", form["capPerCategory"] != nil),
+                    throttlePerMinute: form["throttlePerMinute"] ?? "")
             } catch let error as HeraldError {
                 let view = try await self.apps.appPage(app: app, secret: nil, setupError: DashboardFormat.sentence(error.message))
                 return self.dashboard.views.response(view, session: session, status: DashboardBackend.status(of: error))

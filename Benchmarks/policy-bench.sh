@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The cost of a delivery policy on the hot path: in one run per store, a broadcast to FANOUT
+# devices (inserted straight into the database) without any policy, then the same broadcast with
+# a frequency cap active for every device (each device a person of its own, a cap it never
+# reaches: every delivery is counted, none refused), against ../shared/bench's apns-sink.
+# Uses the release herald already built (HERALD, default .build/release/herald): build it first
+# (swift build -c release --product herald). Not a test: nothing fails on a number.
+#
+#   Benchmarks/policy-bench.sh        # FANOUT=1000000 CONFIGS="sqlite postgres" CAP_FIRST= (1: the capped broadcast first)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
+WORK=$ROOT/.build-bench/policy
+FANOUT=${FANOUT:-1000000}
+SINK_PORT=${SINK_PORT:-18480}
+API_PORT=${API_PORT:-18481}
+HERALD=${HERALD:-$ROOT/.build/release/herald}
+export HERALD_PG_DIR=/tmp/herald-policy-bench HERALD_PG_PORT=${PG_PORT:-54348}
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB"
+rm -rf "$WORK" && mkdir -p "$WORK"
+log() { printf '== %s\n' "$*" >&2; }
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true
+  "$ROOT/scripts/postgres-test-server" stop 2>/dev/null || true
+  rm -rf "$HERALD_PG_DIR"
+}
+trap cleanup EXIT
+SINK=$ROOT/.build-bench/apns-sink
+[[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
+  -days 30 -subj "/CN=localhost" -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" 2>/dev/null
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
+"$SINK" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
+pids+=($!)
+
+cat > "$WORK/driver.py" <<'PY'
+import http.client, json, os, sqlite3, subprocess, sys, time
+name, database, admin, work, fanout, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+postgres = database.startswith("postgres")
+def sql(query):
+    if postgres:
+        out = subprocess.run(["psql", database, "-qAtF", "\t", "-c", query], check=True, capture_output=True, text=True).stdout
+        return [line.split("\t") for line in out.splitlines() if line]
+    db = sqlite3.connect(database); rows = db.execute(query).fetchall(); db.close(); return rows
+def call(c, method, path, body=None):
+    c.request(method, path, json.dumps(body) if body is not None else None, {"authorization": "Bearer " + admin, "content-type": "application/json"})
+    r = c.getresponse(); text = r.read()
+    if r.status >= 300: sys.exit(f"{method} {path}: {r.status} {text[:200]}")
+    return json.loads(text) if text else None
+c = http.client.HTTPConnection("127.0.0.1", port)
+call(c, "POST", "/v1/apps", {"id": "bench", "bundleId": "com.example.app"})
+call(c, "PUT", "/v1/apps/bench/credentials/production", {"keyId": "TEST123456", "teamId": "TEAMID1234", "privateKey": open(work + "/AuthKey.p8").read()})
+now = int(time.time() * 1000)
+tokens = [os.urandom(32).hex() for _ in range(fanout)]
+if postgres:
+    path = f"{work}/{name}/devices.csv"
+    with open(path, "w") as f:
+        for t in tokens: f.write(f"bench,{t},device,production,true,{now},{now}\n")
+    subprocess.run(["psql", database, "-qc", f"\\copy devices (app_id, token, kind, environment, active, created_at, last_registered_at) from '{path}' csv"], check=True)
+    subprocess.run(["psql", database, "-qc", "ANALYZE"], check=True)
+else:
+    db = sqlite3.connect(database)
+    db.executemany("insert into devices (app_id, token, kind, environment, active, created_at, last_registered_at) values ('bench', ?, 'device', 'production', 1, ?, ?)",
+                   ((t, now, now) for t in tokens))
+    db.commit(); db.close()
+def wait_idle():
+    while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)")[0][0]) > 0:
+        time.sleep(0.2)
+def broadcast():
+    start = time.time()
+    call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
+    wait_idle()
+    return time.time() - start
+def with_cap():
+    call(c, "PATCH", "/v1/apps/bench", {"frequencyCap": {"limit": 100, "windowSeconds": 86400}})
+    seconds = broadcast()
+    call(c, "PATCH", "/v1/apps/bench", {"frequencyCap": {}})
+    return seconds
+# The second broadcast runs over a deliveries table twice as large: CAP_FIRST=1 swaps the order.
+if os.environ.get("CAP_FIRST"):
+    capped = with_cap(); plain = broadcast()
+else:
+    plain = broadcast(); capped = with_cap()
+counted = sql("select count(*) from frequency_counts")[0][0]
+failed = sql("select count(*) from deliveries where state='failed'")[0][0]
+print(f"| {name}{' (cap first)' if os.environ.get('CAP_FIRST') else ''} | {plain:.1f} s ({fanout / plain:,.0f}/s) | {capped:.1f} s ({fanout / capped:,.0f}/s) | {(capped / plain - 1) * 100:+.0f}% | {counted} | {failed} |")
+PY
+
+run() {
+  local name=$1 database=$2 port=$API_PORT
+  log "$name"
+  sync
+  mkdir -p "$WORK/$name"
+  printf '%s' "$(openssl rand -hex 32)" > "$WORK/$name/master.key"
+  "$HERALD" serve --port "$port" --no-emulator --data-dir "$WORK/$name" ${database:+--database "$database"} \
+    --apns-host 127.0.0.1 --apns-port "$SINK_PORT" --apns-ca-file "$WORK/sink.crt" --log-level warning > "$WORK/$name/serve.log" 2>&1 &
+  local pid=$!
+  pids+=($pid)
+  for _ in $(seq 300); do grep -q "Herald listening" "$WORK/$name/serve.log" && break; sleep 0.1; done
+  local admin
+  admin=$(grep -h -A1 "Admin API key" "$WORK/$name/serve.log" | tail -n 1 | tr -d ' ')
+  python3 "$WORK/driver.py" "$name" "${database:-$WORK/$name/herald.sqlite}" "$admin" "$WORK" "$FANOUT" "$port" >> "$WORK/table.md"
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+printf '| store | broadcast to %s devices, no policy | the same with a frequency cap for every device | cap vs none | people counted | failed |\n|---|---:|---:|---:|---:|---:|\n' "$FANOUT" > "$WORK/table.md"
+for config in ${CONFIGS:-sqlite postgres}; do
+  case $config in
+    sqlite) run sqlite "" ;;
+    postgres)
+      rm -rf "$HERALD_PG_DIR"
+      PG_URL=$("$ROOT/scripts/postgres-test-server" start)
+      psql "$PG_URL" -qc "CREATE DATABASE herald TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"
+      run postgres "${PG_URL%/postgres*}/herald?sslmode=disable" ;;
+  esac
+done
+cat "$WORK/table.md"

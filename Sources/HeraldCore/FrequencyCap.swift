@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+
+/// An app's frequency cap: at most `limit` alerts to one person within any `windowSeconds`
+/// (rolling), counted per app, or per app and notification category. A person is a user id; a
+/// device without one is a person of its own. Only alert pushes count and are capped.
+///
+/// A delivery over the cap is not sent: it fails with reason ``reason``, or, if its send asked to
+/// defer, waits (pending, the same reason) until the oldest alert in the window leaves it. The
+/// drivers apply it in the claim's own transaction (PostgreSQL: under an advisory lock per
+/// person, taken in key order), so it is exact however many claims run at once, in however many
+/// processes. Plain values in, decisions out.
+package struct FrequencyCap: Sendable, Hashable, CustomStringConvertible {
+    package var limit: Int
+    package var windowSeconds: Int64
+    package var perCategory: Bool
+
+    /// Alerts per window: 1 to 1000; the window: 60 s to 30 days.
+    package static let limits = 1...1000
+    package static let windows: ClosedRange<Int64> = 60...2_592_000
+    /// The reason a capped (failed or deferred) delivery carries.
+    package static let reason = "FrequencyCapped"
+
+    package init?(limit: Int, windowSeconds: Int64, perCategory: Bool = false) {
+        guard Self.limits.contains(limit), Self.windows.contains(windowSeconds) else { return nil }
+        self.limit = limit
+        self.windowSeconds = windowSeconds
+        self.perCategory = perCategory
+    }
+
+    /// The stored form: `LIMIT/SECONDS`, `/category` when per category.
+    package init?(_ stored: String) {
+        let parts = stored.split(separator: "/")
+        guard (2...3).contains(parts.count), let limit = Int(parts[0]), let window = Int64(parts[1]),
+            parts.count == 2 || parts[2] == "category"
+        else { return nil }
+        self.init(limit: limit, windowSeconds: window, perCategory: parts.count == 3)
+    }
+
+    package var description: String { "\(self.limit)/\(self.windowSeconds)" + (self.perCategory ? "/category" : "") }
+
+    var windowMilliseconds: Int64 { self.windowSeconds * 1000 }
+}
+
+/// The cap a notification took when accepted: the app's, what to do over it, and the
+/// notification's category (when the cap counts per category).
+package struct NotificationCap: Sendable, Hashable, CustomStringConvertible {
+    package var cap: FrequencyCap
+    /// Over the cap: wait for room (true) or fail (false, the default).
+    package var deferring: Bool
+    /// `aps.category`, counted apart when the cap is per category ("" for none).
+    package var category: String
+
+    package init(cap: FrequencyCap, deferring: Bool, category: String?) {
+        self.cap = cap
+        self.deferring = deferring
+        self.category = cap.perCategory ? (category ?? "") : ""
+    }
+
+    /// The stored form: `LIMIT/SECONDS/fail|defer`, then `/CATEGORY` when per category.
+    package init?(_ stored: String) {
+        let parts = stored.split(separator: "/", maxSplits: 3, omittingEmptySubsequences: false)
+        guard (3...4).contains(parts.count), let limit = Int(parts[0]), let window = Int64(parts[1]),
+            let cap = FrequencyCap(limit: limit, windowSeconds: window, perCategory: parts.count == 4),
+            parts[2] == "fail" || parts[2] == "defer"
+        else { return nil }
+        self.init(cap: cap, deferring: parts[2] == "defer", category: parts.count == 4 ? String(parts[3]) : nil)
+    }
+
+    package var description: String {
+        "\(self.cap.limit)/\(self.cap.windowSeconds)/\(self.deferring ? "defer" : "fail")" + (self.cap.perCategory ? "/" + self.category : "")
+    }
+}
+
+extension FrequencyCap {
+    /// Whom a cap counts: one person of one app (in one category).
+    package struct Key: Sendable, Hashable, Comparable {
+        package var appID: String
+        /// `u:<user id>`, or `d:<device id>` for a device without a user.
+        package var subject: String
+        package var category: String
+
+        package init(appID: String, subject: String, category: String) {
+            self.appID = appID
+            self.subject = subject
+            self.category = category
+        }
+
+        package static func < (lhs: Key, rhs: Key) -> Bool {
+            (lhs.appID, lhs.subject, lhs.category) < (rhs.appID, rhs.subject, rhs.category)
+        }
+
+        /// A 64-bit lock key (FNV-1a of the three parts), for PostgreSQL's advisory locks.
+        package var lockKey: Int64 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in Array(self.appID.utf8) + [0] + Array(self.subject.utf8) + [0] + Array(self.category.utf8) {
+                hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+            }
+            return Int64(bitPattern: hash)
+        }
+    }
+
+    /// What becomes of a capped delivery.
+    package enum Outcome: Sendable, Hashable {
+        /// Over the cap: failed, never sent.
+        case capped
+        /// Over the cap: pending until then (ms).
+        case deferred(until: Int64)
+    }
+
+    /// What a claim decided: each capped delivery's fate (by index), and the history each person
+    /// it admitted alerts to has now (the times of their alerts still in the window).
+    package struct Decision: Sendable, Hashable {
+        package var outcomes: [Int: Outcome] = [:]
+        package var history: [Key: [Int64]] = [:]
+    }
+
+    /// The devices of `claimed` whose user the claim needs: those of alerts whose notification
+    /// has a cap. Empty (and nothing read) when no cap is active.
+    package static func devices(_ claimed: [ClaimedDelivery]) -> [Int64] {
+        claimed.compactMap { $0.frequencyCap != nil && $0.pushType == .alert ? $0.deviceID : nil }
+    }
+
+    /// The person each capped delivery of `claimed` counts against (by index), from its
+    /// device's user (`users`; a device missing from it has none).
+    package static func keys(_ claimed: [ClaimedDelivery], users: [Int64: String]) -> [Int: Key] {
+        var keys: [Int: Key] = [:]
+        for (index, delivery) in claimed.enumerated() {
+            guard let cap = delivery.frequencyCap, delivery.pushType == .alert else { continue }
+            let subject = users[delivery.deviceID].map { "u:" + $0 } ?? "d:\(delivery.deviceID)"
+            keys[index] = Key(appID: delivery.appID, subject: subject, category: cap.category)
+        }
+        return keys
+    }
+
+    /// Admits the capped deliveries of `claimed` in order, at `now`, against each person's
+    /// `history` (the times of their alerts, as stored; older than a window is ignored): one
+    /// with room is admitted and counted, one without is capped or deferred.
+    package static func decide(_ claimed: [ClaimedDelivery], keys: [Int: Key], history stored: [Key: [Int64]], now: Int64) -> Decision {
+        var decision = Decision()
+        var history: [Key: [Int64]] = [:]
+        for index in keys.keys.sorted() {
+            guard let key = keys[index], let cap = claimed[index].frequencyCap else { continue }
+            let window = cap.cap.windowMilliseconds
+            var times = (history[key] ?? stored[key] ?? []).filter { $0 > now - window }.sorted()
+            if times.count < cap.cap.limit {
+                times.append(now)
+                decision.history[key] = times
+            } else if cap.deferring {
+                // Room comes when the oldest alerts leave the window: the count drops below the limit.
+                let freeing = times[times.count - cap.cap.limit]
+                decision.outcomes[index] = .deferred(until: freeing + window)
+            } else {
+                decision.outcomes[index] = .capped
+            }
+            history[key] = times
+        }
+        return decision
+    }
+
+    /// The stored form of a person's history: the times, comma-separated.
+    package static func encode(_ times: [Int64]) -> String { times.map(String.init).joined(separator: ",") }
+
+    package static func decode(_ text: String?) -> [Int64] { (text ?? "").split(separator: ",").compactMap { Int64($0) } }
+}
+
+extension NotificationSpec {
+    /// Takes the app's frequency cap, with what the send wants done over it
+    /// (``deferOverCap``) and its category.
+    package mutating func adoptFrequencyCap(_ cap: FrequencyCap?) {
+        self.frequencyCap = cap.map { NotificationCap(cap: $0, deferring: self.deferOverCap, category: self.category) }
+    }
+
+    /// Takes the app's delivery policies (quiet hours, frequency cap) as the send asks.
+    package mutating func adoptPolicies(_ app: AppSecurity) {
+        self.adoptQuietHours(app.quietHours)
+        self.adoptFrequencyCap(app.frequencyCap)
+        self.adoptThrottle(app.throttlePerMinute)
+    }
+}
+
+/// What the claim's delivery policies (quiet hours, then frequency caps) make of a delivery it
+/// takes out of the batch: its state, when it is due (or failed), and why.
+package struct SetAside: Sendable, Hashable {
+    package var state: DeliveryState
+    package var nextAttemptAt: Int64
+    package var reason: String
+
+    package init(state: DeliveryState, nextAttemptAt: Int64, reason: String) {
+        self.state = state
+        self.nextAttemptAt = nextAttemptAt
+        self.reason = reason
+    }
+
+    /// The deliveries a claim sets aside (by index): those `held` for quiet hours (until when),
+    /// those `throttled` until their slot, and those over a cap (`capped`); the rest of the batch
+    /// is sent.
+    package static func merge(
+        held: [Int: Int64], throttled: [Int: Int64] = [:], capped: [Int: FrequencyCap.Outcome], now: Int64
+    ) -> [Int: SetAside] {
+        var result: [Int: SetAside] = [:]
+        for (index, until) in held { result[index] = SetAside(state: .pending, nextAttemptAt: until, reason: QuietHours.reason) }
+        for (index, slot) in throttled { result[index] = SetAside(state: .pending, nextAttemptAt: slot, reason: Throttle.reason) }
+        for (index, outcome) in capped {
+            switch outcome {
+            case .capped: result[index] = SetAside(state: .failed, nextAttemptAt: now, reason: FrequencyCap.reason)
+            case .deferred(let until): result[index] = SetAside(state: .pending, nextAttemptAt: until, reason: FrequencyCap.reason)
+            }
+        }
+        return result
+    }
+}

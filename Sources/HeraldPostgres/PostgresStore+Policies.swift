@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldCore
+import PostgresNIO
+
+/// Delivery policies in the claim's own transaction: quiet hours hold alerts, throttles set aside
+/// deliveries until their slot, then frequency caps fail or defer alerts over the cap. The decisions are HeraldCore's (`QuietHours`,
+/// `FrequencyCap`); a claim with no policy active reads nothing more.
+///
+/// Caps are exact across processes: before reading a person's history the claim takes an
+/// advisory lock per person (`pg_advisory_xact_lock`, in key order, so two claims never wait on
+/// each other in a cycle), held until it commits; a claim in another process for the same
+/// person waits for that commit and then reads what it wrote.
+extension PostgresStore {
+    static func applyPolicies(_ db: Connection, to result: inout [ClaimedDelivery], now: Int64) async throws {
+        let quiet = QuietHours.devices(result)
+        let capped = FrequencyCap.devices(result)
+        let throttled = Throttle.notifications(result)
+        guard !quiet.isEmpty || !capped.isEmpty || !throttled.isEmpty else { return }
+        var zones: [Int64: String] = [:]
+        var users: [Int64: String] = [:]
+        if !quiet.isEmpty || !capped.isEmpty {
+            for row in try await db.query("SELECT id, time_zone, user_id FROM devices WHERE id = ANY($1)", [.ints(Array(Set(quiet + capped)))]) {
+                guard let id = row.int(0) else { continue }
+                if let zone = row.string(1) { zones[id] = zone }
+                if let user = row.string(2) { users[id] = user }
+            }
+        }
+        let held = quiet.isEmpty ? [:] : QuietHours.held(result, timeZones: zones, now: now)
+        var slotted: [Int: Int64] = [:]
+        if !throttled.isEmpty {
+            // Each notification's slot row, created if need be and locked (in id order) until the
+            // claim commits: claims in any process take slots one after the other.
+            var next: [String: Int64] = [:]
+            for row in try await db.query(
+                """
+                INSERT INTO throttle_slots (notification_id, next_slot) SELECT id, 0 FROM unnest($1::text[]) AS id ORDER BY id
+                ON CONFLICT (notification_id) DO UPDATE SET next_slot = throttle_slots.next_slot
+                RETURNING notification_id, next_slot
+                """,
+                [.texts(throttled)]
+            ) {
+                if let id = row.string(0), let slot = row.int(1), slot > 0 { next[id] = slot }
+            }
+            let decision = Throttle.decide(result, skipping: Set(held.keys), next: next, now: now)
+            slotted = decision.aside
+            let changed = decision.next.sorted { $0.key < $1.key }
+            try await db.query(
+                "UPDATE throttle_slots t SET next_slot = v.next FROM unnest($1::text[], $2::bigint[]) AS v(id, next) WHERE t.notification_id = v.id",
+                [.texts(changed.map(\.key)), .ints(changed.map(\.value))]
+            )
+        }
+        var outcomes: [Int: FrequencyCap.Outcome] = [:]
+        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
+        if !keys.isEmpty {
+            let people = Array(Set(keys.values)).sorted()
+            // unnest yields the array's order: the locks are taken in key order.
+            try await db.query(
+                "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(people.map(\.lockKey))).sorted())])
+            var history: [FrequencyCap.Key: [Int64]] = [:]
+            for row in try await db.query(
+                """
+                SELECT f.app_id, f.subject, f.category, f.times FROM frequency_counts f
+                JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
+                    ON f.app_id = k.app_id AND f.subject = k.subject AND f.category = k.category
+                """,
+                [.texts(people.map(\.appID)), .texts(people.map(\.subject)), .texts(people.map(\.category))]
+            ) {
+                history[FrequencyCap.Key(appID: row.string(0) ?? "", subject: row.string(1) ?? "", category: row.string(2) ?? "")] =
+                    FrequencyCap.decode(row.string(3))
+            }
+            let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
+            outcomes = decision.outcomes
+            if !decision.history.isEmpty {
+                let changed = decision.history.sorted { $0.key < $1.key }
+                try await db.query(
+                    """
+                    INSERT INTO frequency_counts (app_id, subject, category, times)
+                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                    ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
+                    """,
+                    [
+                        .texts(changed.map(\.key.appID)), .texts(changed.map(\.key.subject)), .texts(changed.map(\.key.category)),
+                        .texts(changed.map { FrequencyCap.encode($0.value) }),
+                    ]
+                )
+            }
+        }
+        try await Self.setAside(db, SetAside.merge(held: held, throttled: slotted, capped: outcomes, now: now), in: &result, now: now)
+    }
+
+    /// Takes the deliveries `aside` (by index) out of the batch, as they say; none counts as an
+    /// attempt. A delivery with a row is updated; a chunk's gets its row now and leaves its chunk
+    /// (which ends if nothing of it is left). The rows and chunks are this claim's (locked, or
+    /// just created).
+    private static func setAside(_ db: Connection, _ aside: [Int: SetAside], in result: inout [ClaimedDelivery], now: Int64) async throws {
+        guard !aside.isEmpty else { return }
+        var rows = NewRows()
+        var leftChunks: [Int64: Int] = [:]
+        var updated: [(id: Int64, fate: SetAside)] = []
+        for (index, fate) in aside.sorted(by: { $0.key < $1.key }) {
+            let delivery = result[index]
+            if let chunk = delivery.chunk {
+                rows.add(
+                    id: delivery.id, notificationID: delivery.notificationID, deviceID: delivery.deviceID, token: delivery.token,
+                    environment: delivery.environment.rawValue, pushType: delivery.pushType.rawValue, topic: delivery.topic, state: fate.state,
+                    attempts: delivery.attempts - 1, nextAttemptAt: fate.nextAttemptAt, apnsID: nil, status: nil, reason: fate.reason, latency: nil,
+                    chunk: nil
+                )
+                leftChunks[chunk, default: 0] += 1
+            } else {
+                updated.append((delivery.id, fate))
+            }
+        }
+        if !updated.isEmpty {
+            try await db.query(
+                """
+                UPDATE deliveries x SET state = v.state, next_attempt_at = v.next, attempts = x.attempts - 1, reason = v.reason, updated_at = $5
+                FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[]) AS v(id, state, next, reason) WHERE x.id = v.id
+                """,
+                [
+                    .ints(updated.map(\.id)), .texts(updated.map(\.fate.state.rawValue)), .ints(updated.map(\.fate.nextAttemptAt)),
+                    .texts(updated.map(\.fate.reason)), .int(now),
+                ]
+            )
+        }
+        _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
+        for (chunk, count) in leftChunks.sorted(by: { $0.key < $1.key }) {
+            try await db.query("UPDATE delivery_chunks SET size = size - $1 WHERE id = $2", [.int(Int64(count)), .int(chunk)])
+            try await db.query("DELETE FROM delivery_chunks WHERE id = $1 AND size <= 0", [.int(chunk)])
+        }
+        result = result.enumerated().compactMap { aside[$0.offset] == nil ? $0.element : nil }
+    }
+}

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldCore
+import Testing
+
+/// Frequency caps on plain values: the stored forms, whom a delivery counts against, and what a
+/// claim admits, fails and defers.
+@Suite struct FrequencyCapTests {
+    @Test("caps parse and print; out-of-range limits and windows are refused")
+    func forms() throws {
+        let cap = try #require(FrequencyCap(limit: 3, windowSeconds: 86_400))
+        #expect(cap.description == "3/86400" && FrequencyCap(cap.description) == cap)
+        let perCategory = try #require(FrequencyCap(limit: 3, windowSeconds: 86_400, perCategory: true))
+        #expect(FrequencyCap(perCategory.description) == perCategory)
+        #expect(FrequencyCap(limit: 0, windowSeconds: 60) == nil && FrequencyCap(limit: 1001, windowSeconds: 60) == nil)
+        #expect(FrequencyCap(limit: 1, windowSeconds: 59) == nil && FrequencyCap(limit: 1, windowSeconds: 2_592_001) == nil)
+        let taken = NotificationCap(cap: perCategory, deferring: true, category: "news/sport")
+        #expect(NotificationCap(taken.description) == taken && taken.category == "news/sport")
+        #expect(NotificationCap(cap: cap, deferring: false, category: "news").category == "", "a cap per app ignores the category")
+        #expect(NotificationCap("3/86400/later") == nil)
+    }
+
+    func delivery(_ device: Int64, _ pushType: PushType = .alert, cap: NotificationCap?) -> ClaimedDelivery {
+        var claimed = ClaimedDelivery(
+            id: device, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: pushType,
+            topic: "x", priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1)
+        claimed.frequencyCap = cap
+        return claimed
+    }
+
+    @Test("alerts count per user (a device without one by itself), per category when asked; other push types never")
+    func keys() throws {
+        let cap = try #require(FrequencyCap(limit: 3, windowSeconds: 86_400, perCategory: true))
+        let batch = [
+            self.delivery(1, cap: NotificationCap(cap: cap, deferring: false, category: "news")),
+            self.delivery(2, cap: NotificationCap(cap: cap, deferring: false, category: "news")),
+            self.delivery(3, .background, cap: NotificationCap(cap: cap, deferring: false, category: "news")),
+            self.delivery(4, cap: nil),
+        ]
+        #expect(FrequencyCap.devices(batch) == [1, 2])
+        #expect(FrequencyCap.devices([self.delivery(1, cap: nil)]).isEmpty, "no cap, nothing to read")
+        let keys = FrequencyCap.keys(batch, users: [1: "ann"])
+        #expect(keys == [0: .init(appID: "demo", subject: "u:ann", category: "news"), 1: .init(appID: "demo", subject: "d:2", category: "news")])
+        #expect(keys[0]?.lockKey != keys[1]?.lockKey)
+    }
+
+    @Test("a claim admits up to the limit in the rolling window, then fails or defers until the oldest alert leaves it")
+    func decide() throws {
+        let cap = try #require(FrequencyCap(limit: 2, windowSeconds: 3600))
+        let fail = NotificationCap(cap: cap, deferring: false, category: nil)
+        let wait = NotificationCap(cap: cap, deferring: true, category: nil)
+        let batch = [self.delivery(1, cap: fail), self.delivery(2, cap: fail), self.delivery(3, cap: wait), self.delivery(4, cap: fail)]
+        let ann = FrequencyCap.Key(appID: "demo", subject: "u:ann", category: "")
+        let bob = FrequencyCap.Key(appID: "demo", subject: "u:bob", category: "")
+        let keys = [0: ann, 1: ann, 2: ann, 3: bob]
+        // Ann had one alert 10 minutes ago and one older than the window.
+        let now: Int64 = 10_000_000
+        let decision = FrequencyCap.decide(batch, keys: keys, history: [ann: [now - 600_000, now - 3_700_000]], now: now)
+        #expect(decision.outcomes == [1: .capped, 2: .deferred(until: now - 600_000 + 3_600_000)])
+        #expect(decision.history == [ann: [now - 600_000, now], bob: [now]])
+        #expect(FrequencyCap.decode(FrequencyCap.encode([1, 2, 3])) == [1, 2, 3])
+        let merged = SetAside.merge(held: [0: 5], capped: decision.outcomes, now: now)
+        #expect(merged[0] == SetAside(state: .pending, nextAttemptAt: 5, reason: QuietHours.reason))
+        #expect(merged[1] == SetAside(state: .failed, nextAttemptAt: now, reason: FrequencyCap.reason))
+        #expect(merged[2] == SetAside(state: .pending, nextAttemptAt: now + 3_000_000, reason: FrequencyCap.reason))
+        #expect(QuietHours.apiState(.pending, reason: FrequencyCap.reason) == "held")
+    }
+}
