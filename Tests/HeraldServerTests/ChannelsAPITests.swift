@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSEmulator
 import APNSModels
 import Foundation
 import HeraldCore
@@ -39,7 +40,8 @@ extension ServerTests {
             #expect(try await context.api.call("GET", "/v1/apps/demo/channels", key: register).status == 403)
             let refused = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"moon"}"#)
             #expect(refused.status == 400 && (refused.body["error"] as? [String: Any])?["code"] as? String == "bad_environment")
-            let policy = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox","messageStoragePolicy":2}"#)
+            let policy = try await context.api.call(
+                "POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox","messageStoragePolicy":2}"#)
             #expect((policy.body["error"] as? [String: Any])?["code"] as? String == "bad_message_storage_policy")
 
             let all = try await context.api.call("GET", "/v1/apps/demo/channels", key: send)
@@ -54,7 +56,9 @@ extension ServerTests {
             #expect(try await context.api.call("GET", "/v1/apps/demo/channels/\(encoded)", key: send).body["id"] as? String == id)
             let unknown = try await context.api.call("GET", "/v1/apps/demo/channels/AAAA", key: send)
             #expect(unknown.status == 404 && (unknown.body["error"] as? [String: Any])?["code"] as? String == "channel_not_found")
-            #expect((try await context.api.call("GET", "/v1/apps/demo/channels/a.b", key: send).body["error"] as? [String: Any])?["code"] as? String == "bad_channel_id")
+            #expect(
+                (try await context.api.call("GET", "/v1/apps/demo/channels/a.b", key: send).body["error"] as? [String: Any])?["code"] as? String
+                    == "bad_channel_id")
 
             #expect(try await context.api.call("DELETE", "/v1/apps/demo/channels/\(self.pathID(id))", key: send).status == 204)
             #expect(try await self.emulatorChannels(context).isEmpty, "deleted at the emulator")
@@ -85,12 +89,14 @@ extension ServerTests {
             let made = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#)
             let id = try #require(made.body["id"] as? String)
             // A refusal other than "not registered" keeps the channel.
-            _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"FeatureNotEnabled","scope":"channels"}"#)
+            _ = try await context.control.call(
+                "POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"FeatureNotEnabled","scope":"channels"}"#)
             let kept = try await context.api.call("DELETE", "/v1/apps/demo/channels/\(self.pathID(id))", key: send)
             #expect(kept.status == 422 && code(kept) == "broadcast_not_enabled")
             #expect(try await context.api.call("GET", "/v1/apps/demo/channels/\(self.pathID(id))", key: send).status == 200)
             // Gone at Apple already: forgotten here, 204.
-            _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"ChannelNotRegistered","scope":"channels"}"#)
+            _ = try await context.control.call(
+                "POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"ChannelNotRegistered","scope":"channels"}"#)
             #expect(try await context.api.call("DELETE", "/v1/apps/demo/channels/\(self.pathID(id))", key: send).status == 204)
             #expect(try await context.api.call("GET", "/v1/apps/demo/channels/\(self.pathID(id))", key: send).status == 404)
         }
@@ -111,6 +117,81 @@ extension ServerTests {
             #expect(try await self.emulatorChannels(context).isEmpty, "APNs was not asked")
             // The other environment has its own 10,000.
             #expect(try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"production"}"#).status == 201)
+        }
+    }
+
+    @Test(
+        "audience channel: 10,000 subscribers get one broadcast, sent as one request and recorded as one notification with one delivery",
+        arguments: StoreDriver.enabled)
+    func channelBroadcast(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let (_, send) = try await self.setUp(context)
+            func code(_ answer: (status: Int, body: [String: Any])) -> String? { (answer.body["error"] as? [String: Any])?["code"] as? String }
+            let made = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#)
+            let id = try #require(made.body["id"] as? String)
+            // Two subscribers through the emulator's control API, the rest through its state (the same call, without 10,000 HTTP round trips).
+            var tokens: [String] = []
+            for _ in 0..<2 {
+                let token = try await self.virtualDevice(context, kind: "liveactivity")
+                #expect(try await context.control.call("POST", "/v1/devices/\(token)/channels", json: #"{"channelId":"\#(id)"}"#).status == 200)
+                tokens.append(token)
+            }
+            let emulator = try #require(context.server.emulator)
+            for _ in 0..<9_998 {
+                let device = emulator.state.createDevice(
+                    bundleID: "com.example.app", environment: .development, kind: .liveactivity, now: emulator.clock.nowMilliseconds)
+                #expect(emulator.state.subscribe(token: device.token, channelID: id) != nil)
+            }
+            #expect(try await context.control.call("DELETE", "/v1/counters").status < 300)
+
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"\#(id)"},"aps":{"timestamp":1,"event":"update","content-state":{"score":3}}}"#)
+            #expect(sent.status == 202 && sent.body["deliveries"] as? Int == 1, "\(sent)")
+            let notificationID = try #require(sent.body["id"] as? String)
+            let counters = try await context.control.call("GET", "/v1/counters")
+            #expect(counters.body["accepted"] as? Int == 1, "one request: \(counters.body)")
+            #expect(counters.body["delivered"] as? Int == 10_000, "\(counters.body)")
+            let requests = try await context.control.call("GET", "/v1/requests?limit=100")
+            let paths = (requests.body["requests"] as? [[String: Any]] ?? []).compactMap { $0["path"] as? String }
+            #expect(paths.filter { $0.hasPrefix("/4/broadcasts/") } == ["/4/broadcasts/apps/com.example.app"], "\(paths)")
+            let inbox = try await context.control.call("GET", "/v1/devices/\(tokens[0])/inbox")
+            let received = (inbox.body["notifications"] as? [[String: Any]])?.last
+            #expect(received?["channelId"] as? String == id && received?["priority"] as? Int == 5, "default priority 5: \(inbox.body)")
+            let state = ((received?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["content-state"] as? [String: Any]
+            #expect(state?["score"] as? Int == 3)
+
+            let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(notificationID)", key: send)
+            #expect(
+                (status.body["counts"] as? [String: Int])?["sent"] == 1 && (status.body["counts"] as? [String: Int])?["pending"] ?? 0 == 0,
+                "\(status.body)")
+            let deliveries = status.body["deliveries"] as? [[String: Any]] ?? []
+            #expect(deliveries.count == 1)
+            #expect(deliveries.first?["token"] as? String == id && deliveries.first?["pushType"] as? String == "liveactivity")
+            #expect(deliveries.first?["state"] as? String == "sent" && deliveries.first?["apnsId"] as? String != nil)
+            let history = try await context.api.call("GET", "/v1/apps/demo/notifications", key: send)
+            #expect((history.body["notifications"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [notificationID])
+
+            // Only Live Activity pushes go to a channel; an unknown channel is 404; what APNs refuses is its code, and nothing is recorded.
+            let alert = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send, json: #"{"audience":{"channel":"\#(id)"},"pushType":"alert","title":"Hi"}"#)
+            #expect(alert.status == 400 && code(alert) == "bad_push_type", "\(alert)")
+            let scheduled = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"\#(id)"},"scheduledAt":1,"aps":{"timestamp":1,"event":"update","content-state":{}}}"#)
+            #expect(scheduled.status == 400, "\(scheduled)")
+            let unknown = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"AAAA"},"aps":{"timestamp":1,"event":"update","content-state":{}}}"#)
+            #expect(unknown.status == 404 && code(unknown) == "channel_not_found", "\(unknown)")
+            _ = try await context.control.call(
+                "POST", "/v1/faults", json: #"{"type":"status","status":400,"reason":"ChannelNotRegistered","scope":"broadcast"}"#)
+            let gone = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"\#(id)"},"aps":{"timestamp":2,"event":"update","content-state":{}}}"#)
+            #expect(gone.status == 404 && code(gone) == "channel_not_found", "\(gone)")
+            let after = try await context.api.call("GET", "/v1/apps/demo/notifications", key: send)
+            #expect((after.body["notifications"] as? [[String: Any]])?.count == 1)
         }
     }
 }

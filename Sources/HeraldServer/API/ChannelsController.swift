@@ -97,9 +97,13 @@ struct ChannelsController {
     /// The channel named by the path, in either environment (ids are Apple's random ones).
     private func existing(_ context: APIRequestContext) async throws -> StoredChannel {
         let app = try context.requireApp()
-        let id = try Self.channelID(context.parameters.get("id") ?? "")
+        return try await Self.stored(self.store, appID: app.id, channelID: try Self.channelID(context.parameters.get("id") ?? "").rawValue)
+    }
+
+    /// The app's channel with this id, in either environment; 404 `channel_not_found`.
+    static func stored(_ store: any HeraldStore, appID: String, channelID: String) async throws -> StoredChannel {
         for environment in APNSEnvironment.allCases {
-            if let channel = try await self.store.channel(appID: app.id, environment: environment, channelID: id.rawValue) { return channel }
+            if let channel = try await store.channel(appID: appID, environment: environment, channelID: channelID) { return channel }
         }
         throw Self.notFound
     }
