@@ -41,4 +41,41 @@ package protocol ChannelStore: Sendable {
     func channel(appID: String, environment: APNSEnvironment, channelID: String) async throws -> StoredChannel?
     /// Forgets a channel; false when there was none.
     func deleteChannel(appID: String, environment: APNSEnvironment, channelID: String) async throws -> Bool
+    /// Records a broadcast APNs accepted: one notification (audience the channel, audience size
+    /// 1, nothing to expand) with one delivery, already `sent`, whose token is the channel's id.
+    func recordBroadcast(_ broadcast: BroadcastRecord) async throws
+}
+
+/// One broadcast as sent: the notification it is recorded as and APNs's answer.
+package struct BroadcastRecord: Sendable, Hashable {
+    package var appID: String
+    package var id: String
+    package var bundleID: String
+    package var spec: NotificationSpec
+    package var environment: APNSEnvironment
+    package var channelID: String
+    /// `apns-request-id` of the accepted broadcast.
+    package var requestID: String?
+    package var latencyMilliseconds: Int64
+    package var now: Int64
+
+    package init(
+        appID: String, id: String, bundleID: String, spec: NotificationSpec, environment: APNSEnvironment, channelID: String, requestID: String?,
+        latencyMilliseconds: Int64, now: Int64
+    ) {
+        self.appID = appID
+        self.id = id
+        self.bundleID = bundleID
+        self.spec = spec
+        self.environment = environment
+        self.channelID = channelID
+        self.requestID = requestID
+        self.latencyMilliseconds = latencyMilliseconds
+        self.now = now
+    }
+
+    /// The stored targeting: the channel, in its environment, as Live Activity pushes.
+    package var targetingText: String {
+        Targeting(audience: .channel(self.channelID), environment: self.environment, pushType: .liveactivity).jsonString(listsAsCounts: false)
+    }
 }

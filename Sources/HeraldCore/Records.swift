@@ -99,6 +99,8 @@ package enum Audience: Sendable, Hashable {
     /// Every update token of one Live Activity.
     case activity(String)
     case all
+    /// A broadcast channel (Apple's id): one broadcast to its subscribers, no devices of Herald's.
+    case channel(String)
 }
 
 /// A notification as accepted: what to send and to whom.

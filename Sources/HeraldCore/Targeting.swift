@@ -47,6 +47,7 @@ package struct Targeting: Sendable, Hashable {
         case .tokens(let tokens): members.append(listsAsCounts ? ("tokenCount", .int(Int64(tokens.count))) : ("tokens", strings(tokens)))
         case .users(let users): members.append(listsAsCounts ? ("userCount", .int(Int64(users.count))) : ("users", strings(users)))
         case .activity(let id): members.append(("activity", .string(id)))
+        case .channel(let id): members.append(("channel", .string(id)))
         case .tags(let tags, let matchAll): members += [("tags", strings(tags)), ("matchAll", .bool(matchAll))]
         }
         if !self.kinds.isEmpty { members.append(("kinds", strings(self.kinds.map(\.rawValue).sorted()))) }
@@ -69,6 +70,8 @@ package struct Targeting: Sendable, Hashable {
             self.audience = .users(users)
         } else if let activity = value["activity"]?.stringValue {
             self.audience = .activity(activity)
+        } else if let channel = value["channel"]?.stringValue {
+            self.audience = .channel(channel)
         } else if let tags = strings("tags") {
             self.audience = .tags(tags, matchAll: value["matchAll"]?.boolValue ?? false)
         } else {

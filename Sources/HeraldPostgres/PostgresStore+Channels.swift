@@ -47,4 +47,32 @@ extension PostgresStore {
             ).isEmpty == false
         }
     }
+
+    package func recordBroadcast(_ broadcast: BroadcastRecord) async throws {
+        try await self.write { db in
+            _ = try await db.query(
+                """
+                INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, payload, created_at, scheduled_at, targeting,
+                    audience_size, expand_until, push_type)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, 0, 'liveactivity')
+                """,
+                [
+                    .text(broadcast.id), .text(broadcast.appID), .text(broadcast.bundleID), .int(broadcast.spec.priority.map { Int64($0.rawValue) }),
+                    .int(broadcast.spec.expiration), .bytes(broadcast.spec.payload), .int(broadcast.now), .int(broadcast.now),
+                    .text(broadcast.targetingText),
+                ]
+            )
+            _ = try await db.query(
+                """
+                INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
+                    apns_id, status, latency_ms, updated_at)
+                VALUES ($1, 0, $2, $3, 'liveactivity', $4, 'sent', 1, $5, $6, 200, $7, $8)
+                """,
+                [
+                    .text(broadcast.id), .text(broadcast.channelID), .text(broadcast.environment.rawValue), .text(broadcast.bundleID),
+                    .int(broadcast.now), .text(broadcast.requestID), .int(broadcast.latencyMilliseconds), .int(broadcast.now),
+                ]
+            )
+        }
+    }
 }

@@ -16,6 +16,9 @@ extension PostgresStore {
             query.sql += " AND d.user_id = ANY(\(query.bind(.texts(users))))"
         case .activity(let activityID):
             query.sql += " AND d.kind = 'liveactivity' AND d.activity_id = \(query.bind(.text(activityID)))"
+        case .channel:
+            // A channel's subscribers are Apple's: no device of Herald's.
+            query.sql += " AND false"
         case .tags(let tags, let matchAll):
             let parameter = query.bind(.texts(tags))
             if matchAll {
@@ -74,7 +77,7 @@ extension PostgresStore {
                 query.sql += " ORDER BY d.id"
                 let ids = try await db.query(query).compactMap { $0.int(0) }
                 return (until, Int64(ids.count), ids)
-            case .all, .tags:
+            case .all, .tags, .channel:
                 query.sql = "SELECT count(*)" + head
                 Self.audienceFilter(targeting, into: &query)
                 return (until, try await db.query(query).first?.int(0) ?? 0, nil)

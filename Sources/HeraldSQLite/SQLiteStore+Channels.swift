@@ -47,4 +47,33 @@ extension SQLiteStore {
             return db.changes > 0
         }
     }
+
+    package func recordBroadcast(_ broadcast: BroadcastRecord) async throws {
+        try await self.database.write { db in
+            try db.query(
+                """
+                INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, payload, created_at, scheduled_at, targeting,
+                    audience_size, expand_until, push_type)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 'liveactivity')
+                """,
+                [
+                    .text(broadcast.id), .text(broadcast.appID), .text(broadcast.bundleID),
+                    broadcast.spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null, broadcast.spec.expiration.map(SQLValue.integer) ?? .null,
+                    .blob(broadcast.spec.payload), .integer(broadcast.now), .integer(broadcast.now), .text(broadcast.targetingText),
+                ]
+            )
+            try db.query(
+                """
+                INSERT INTO deliveries (notification_id, device_id, token, environment, push_type, topic, state, attempts, next_attempt_at,
+                    apns_id, status, latency_ms, updated_at)
+                VALUES (?, 0, ?, ?, 'liveactivity', ?, 'sent', 1, ?, ?, 200, ?, ?)
+                """,
+                [
+                    .text(broadcast.id), .text(broadcast.channelID), .text(broadcast.environment.rawValue), .text(broadcast.bundleID),
+                    .integer(broadcast.now), broadcast.requestID.map(SQLValue.text) ?? .null, .integer(broadcast.latencyMilliseconds),
+                    .integer(broadcast.now),
+                ]
+            )
+        }
+    }
 }

@@ -24,6 +24,9 @@ extension SQLiteStore {
             sql += " AND d.user_id IN (SELECT value FROM json_each(\(next(list(users)))))"
         case .activity(let activityID):
             sql += " AND d.kind = 'liveactivity' AND d.activity_id = \(next(.text(activityID)))"
+        case .channel:
+            // A channel's subscribers are Apple's: no device of Herald's.
+            sql += " AND 0"
         case .tags(let tags, let matchAll):
             let parameter = next(list(tags))
             if matchAll {
@@ -48,7 +51,7 @@ extension SQLiteStore {
         }
         switch targeting.audience {
         case .tokens, .users, .activity: return (sql, bindings, "+d.id")
-        case .all, .tags: return (sql, bindings, "d.id")
+        case .all, .tags, .channel: return (sql, bindings, "d.id")
         }
     }
 
@@ -97,7 +100,7 @@ extension SQLiteStore {
                 }
                 text.append(UInt8(ascii: "]"))
                 return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), try Self.listedTokens(db, appID: appID, targeting.audience))
-            case .all, .tags:
+            case .all, .tags, .channel:
                 return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
             }
         }

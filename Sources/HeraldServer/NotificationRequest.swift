@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSClient
 import APNSModels
 import HeraldAPI
 import HeraldCore
@@ -46,6 +47,22 @@ enum NotificationRequest {
             guard let parsed = PushType(rawValue: name) else { throw bad("unknown pushType '\(name)'", "bad_push_type") }
             pushType = parsed
         }
+        if case .channel = audience {
+            // One broadcast, sent at once: Live Activity pushes only, nothing that picks devices
+            // or waits, and no idempotency key (it is sent before it is recorded).
+            guard pushType == nil || pushType == .liveactivity else {
+                throw bad("a channel carries Live Activity pushes only (pushType liveactivity)", "bad_push_type")
+            }
+            pushType = .liveactivity
+            let refused: [(String, Bool)] = [
+                ("kinds", body.kinds != nil), ("environment", body.environment != nil), ("scheduledAt", body.scheduledAt != nil),
+                ("localTime", body.localTime != nil), ("encrypt", body.encrypt == true), ("idempotencyKey", body.idempotencyKey != nil),
+                ("dryRun", body.dryRun == true), ("collapseId", body.collapseId != nil),
+            ]
+            if let field = refused.first(where: \.1)?.0 {
+                throw bad("\(field) does not go with a channel audience (one broadcast, sent at once)", "bad_audience")
+            }
+        }
         // Users, tags and everyone mean the app's ordinary (device) tokens unless the caller names
         // other kinds or a push type: an alert for "ann" must not become a VoIP push to her
         // PushKit token (iOS ends apps that get VoIP pushes without reporting a call). Listed
@@ -53,7 +70,7 @@ enum NotificationRequest {
         switch audience {
         case .users, .tags, .all:
             if kinds.isEmpty, pushType == nil { kinds = [.device] }
-        case .tokens, .activity:
+        case .tokens, .activity, .channel:
             break
         }
         if let pushType {
@@ -79,6 +96,9 @@ enum NotificationRequest {
             }
             priority = parsed
         } else if pushType == .background {
+            priority = .throttled
+        } else if case .channel = audience {
+            // Priority 10 spends the app's Live Activity budget: frequent updates go at 5 unless asked.
             priority = .throttled
         }
         if let milliseconds = body.scheduledAt {
@@ -163,8 +183,9 @@ enum NotificationRequest {
             throw HeraldError.invalid("audience is required: \"all\", or {\"tokens\"|\"users\"|\"tags\": [...]}", code: "missing_audience")
         }
         if selector.all { return .all }
-        let named = [selector.tokens != nil, selector.users != nil, selector.tags != nil, selector.activityId != nil].filter { $0 }.count
-        guard named == 1 else { throw bad("audience must be \"all\", or have exactly one of tokens, users, tags or activityId") }
+        let named = [selector.tokens != nil, selector.users != nil, selector.tags != nil, selector.activityId != nil, selector.channel != nil]
+            .filter { $0 }.count
+        guard named == 1 else { throw bad("audience must be \"all\", or have exactly one of tokens, users, tags, activityId or channel") }
         guard selector.match == nil || selector.tags != nil else { throw bad("audience.match goes with audience.tags") }
         func strings(_ values: [String], _ key: String) throws -> [String] {
             guard !values.isEmpty, values.count <= 10_000 else { throw bad("audience.\(key) must be an array of 1 to 10000 strings") }
@@ -184,6 +205,7 @@ enum NotificationRequest {
             )
         }
         if let users = selector.users { return .users(try strings(users, "users")) }
+        if let channel = selector.channel { return .channel(try ChannelsController.channelID(channel).rawValue) }
         if let id = selector.activityId {
             guard !id.isEmpty, id.utf8.count <= 256 else { throw bad("audience.activityId must be a string") }
             return .activity(id)
@@ -204,6 +226,7 @@ enum NotificationRequest {
             return
         }
         if case .activity = audience { return }
+        if case .channel = audience { return }
         let aps = json["aps"]?.objectMembers ?? []
         let shown: Set<String> = ["alert", "badge", "sound", "content-available", "content-state", "event"]
         guard aps.contains(where: { shown.contains($0.0) }) else {

@@ -36,4 +36,27 @@ import Testing
             #expect(try await store.channel(appID: "other", environment: .development, channelID: "QQ==") != nil)
         }
     }
+
+    @Test("a broadcast is recorded as one notification with one sent delivery (the channel's), listed, and never claimed", arguments: Driver.enabled)
+    func broadcastRecord(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let payload = Array(#"{"aps":{"event":"update","content-state":{"a":1},"timestamp":1}}"#.utf8)
+            let spec = NotificationSpec(audience: .channel("QQ=="), pushType: .liveactivity, priority: .throttled, expiration: 0, payload: payload)
+            try await store.recordBroadcast(
+                BroadcastRecord(
+                    appID: "demo", id: "n1", bundleID: "com.example.app", spec: spec, environment: .production, channelID: "QQ==", requestID: "r-1",
+                    latencyMilliseconds: 7, now: 1_000))
+            let status = try #require(try await store.notification(appID: "demo", id: "n1", deliveryLimit: 10))
+            #expect(status.counts == [.sent: 1], "one delivery, nothing pending")
+            #expect(status.summary.audienceSize == 1 && !status.summary.expanding && status.summary.createdAt == 1_000)
+            #expect(status.summary.content?.pushType == .liveactivity && status.summary.content?.priority == 5)
+            #expect(status.summary.content?.targetingJSON.flatMap(Targeting.init(jsonString:))?.audience == .channel("QQ=="))
+            let delivery = try #require(status.deliveries.first)
+            #expect(status.deliveries.count == 1)
+            #expect(delivery.token == "QQ==" && delivery.environment == .production && delivery.pushType == .liveactivity)
+            #expect(delivery.state == .sent && delivery.apnsID == "r-1" && delivery.status == 200 && delivery.latencyMilliseconds == 7)
+            #expect(try await store.notifications(appID: "demo", limit: 10, before: nil).map(\.id) == ["n1"])
+            #expect(try await store.claimDeliveries(limit: 10, now: 10_000_000, leaseMilliseconds: 1000).isEmpty, "nothing to send")
+        }
+    }
 }

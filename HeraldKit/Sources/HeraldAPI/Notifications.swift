@@ -10,6 +10,9 @@ public struct AudienceSelector: Sendable, Hashable, Codable {
     /// `any` (the default) or `all`, with `tags`.
     public var match: String?
     public var activityId: String?
+    /// A broadcast channel's id (Apple's, as `POST /v1/apps/{app}/channels` answered): one
+    /// Live Activity broadcast to its subscribers.
+    public var channel: String?
 
     public static let everyone = AudienceSelector(all: true)
     public static func tokens(_ tokens: [String]) -> AudienceSelector { AudienceSelector(tokens: tokens) }
@@ -18,6 +21,11 @@ public struct AudienceSelector: Sendable, Hashable, Codable {
         AudienceSelector(tags: tags, match: matchAll ? "all" : "any")
     }
     public static func activity(_ id: String) -> AudienceSelector { AudienceSelector(activityId: id) }
+    public static func channel(_ id: String) -> AudienceSelector {
+        var selector = AudienceSelector()
+        selector.channel = id
+        return selector
+    }
 
     public init(
         all: Bool = false, tokens: [String]? = nil, users: [String]? = nil, tags: [String]? = nil, match: String? = nil, activityId: String? = nil
@@ -31,7 +39,7 @@ public struct AudienceSelector: Sendable, Hashable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case tokens, users, tags, match, activityId
+        case tokens, users, tags, match, activityId, channel
     }
 
     public init(from decoder: any Decoder) throws {
@@ -48,6 +56,7 @@ public struct AudienceSelector: Sendable, Hashable, Codable {
             tags: try object.decodeIfPresent([String].self, forKey: .tags), match: try object.decodeIfPresent(String.self, forKey: .match),
             activityId: try object.decodeIfPresent(String.self, forKey: .activityId)
         )
+        self.channel = try object.decodeIfPresent(String.self, forKey: .channel)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -62,6 +71,7 @@ public struct AudienceSelector: Sendable, Hashable, Codable {
         try object.encodeIfPresent(self.tags, forKey: .tags)
         try object.encodeIfPresent(self.match, forKey: .match)
         try object.encodeIfPresent(self.activityId, forKey: .activityId)
+        try object.encodeIfPresent(self.channel, forKey: .channel)
     }
 }
 

@@ -65,6 +65,11 @@ extension API {
             Operation(method: .put, path: "/v1/apps/{app}/templates/{id}", statuses: app.union(body).union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/templates/{id}", statuses: app.union([204])),
             Operation(method: .post, path: "/v1/apps/{app}/templates/{id}/preview", statuses: app.union(body).union([200])),
+            // Channels go to APNs too: 422 for what it refuses, 503 when it does not answer (in `secured`).
+            Operation(method: .post, path: "/v1/apps/{app}/channels", statuses: app.union(body).union([201, 422])),
+            Operation(method: .get, path: "/v1/apps/{app}/channels", statuses: app.union([200, 400])),
+            Operation(method: .get, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([200, 400])),
+            Operation(method: .delete, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([204, 400, 422])),
             Operation(method: .post, path: "/v1/apps/{app}/webhooks", statuses: app.union(body).union([201])),
             Operation(method: .get, path: "/v1/apps/{app}/webhooks", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/webhooks/{id}", statuses: app.union([204])),

@@ -20,6 +20,8 @@ extension WebhookList: @retroactive ResponseEncodable {}
 extension TemplateResponse: @retroactive ResponseEncodable {}
 extension TemplateList: @retroactive ResponseEncodable {}
 extension TemplatePreview: @retroactive ResponseEncodable {}
+extension ChannelResponse: @retroactive ResponseEncodable {}
+extension ChannelList: @retroactive ResponseEncodable {}
 extension WebhookMessageList: @retroactive ResponseEncodable {}
 extension HealthResponse: @retroactive ResponseEncodable {}
 extension UserSecretResponse: @retroactive ResponseEncodable {}

@@ -14,6 +14,8 @@ struct API: Sendable {
     let store: any HeraldStore
     let secrets: SecretBox
     let engine: DeliveryEngine
+    /// The apps' APNs clients (channel management goes through them).
+    let clients: ClientProvider
     let clock: any EpochClock
     let metrics: PrometheusCollectorRegistry?
     let events: DeliveryEvents
@@ -39,9 +41,11 @@ struct API: Sendable {
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
         DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
-        NotificationsController(store: self.store, engine: self.engine, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
+        NotificationsController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: self.rateLimit)
+            .addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)
         TemplatesController(store: self.store, clock: self.clock).addRoutes(to: v1)
+        ChannelsController(store: self.store, clients: self.clients, clock: self.clock).addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
         ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
             .addRoutes(to: v1)

@@ -13,6 +13,9 @@ extension HeraldError: HTTPResponseError {
     static let unprocessableCodes: Set<String> = [
         "bad_priority", "bad_key", "bad_certificate", "payload_too_large", "payload_empty", "payload_not_json", "payload_rule",
         "encrypt_not_allowed", "no_credentials", "no_user_secret", "credentials_unusable", "push_type_not_allowed_for_auth", "topic_suffix_mismatch",
+        // Channels: Apple's limit (counted here, or Apple's CannotCreateChannelConfig), the Broadcast
+        // capability missing (FeatureNotEnabled), and any other refusal of APNs (its reason in the message).
+        "channel_limit_reached", "broadcast_not_enabled", "apns_rejected",
     ]
     /// 400 beyond the `bad_…` and `missing_…` families.
     static let badRequestCodes: Set<String> = [
@@ -26,12 +29,13 @@ extension HeraldError: HTTPResponseError {
         case "forbidden", "tag_protected", "receipts_disabled", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
             "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long":
             return .forbidden
-        case "not_found": return .notFound
+        case "not_found", "channel_not_found": return .notFound
         case "method_not_allowed": return .methodNotAllowed
         case "body_too_large": return .contentTooLarge
         case "conflict", "app_exists", "last_admin_key": return .conflict
         case "rate_limited": return .tooManyRequests
-        case "database_unavailable", "store_unavailable": return .serviceUnavailable
+        // APNs did not answer, or answered 429 or 5xx: worth trying again later.
+        case "database_unavailable", "store_unavailable", "apns_unavailable": return .serviceUnavailable
         // The server's own configuration (read at start): a fault of the server, never of a request.
         case "bad_master_key", "master_key_required", "bad_database_url": return .internalServerError
         case _ where Self.unprocessableCodes.contains(code): return .unprocessableContent

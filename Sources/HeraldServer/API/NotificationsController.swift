@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSClient
 import APNSModels
 import HeraldAPI
 import HeraldCore
@@ -8,6 +9,7 @@ import Hummingbird
 struct NotificationsController {
     let store: any HeraldStore
     let engine: DeliveryEngine
+    let clients: ClientProvider
     let clock: any EpochClock
     var rateLimit: RateLimitGate?
 
@@ -31,6 +33,9 @@ struct NotificationsController {
         try await NotificationRequest.applyTemplate(body, to: &spec, appID: app.id, store: self.store)
         try NotificationRequest.reserveReceipt(spec, app: app)
         spec.adoptPolicies(app.security)
+        if case .channel(let channelID) = spec.audience {
+            return try await self.broadcast(spec, channelID: channelID, app: app).response(from: request, context: context)
+        }
         if body.dryRun == true {
             return try Answer(.ok, try await Self.dryRun(spec, app: app, store: self.store)).response(from: request, context: context)
         }
@@ -43,6 +48,33 @@ struct NotificationsController {
                 inactiveTokens: created.inactiveTokens
             )
         ).response(from: request, context: context)
+    }
+
+    /// `audience: {"channel"}`: one broadcast, sent now through the app's client for the
+    /// channel's environment, and recorded once APNs accepted it as one notification with one
+    /// delivery (the channel's), never one per subscriber. A refusal is answered with its code
+    /// (``ChannelsController/heraldError(_:)``) and nothing is recorded.
+    func broadcast(_ spec: NotificationSpec, channelID: String, app: App) async throws -> Answer<SendResponse> {
+        let channel = try await ChannelsController.stored(self.store, appID: app.id, channelID: channelID)
+        guard let id = APNSChannelID(rawValue: channel.channelID) else { throw ChannelsController.notFound }
+        let client = try await self.clients.client(appID: app.id, environment: channel.environment)
+        let started = ContinuousClock.now
+        let delivery: APNSBroadcastDelivery
+        do {
+            delivery = try await client.broadcast(
+                APNSBroadcastRequest(
+                    channelID: id, bundleID: app.bundleID, payload: spec.payload, priority: spec.priority ?? .throttled,
+                    expiration: spec.expiration ?? 0))
+        } catch {
+            throw ChannelsController.heraldError(error)
+        }
+        let now = self.clock.nowMilliseconds
+        let notificationID = UUIDText.random()
+        try await self.store.recordBroadcast(
+            BroadcastRecord(
+                appID: app.id, id: notificationID, bundleID: app.bundleID, spec: spec, environment: channel.environment, channelID: channel.channelID,
+                requestID: delivery.requestID, latencyMilliseconds: (ContinuousClock.now - started).wholeMilliseconds, now: now))
+        return Answer(.accepted, SendResponse(id: notificationID, deliveries: 1, duplicate: false, unknownTokens: nil, inactiveTokens: nil))
     }
 
     /// The audience a notification would reach now and, per push type its devices would get,
