@@ -47,13 +47,19 @@ extension DashboardTests {
             let plain = try await browser.get("/dashboard/apps/demo/send")
             #expect(plain.status == 200 && !plain.body.contains(#"id="f-template""#), "no templates, no template field")
 
-            let made = try await context.api.call(
-                "POST", "/v1/apps/demo/templates", key: send,
-                json: #"""
-                    {"name":"Shipped","default":{"title":"Order {{order}}","body":"It ships"},
-                     "locales":{"pt-BR":{"title":"Pedido {{order}}","body":"Enviado"}}}
-                    """#)
-            let id = try #require(made.body["id"] as? String)
+            // Made with the templates page's form: refused without a name, keeping what was typed.
+            let fields = [
+                ("csrf", try #require(Browser.csrf(plain.body))), ("title", "Order {{order}}"), ("body", "It ships"), ("locale-0", "pt-BR"),
+                ("title-0", "Pedido {{order}}"), ("body-0", "Enviado"),
+            ]
+            let refused = try await browser.post("/dashboard/apps/demo/templates", fields)
+            #expect(refused.status == 422 && refused.body.contains(#"id="template-error""#), "\(refused.body)")
+            #expect(refused.body.contains(#"name="title-0" type="text" value="Pedido {{order}}""#), "\(refused.body)")
+            #expect(try await browser.post("/dashboard/apps/demo/templates", fields + [("name", "Shipped")]).status == 303)
+            let listed = try await context.api.call("GET", "/v1/apps/demo/templates", key: send)
+            let made = try #require((listed.body["templates"] as? [[String: Any]])?.first)
+            #expect(made["name"] as? String == "Shipped" && (made["locales"] as? [String: Any])?.keys.sorted() == ["pt-BR"], "\(listed.body)")
+            let id = try #require(made["id"] as? String)
             var tokens: [String: String] = [:]
             for locale in ["pt-BR", "en"] {
                 let token = try await self.server.virtualDevice(context)

@@ -52,6 +52,12 @@ struct DashboardBackend: Sendable {
         return spec
     }
 
+    /// A new template of the app, checked and stored as `POST /v1/apps/{app}/templates` does it.
+    func createTemplate(_ body: SaveTemplateRequest, appID: String) async throws {
+        let (template, _) = try TemplatesController.template(body, appID: appID, id: TemplatesController.newID(), now: self.nowMilliseconds)
+        _ = try await self.store.saveTemplate(template)
+    }
+
     /// A templated notification's payload per variant (the default first, then by locale); nil
     /// for one without a template.
     func variants(_ spec: NotificationSpec) throws -> [(locale: String?, payload: [UInt8])]? {
