@@ -36,7 +36,9 @@ extension DashboardTests {
         }
     }
 
-    @Test("the send form composes from a template: its variables get inputs, the preview shows each locale (escaped), the send reaches each device in its language")
+    @Test(
+        "the send form composes from a template: its variables get inputs, the preview shows each locale (escaped), the send reaches each device in its language"
+    )
     func sendFormTemplate() async throws {
         try await self.server.withServer { context in
             let (register, send) = try await self.server.setUp(context)
@@ -65,7 +67,8 @@ extension DashboardTests {
                 let token = try await self.server.virtualDevice(context)
                 #expect(
                     try await context.api.call(
-                        "PUT", "/v1/apps/demo/devices/\(token)", key: register, json: #"{"environment":"sandbox","locale":"\#(locale)","tags":["team"]}"#
+                        "PUT", "/v1/apps/demo/devices/\(token)", key: register,
+                        json: #"{"environment":"sandbox","locale":"\#(locale)","tags":["team"]}"#
                     ).status == 200)
                 tokens[locale] = token
             }
@@ -81,8 +84,10 @@ extension DashboardTests {
 
             let previewed = try await browser.post("/dashboard/apps/demo/send", base + [("var-order", "<b>7</b>"), ("action", "preview")])
             #expect(previewed.status == 200, "\(previewed.body)")
-            let locales = previewed.body.matches(of: /<li data-locale="([^"]+)" class="wrap"><strong>[^<]+<\/strong>: <span class="locale-title">([^<]*)<\/span>/)
-                .map { "\($0.1)=\($0.2)" }
+            let locales = previewed.body.matches(
+                of: /<li data-locale="([^"]+)" class="wrap"><strong>[^<]+<\/strong>: <span class="locale-title">([^<]*)<\/span>/
+            )
+            .map { "\($0.1)=\($0.2)" }
             #expect(locales == ["default=Order &lt;b&gt;7&lt;/b&gt;", "pt-BR=Pedido &lt;b&gt;7&lt;/b&gt;"], "\(previewed.body)")
             #expect(previewed.body.contains(#"value="&lt;b&gt;7&lt;/b&gt;""#), "the value stays in its input")
 
