@@ -224,7 +224,8 @@ extension PostgresStore {
             )
             if cancelled {
                 try await db.query("UPDATE notifications SET cancelled_at = $1 WHERE id = $2 AND cancelled_at IS NULL", [.int(now), .text(id)])
-                try await db.query("UPDATE notifications SET payload = ''::bytea, template = NULL WHERE id = $1 AND placeholder IS NOT NULL", [.text(id)])
+                try await db.query(
+                    "UPDATE notifications SET payload = ''::bytea, template = NULL WHERE id = $1 AND placeholder IS NOT NULL", [.text(id)])
             }
             return cancelled
         }

@@ -286,7 +286,7 @@ def main():
             "devices": f"/dashboard/apps/{APP}/devices", "device": f"/dashboard/apps/{APP}/devices/{token}",
             "send": f"/dashboard/apps/{APP}/send", "notification": notification_url.replace(BASE, ""),
             "notification-empty": empty_url.replace(BASE, ""), "emulator": "/dashboard/emulator", "phone": phone_url.replace(BASE, ""),
-            "not-found": "/dashboard/apps/no-such-app", "history": history_url,
+            "not-found": "/dashboard/apps/no-such-app", "history": history_url, "templates": f"/dashboard/apps/{APP}/templates",
         }
         titles = {}
         for size, (width, height) in (("desktop", (1366, 900)), ("phone", (390, 844))):
@@ -441,6 +441,64 @@ def walk():
         recent = driver.find_element(By.ID, "recent-notifications").text
         check("sent" in recent, f"the history: {recent}")
         shot(driver, "walk-06-history")
+
+        # A template in two languages, made on the templates page; two more virtual devices, one
+        # per language (a third locale, de, falls back to the default).
+        phones = {}
+        for locale in ("pt-BR", "de"):
+            driver.get(BASE + "/dashboard/emulator")
+            Select(driver.find_element(By.ID, "e-app")).select_by_value("walk")
+            driver.find_element(By.ID, "e-user").send_keys("bo")
+            driver.find_element(By.ID, "e-locale").send_keys(locale)
+            submit(driver, driver.find_element(By.XPATH, "//button[text()='New virtual device']"))
+            wait.until(EC.presence_of_element_located((By.ID, "phone-notifications")))
+            phones[locale] = driver.current_url
+        driver.get(BASE + "/dashboard/apps/walk/templates")
+        driver.find_element(By.ID, "t-name").send_keys("Shipped")
+        driver.find_element(By.ID, "t-title").send_keys("Order {{order}} shipped")
+        driver.find_element(By.ID, "t-body").send_keys("On its way")
+        driver.find_element(By.ID, "t-locale-0").send_keys("pt-BR")
+        driver.find_element(By.ID, "t-title-0").send_keys("Pedido {{order}} enviado")
+        driver.find_element(By.ID, "t-body-0").send_keys("A caminho")
+        submit(driver, driver.find_element(By.ID, "create-template"))
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "section.template tr[data-locale='pt-BR']")))
+        shot(driver, "walk-07-template")
+
+        # Compose from it: choose it, preview (its variable gets an input), fill it, see each locale.
+        driver.get(BASE + "/dashboard/apps/walk/send?to=user&target=bo")
+        Select(driver.find_element(By.ID, "f-template")).select_by_visible_text("Shipped")
+        submit(driver, driver.find_element(By.XPATH, "//button[@value='preview']"))
+        variable = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "input[data-variable='order']")))
+        variable.send_keys("A-7")
+        submit(driver, driver.find_element(By.XPATH, "//button[@value='preview']"))
+        wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, "#preview-locales li[data-locale='pt-BR']"), "Pedido A-7 enviado"))
+        check("Order A-7 shipped" in driver.find_element(By.CSS_SELECTOR, "#preview-locales li[data-locale='default']").text, "the default's preview")
+        shot(driver, "walk-08-compose-template")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        wait.until(EC.presence_of_element_located((By.ID, "notification-state")))
+        deadline = time.time() + HANG_GUARD
+        while driver.find_element(By.ID, "count-sent").text != "3":
+            check(time.time() < deadline, "the templated push was not sent to bo's three devices")
+            time.sleep(0.5)
+            driver.get(driver.current_url)
+        shot(driver, "walk-09-template-sent")
+        for url, expected in ((phones["pt-BR"], "Pedido A-7 enviado"), (phones["de"], "Order A-7 shipped"), (phone_url, "Order A-7 shipped")):
+            driver.get(url)
+            check(expected in driver.find_element(By.ID, "phone-notifications").text, f"{url} did not get {expected!r}")
+        shot(driver, "walk-10-phone-language")
+        submit(driver, driver.find_element(By.LINK_TEXT, "Apps"))
+        submit(driver, driver.find_element(By.LINK_TEXT, "walk"))
+        shot(driver, "walk-11-history")
+
+        # Every new page at phone size: nothing wider than the 390 px viewport.
+        driver.set_window_size(390, 844)
+        for path in ("/dashboard/apps/walk/templates", "/dashboard/apps/walk/send", "/dashboard/emulator"):
+            driver.get(BASE + path)
+            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(wide <= 1, f"{path} is {wide}px wider than the 390px viewport")
+            shot(driver, "walk-phone-" + path.rstrip("/").split("/")[-1])
+        driver.set_window_size(1280, 1000)
+        driver.get(BASE + "/dashboard/apps/walk")
 
         # Deleting the app takes its id typed out.
         submit(driver, driver.find_element(By.XPATH, "//button[starts-with(text(), 'Delete walk')]"))

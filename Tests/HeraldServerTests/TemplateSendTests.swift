@@ -9,7 +9,8 @@ extension ServerTests {
     /// Registers a virtual device with `locale` (nil: none) and tag `t`; returns its token.
     func templatedDevice(_ context: Context, register: String, locale: String?) async throws -> String {
         let token = try await self.virtualDevice(context)
-        let json = locale.map { #"{"environment":"sandbox","tags":["t"],"locale":"\#($0)","timeZone":"Asia/Tokyo"}"# }
+        let json =
+            locale.map { #"{"environment":"sandbox","tags":["t"],"locale":"\#($0)","timeZone":"Asia/Tokyo"}"# }
             ?? #"{"environment":"sandbox","tags":["t"]}"#
         #expect(try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: register, json: json).status == 200)
         return token
@@ -113,7 +114,11 @@ extension ServerTests {
             let push = try #require((dry.body["pushTypes"] as? [[String: Any]])?.first)
             let variants = try #require(push["variants"] as? [[String: Any]])
             #expect(variants.map { $0["locale"] as? String } == [nil, "fr"])
-            #expect(variants.map { $0["payload"] as? String } == [#"{"aps":{"alert":{"body":"Hi Zé"}},"name":"Zé","city":"Lyon"}"#, #"{"aps":{"alert":{"body":"Salut Zé Lyon"}},"name":"Zé","city":"Lyon"}"#])
+            #expect(
+                variants.map { $0["payload"] as? String } == [
+                    #"{"aps":{"alert":{"body":"Hi Zé"}},"name":"Zé","city":"Lyon"}"#,
+                    #"{"aps":{"alert":{"body":"Salut Zé Lyon"}},"name":"Zé","city":"Lyon"}"#,
+                ])
             #expect(push["payload"] as? String == variants.first?["payload"] as? String)
         }
     }

@@ -43,8 +43,7 @@ struct TemplatesController {
     @Sendable func create(_ request: Request, context: APIRequestContext) async throws -> Answer<TemplateResponse> {
         let app = try context.requireApp()
         let body = try await request.decode(as: SaveTemplateRequest.self, context: context)
-        let id = "tpl_" + UUIDText.random().replacingOccurrences(of: "-", with: "").prefix(16)
-        let (template, compiled) = try Self.template(body, appID: app.id, id: id, now: self.clock.nowMilliseconds)
+        let (template, compiled) = try Self.template(body, appID: app.id, id: Self.newID(), now: self.clock.nowMilliseconds)
         return Answer(.created, TemplateResponse(try await self.store.saveTemplate(template), compiled))
     }
 
@@ -84,6 +83,9 @@ struct TemplatesController {
 
     /// The request as a template, checked (`missing_name`, `bad_name`, `missing_default`,
     /// `bad_locales`, `template_invalid`).
+    /// A new template's id: `tpl_` and 16 random hex digits.
+    static func newID() -> String { "tpl_" + UUIDText.random().replacingOccurrences(of: "-", with: "").prefix(16) }
+
     static func template(_ body: SaveTemplateRequest, appID: String, id: String, now: Int64) throws -> (Template, CompiledTemplate) {
         guard let name = body.name?.trimmingCharacters(in: .whitespaces), !name.isEmpty else {
             throw HeraldError.invalid("name is required", code: "missing_name")

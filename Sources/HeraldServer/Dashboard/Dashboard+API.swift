@@ -44,9 +44,25 @@ struct DashboardBackend: Sendable {
         self.api.events.webhooksChanged()
     }
 
-    /// The API's validation of a notification body, as `POST /v1/apps/{app}/notifications` does it.
-    func notification(_ body: JSONValue, now: Int64) throws -> NotificationSpec {
-        try NotificationRequest.parse(body, now: now)
+    /// As `POST /v1/apps/{app}/notifications` accepts a body: validated, and with a `template`,
+    /// the app's template checked against `data` (every variable of every variant).
+    func notification(_ body: JSONValue, app: App, now: Int64) async throws -> NotificationSpec {
+        let request = try APIRequestDecoder.decode(SendRequest.self, json: body)
+        var spec = try NotificationRequest.spec(request, now: now)
+        try await NotificationRequest.applyTemplate(request, to: &spec, appID: app.id, store: self.store)
+        return spec
+    }
+
+    /// A new template of the app, checked and stored as `POST /v1/apps/{app}/templates` does it.
+    func createTemplate(_ body: SaveTemplateRequest, appID: String) async throws {
+        let (template, _) = try TemplatesController.template(body, appID: appID, id: TemplatesController.newID(), now: self.nowMilliseconds)
+        _ = try await self.store.saveTemplate(template)
+    }
+
+    /// A templated notification's payload per variant (the default first, then by locale); nil
+    /// for one without a template.
+    func variants(_ spec: NotificationSpec) throws -> [(locale: String?, payload: [UInt8])]? {
+        try NotificationRequest.rendering(spec)?.allPayloads()
     }
 
     /// What a send would do now, as `"dryRun": true` answers it: the audience and, per push type,

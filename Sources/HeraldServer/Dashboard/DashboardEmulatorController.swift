@@ -65,10 +65,12 @@ struct DashboardEmulatorController: Sendable {
             let device = emulator.state.createDevice(bundleID: app.bundleID, environment: environment, kind: .device, now: now)
             let user = (form["user"] ?? "").trimmingCharacters(in: .whitespaces)
             let tags = (form["tags"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let locale = (form["locale"] ?? "").trimmingCharacters(in: .whitespaces)
             do {
                 let body = JSONValue.object([
                     ("environment", .string(environment == .development ? "sandbox" : "production")),
                     ("userId", user.isEmpty ? .null : .string(user)), ("tags", .array(tags.map(JSONValue.string))), ("platform", "iOS"),
+                    ("locale", locale.isEmpty ? .null : .string(locale)),
                 ])
                 try await self.dashboard.backend.register(appID: app.id, body: body, token: device.token, now: now)
             } catch let error as HeraldError {

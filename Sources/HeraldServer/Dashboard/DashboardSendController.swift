@@ -22,6 +22,20 @@ struct DashboardSendController: Sendable {
             var ignoreQuietHours: Bool
             var throttlePerMinute: String
         }
+        /// A variable of the chosen template: its input.
+        struct Variable: Sendable {
+            var name: String
+            var field: String
+            var inputID: String
+            var value: String
+        }
+        /// One variant of the chosen template as its devices would show it.
+        struct Locale: Sendable {
+            var locale: String
+            var title: String
+            var subtitle: String
+            var body: String
+        }
         var id: String
         var upperID: String
         var appPath: String
@@ -39,14 +53,21 @@ struct DashboardSendController: Sendable {
         var bytes: String
         var payload: String
         var reach: String
+        var templates: [DashboardOption]
+        var hasTemplates: Bool
+        var variables: [Variable]
+        var locales: [Locale]
     }
+
+    /// The form field of a template variable's value.
+    static func variableField(_ name: String) -> String { "var-" + name }
 
     func register<Context: RequestContext>(on group: RouterGroup<Context>) {
         group.get("apps/:app/send") { request, context in
             try await self.dashboard.page(request) { _ in
                 let query = request.uri.queryParameters
                 var form: [String: String] = [:]
-                for key in ["to", "target", "title", "body"] { if let value = query[Substring(key)] { form[key] = String(value) } }
+                for key in ["to", "target", "title", "body", "template"] { if let value = query[Substring(key)] { form[key] = String(value) } }
                 return try await self.sendPage(app: try await self.dashboard.app(context.parameters.get("app")), form: form, outcome: nil)
             }
         }
@@ -56,7 +77,7 @@ struct DashboardSendController: Sendable {
             let app = try await self.dashboard.app(context.parameters.get("app"))
             let now = self.dashboard.backend.nowMilliseconds
             do {
-                let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
+                let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form), app: app, now: now)
                 if form["action"] == "preview" {
                     let view = try await self.sendPage(app: app, form: form, outcome: nil)
                     return self.dashboard.views.response(view, session: session)
@@ -109,19 +130,30 @@ struct DashboardSendController: Sendable {
             guard let number = Int64(throttle) else { throw HeraldError.invalid("throttle must be a whole number", code: "bad_throttlePerMinute") }
             members.append(("throttlePerMinute", .int(number)))
         }
+        var data: [(String, JSONValue)]?
         if let custom = field("custom") {
-            guard let value = try? JSONValue.parse(Array(custom.utf8)), value.objectMembers != nil else {
+            guard let value = try? JSONValue.parse(Array(custom.utf8)), let object = value.objectMembers else {
                 throw HeraldError.invalid("custom data must be a JSON object", code: "bad_data")
             }
-            members.append(("data", value))
+            data = object
         }
+        // A template: its variables' values (as text) go in `data` beside the custom keys.
+        if let template = field("template") {
+            members.append(("template", .string(template)))
+            let prefix = Self.variableField("")
+            for (key, value) in form.sorted(by: { $0.key < $1.key }) where key.hasPrefix(prefix) && !value.isEmpty {
+                let name = String(key.dropFirst(prefix.count))
+                data = (data ?? []).filter { $0.0 != name } + [(name, .string(value))]
+            }
+        }
+        if let data { members.append(("data", .object(data))) }
         return .object(members)
     }
 
     /// What would be sent: the payload and the APNs headers, or the error the form would get.
     func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
-            let spec = try self.dashboard.backend.notification(try Self.notificationBody(form), now: now)
+            let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form), app: app, now: now)
             let pushType = spec.pushType ?? .alert
             var headers: [(String, JSONValue)] = [
                 ("apns-push-type", .string(pushType.rawValue)), ("apns-topic", .string(pushType.topic(forBundleID: app.bundleID))),
@@ -129,13 +161,24 @@ struct DashboardSendController: Sendable {
             if let priority = spec.priority { headers.append(("apns-priority", .string("\(priority.rawValue)"))) }
             if let expiration = spec.expiration { headers.append(("apns-expiration", .string("\(expiration)"))) }
             if let collapse = spec.collapseID { headers.append(("apns-collapse-id", .string(collapse))) }
-            let payload = (try? JSONValue.parse(spec.payload)) ?? .null
+            // Sent by template: the default variant is the payload shown, and each locale is listed.
+            let variants = try self.dashboard.backend.variants(spec)
+            let bytes = variants?.first?.payload ?? spec.payload
+            let payload = (try? JSONValue.parse(bytes)) ?? .null
             let alert = payload["aps"]?["alert"]
+            let locales = (variants ?? []).map { variant -> JSONValue in
+                let alert = (try? JSONValue.parse(variant.payload))?["aps"]?["alert"]
+                return .object([
+                    ("locale", .string(variant.locale ?? "default")), ("title", alert?["title"] ?? .string("")),
+                    ("subtitle", alert?["subtitle"] ?? .string("")), ("body", alert?["body"] ?? .string("")),
+                ])
+            }
             // Who it would reach now: the API's dry run.
             let reach = (try? await self.dashboard.backend.dryRun(spec, app: app)).map(Self.reach) ?? ""
             return .object([
                 ("reach", .string(reach)),
-                ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))),
+                ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(bytes.count))),
+                ("locales", .array(locales)),
                 ("headers", .object(headers)),
                 ("title", alert?["title"] ?? alert ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
                 ("derivedPushType", .bool(spec.pushType == nil)),
@@ -162,6 +205,18 @@ struct DashboardSendController: Sendable {
             choices.map { DashboardOption(value: $0.0, label: $0.1, selected: (form[field] ?? "") == $0.0) }
         }
         let ok = preview["ok"]?.boolValue == true
+        // The app's templates; the chosen one's variables get an input each (shown after a
+        // preview, so the form needs no JavaScript).
+        let templates = try await self.dashboard.store.templates(appID: app.id)
+        let chosen = templates.first { $0.id == form["template"] }
+        let variables = (chosen.flatMap { try? CompiledTemplate($0) }?.dataVariables ?? []).enumerated().map { index, name in
+            Model.Variable(name: name, field: Self.variableField(name), inputID: "f-var-\(index)", value: form[Self.variableField(name)] ?? "")
+        }
+        let locales = (ok ? preview["locales"]?.arrayValue ?? [] : []).map { row in
+            Model.Locale(
+                locale: row["locale"]?.stringValue ?? "", title: row["title"]?.stringValue ?? "", subtitle: row["subtitle"]?.stringValue ?? "",
+                body: row["body"]?.stringValue ?? "")
+        }
         let model = Model(
             id: app.id, upperID: app.id.uppercased(), appPath: DashboardFormat.path(app.id), outcome: outcome,
             form: Model.Field(
@@ -183,7 +238,10 @@ struct DashboardSendController: Sendable {
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
             headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
             bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : "",
-            reach: ok ? preview["reach"]?.stringValue ?? "" : ""
+            reach: ok ? preview["reach"]?.stringValue ?? "" : "",
+            templates: [DashboardOption(value: "", label: "none: write the alert below", selected: chosen == nil)]
+                + templates.map { DashboardOption(value: $0.id, label: $0.name, selected: $0.id == chosen?.id) },
+            hasTemplates: !templates.isEmpty, variables: variables, locales: locales
         )
         return DashboardView(template: .send, title: "Send — \(app.id)", model: model, section: .apps)
     }

@@ -9,7 +9,7 @@ document.addEventListener("DOMContentLoaded", () => {
     let sequence = 0;
     const show = (id, text) => { const node = document.getElementById(id); if (node) node.textContent = text; };
     const clear = () => {
-      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach"]) show(id, "");
+      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach", "preview-locales"]) show(id, "");
     };
     const refresh = async () => {
       const mine = ++sequence;
@@ -31,6 +31,19 @@ document.addEventListener("DOMContentLoaded", () => {
           show("preview-payload", preview.payload);
           show("preview-bytes", `${preview.bytes} bytes`);
           show("preview-reach", typeof preview.reach === "string" ? preview.reach : "");
+          // A template send: each locale's texts, built as text nodes (never HTML).
+          const locales = document.getElementById("preview-locales");
+          if (locales) {
+            locales.replaceChildren(...(preview.locales || []).map((row) => {
+              const li = document.createElement("li");
+              li.className = "wrap";
+              li.dataset.locale = row.locale;
+              const name = document.createElement("strong");
+              name.textContent = row.locale;
+              li.append(name, `: ${row.title} ${row.subtitle} — ${row.body}`);
+              return li;
+            }));
+          }
         } else {
           // Nothing of the last good preview stays on screen as if it were current.
           clear();
