@@ -50,7 +50,9 @@ extension StoreDriver {
                 return all
             }
             #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
-            #expect(try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
+            #expect(
+                try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version")
+                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14")
             #expect(PostgresStore.schemaVersion == 14)
         }
     }
