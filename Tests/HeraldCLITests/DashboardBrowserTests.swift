@@ -97,7 +97,7 @@ import Testing
         defer { directory.remove() }
         // Apps with credentials of their own are sent to the built-in emulator's sandbox port
         // (as to Apple): a port chosen here, since --apns-port must name it before it is open.
-        let port = try Self.freePort()
+        let port = try freeLoopbackPort()
         let server = try BackgroundProcess(
             BackgroundProcess.heraldExecutable,
             [
@@ -128,18 +128,5 @@ import Testing
         // The uploaded keys never reach the log.
         #expect(!server.printed.contains("PRIVATE KEY"))
         _ = try await server.stop()
-    }
-
-    /// A TCP port free on 127.0.0.1 now (the kernel's pick for port 0).
-    static func freePort() throws -> Int {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        process.waitUntilExit()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 }

@@ -58,11 +58,9 @@ extension ServerTests {
             }
 
             let evening = try await send(#"{"audience":"all","body":"good evening"}"#)
-            let deadline = ContinuousClock.now + Self.hangGuard
-            while ContinuousClock.now < deadline, try await deliveries(evening)["America/New_York"]?["state"] as? String != "sent" {
-                try await Task.sleep(for: .milliseconds(50))
-            }
-            let held = try await deliveries(evening)
+            // New York's goes out in the claim that holds Tokyo's: once it is sent, Tokyo's is decided.
+            let held = try await self.eventually(
+                "New York's delivery sent", { try await deliveries(evening) }, until: { $0["America/New_York"]?["state"] as? String == "sent" })
             #expect(held["America/New_York"]?["state"] as? String == "sent")
             #expect(held["Asia/Tokyo"]?["state"] as? String == "held" && held["Asia/Tokyo"]?["reason"] as? String == "QuietHours", "\(held)")
             let counts = try await context.api.call("GET", "/v1/apps/demo/notifications/\(evening)", key: keys.send).body["counts"]
@@ -128,14 +126,13 @@ extension ServerTests {
             let failed = (over["deliveries"] as? [[String: Any]])?.first
             #expect(failed?["state"] as? String == "failed" && failed?["reason"] as? String == "FrequencyCapped", "\(over)")
             let deferred = try await send(#","frequencyCap":"defer""#)
-            let deadline = ContinuousClock.now + Self.hangGuard
-            var state: String?
-            while ContinuousClock.now < deadline {
-                let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(deferred)", key: keys.send)
-                state = (status.body["deliveries"] as? [[String: Any]])?.first?["state"] as? String
-                if state != nil { break }
-                try await Task.sleep(for: .milliseconds(50))
-            }
+            // Decided by its claim: held (deferred), or, wrongly, sent or failed.
+            let state = try await self.eventually(
+                "the deferred delivery decided",
+                {
+                    let status = try await context.api.call("GET", "/v1/apps/demo/notifications/\(deferred)", key: keys.send)
+                    return (status.body["deliveries"] as? [[String: Any]])?.first?["state"] as? String
+                }, until: { ["held", "sent", "failed"].contains($0 ?? "") })
             #expect(state == "held")
             clock.advance(seconds: 3600)
             #expect((try await self.settled(context, key: keys.send, id: deferred)["counts"] as? [String: Int])?["sent"] == 1)
@@ -180,13 +177,7 @@ extension ServerTests {
             let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"sale"}"#)
             let id = try #require(sent.body["id"] as? String)
             func wait(until done: (Progress) -> Bool) async throws -> Progress {
-                let deadline = ContinuousClock.now + Self.hangGuard
-                var last = try await self.progress(context, key: keys.send, id: id)
-                while ContinuousClock.now < deadline, !done(last) {
-                    try await Task.sleep(for: .milliseconds(50))
-                    last = try await self.progress(context, key: keys.send, id: id)
-                }
-                return last
+                try await self.eventually("the throttled send's progress", { try await self.progress(context, key: keys.send, id: id) }, until: done)
             }
             // The clock stands still: the whole audience gets its slots, one is sent.
             let first = try await wait { !$0.expanding && $0.sent >= 1 }

@@ -112,16 +112,28 @@ import Testing
     /// any event takes, however loaded the machine. Waits end at the event, not at this.
     static let hangGuard: Duration = .seconds(300)
 
-    /// Polls the notification until nothing is pending (bounded by the hang guard only).
-    func settled(_ context: Context, key: String, id: String, app: String = "demo") async throws -> [String: Any] {
+    /// Reads with `read` until what it read shows the event (`done`), and returns that. The wait
+    /// ends at the event; the hang guard only bounds one that never comes (an issue is recorded
+    /// and the last value read is returned, for the test's own expectations to fail on).
+    func eventually<Value>(_ event: String, _ read: () async throws -> Value, until done: (Value) -> Bool) async throws -> Value {
         let deadline = ContinuousClock.now + Self.hangGuard
-        while ContinuousClock.now < deadline {
-            let status = try await context.api.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key)
-            if let counts = status.body["counts"] as? [String: Int], counts["pending"] == 0 { return status.body }
+        var value = try await read()
+        while !done(value) {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("\(event): not after \(Self.hangGuard)")
+                return value
+            }
             try await Task.sleep(for: .milliseconds(50))
+            value = try await read()
         }
-        Issue.record("notification \(id) still pending after \(Self.hangGuard)")
-        return [:]
+        return value
+    }
+
+    /// The notification once nothing of it is pending.
+    func settled(_ context: Context, key: String, id: String, app: String = "demo") async throws -> [String: Any] {
+        try await self.eventually(
+            "notification \(id) settled", { try await context.api.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).body },
+            until: { ($0["counts"] as? [String: Int])?["pending"] == 0 })
     }
 
     @Test("register, send to a user, and the virtual device receives it; the delivery is recorded", arguments: StoreDriver.enabled)
