@@ -65,9 +65,12 @@ import Testing
             // Both sent by template: its data ("Ann's code") is as personal as a payload.
             let greeting = Template(
                 id: "greet", appID: "demo", name: "Greeting", defaultVariant: TemplateVariant(body: "Hello {{code}}"), createdAt: 1, updatedAt: 1)
-            func templated(_ code: String) -> NotificationTemplate { NotificationTemplate(template: greeting, data: .object([("code", .string(code))])) }
+            func templated(_ code: String) -> NotificationTemplate {
+                NotificationTemplate(template: greeting, data: .object([("code", .string(code))]))
+            }
             try await self.sendAndRecord(store, id: "all", .all, payload: #"{"aps":{}}"#, template: templated("for everyone"), now: 10)
-            try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{}}"#, template: templated("ann-4711"), now: 20) { claimed in
+            let annOnly = templated("ann-4711")
+            try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{}}"#, template: annOnly, now: 20) { claimed in
                 claimed.token == ann[1] ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
             try await store.createWebhook(
