@@ -123,6 +123,8 @@ struct DashboardNotificationsController: Sendable {
             if tags.count > 1 { text += value["matchAll"]?.boolValue == true ? " (all of them)" : " (any of them)" }
         } else if let activity = value["activity"]?.stringValue {
             text = "Live Activity \(activity)"
+        } else if let channel = value["channel"]?.stringValue {
+            text = "channel \(channel) (one broadcast)"
         } else {
             text = "—"
         }
