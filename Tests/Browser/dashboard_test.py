@@ -573,6 +573,7 @@ def channels():
         submit(driver, row.find_element(By.CSS_SELECTOR, "a[data-action=broadcast]"))
         check(Select(driver.find_element(By.ID, "f-to")).first_selected_option.get_attribute("value") == "channel", "audience")
         check(Select(driver.find_element(By.ID, "f-channel")).first_selected_option.get_attribute("value") == channel, "channel")
+        check("content state" in driver.find_element(By.ID, "preview-error").text, "an update without content state was not refused")
         Select(driver.find_element(By.ID, "f-event")).select_by_value("update")
         driver.find_element(By.ID, "f-contentState").send_keys('{"score": 3}')
         driver.find_element(By.ID, "f-title").send_keys("Goal")
@@ -584,7 +585,8 @@ def channels():
         submit(driver, driver.find_element(By.ID, "send-button"))
         state = wait.until(EC.presence_of_element_located((By.ID, "notification-state"))).text
         check(state == "sent", f"the broadcast's state: {state}")
-        check("channel " + channel in driver.find_element(By.ID, "notification-audience").text, "the broadcast's audience")
+        audience = driver.find_element(By.ID, "notification-audience").text
+        check("channel " + channel in audience and "every activity subscribed" in audience, f"the broadcast's audience: {audience}")
         shot(driver, "channels-04-sent")
         inbox = emulator("GET", f"/v1/devices/{device['token']}/inbox")["notifications"]
         check(len(inbox) == 1, f"{len(inbox)} notifications on the subscribed activity")
