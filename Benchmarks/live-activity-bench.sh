@@ -68,12 +68,13 @@ def subscribe(count):
 workers = [threading.Thread(target=subscribe, args=(fanout // 8 + (1 if i < fanout % 8 else 0),)) for i in range(8)]
 [w.start() for w in workers]; [w.join() for w in workers]
 print(f"ready: {fanout} update tokens in herald, {fanout} emulator devices subscribed to channel {channel}", file=sys.stderr, flush=True)
-open(work + "/channel", "w").write(channel)
+open(work + "/channel", "w").write(channel + "\n")
 update = json.load(open(work + "/update.json"))
 def wait_idle():
     while db.execute("select (select count(*) from (select 1 from deliveries where state='pending' limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)").fetchone()[0] > 0:
         time.sleep(0.05)
-# Two per-token runs, each after the shell's raw run (it waits for our "go" and we for its "done").
+# Two per-token runs, each after one of the shell's raw runs: it touches sh-rawN when its run is
+# done, and we py-heraldN when ours is.
 def handshake(word):
     open(work + "/py-" + word, "w").close()
 for run in (1, 2):
@@ -84,7 +85,7 @@ for run in (1, 2):
     while counters()["acceptedForUnknownTokens"] - base < fanout: time.sleep(0.02)
     seconds = time.time() - start
     wait_idle()
-    open(f"{work}/herald{run}", "w").write(f"{fanout / seconds:.0f} {seconds:.3f}")
+    open(f"{work}/herald{run}", "w").write(f"{fanout / seconds:.0f} {seconds:.3f}\n")
     handshake(f"herald{run}")
 # Three broadcasts, each until the emulator has delivered it to every subscriber.
 times = []
@@ -94,7 +95,7 @@ for _ in range(3):
     api("POST", "/v1/apps/bench/notifications", {"audience": {"channel": channel}, "aps": update["aps"]})
     while counters()["delivered"] - base < fanout: time.sleep(0.005)
     times.append(time.time() - start)
-open(work + "/broadcast", "w").write(" ".join(f"{t:.4f}" for t in times))
+open(work + "/broadcast", "w").write(" ".join(f"{t:.4f}" for t in times) + "\n")
 PY
 PY_PID=$!
 pids+=("$PY_PID")
