@@ -10,7 +10,8 @@
 #      emulator: raw, herald, raw, herald (ABAB), best of each.
 #   2. by broadcast: one channel made through the API, FANOUT emulator devices subscribed to it,
 #      and `audience: {"channel"}` sent three times, each timed from the API call until the
-#      emulator's counters show the broadcast delivered to all FANOUT subscribers.
+#      emulator's counters show the broadcast delivered to all FANOUT subscribers; then three
+#      times on a channel nobody subscribed to, until the API answers (Herald's own share).
 # Prints both figures and the ratios. Not a test: nothing fails on a number. Uses the release
 # binaries already built (`swift build -c release --product herald` and `--product herald-bench`);
 # builds nothing.
@@ -95,6 +96,13 @@ for _ in range(3):
     api("POST", "/v1/apps/bench/notifications", {"audience": {"channel": channel}, "aps": update["aps"]})
     while counters()["delivered"] - base < fanout: time.sleep(0.005)
     times.append(time.time() - start)
+# Herald's own share: the same broadcast on a channel nobody subscribed to (the API call, one
+# request to the emulator, the record), until the API answers.
+empty = api("POST", "/v1/apps/bench/channels", {"environment": "sandbox"})["id"]
+for _ in range(3):
+    start = time.time()
+    api("POST", "/v1/apps/bench/notifications", {"audience": {"channel": empty}, "aps": update["aps"]})
+    times.append(time.time() - start)
 open(work + "/broadcast", "w").write(" ".join(f"{t:.4f}" for t in times) + "\n")
 PY
 PY_PID=$!
@@ -111,15 +119,17 @@ done
 wait "$PY_PID"
 read -r H1 S1 < "$WORK/herald1"
 read -r H2 S2 < "$WORK/herald2"
-read -r B1 B2 B3 < "$WORK/broadcast"
-python3 - "$FANOUT" "${raws[0]}" "${raws[1]}" "$H1" "$S1" "$H2" "$S2" "$B1" "$B2" "$B3" <<'PY'
+read -r B1 B2 B3 E1 E2 E3 < "$WORK/broadcast"
+python3 - "$FANOUT" "${raws[0]}" "${raws[1]}" "$H1" "$S1" "$H2" "$S2" "$B1" "$B2" "$B3" "$E1" "$E2" "$E3" <<'PY'
 import sys
 fanout = int(sys.argv[1])
 raws, heralds, seconds = [int(sys.argv[2]), int(sys.argv[3])], [int(sys.argv[4]), int(sys.argv[6])], [float(sys.argv[5]), float(sys.argv[7])]
 broadcasts = sorted(float(x) for x in sys.argv[8:11])
+empties = sorted(float(x) for x in sys.argv[11:14])
 print(f"raw client (herald-bench → emulator, liveactivity): {raws[0]:,} and {raws[1]:,} req/s; best {max(raws):,}")
 print(f"herald, {fanout:,} update tokens, one send:           {heralds[0]:,} and {heralds[1]:,} req/s at the emulator ({seconds[0]:.2f} s, {seconds[1]:.2f} s); best {max(heralds):,}")
 print(f"herald / raw client (best of each):                   {max(heralds) / max(raws):.3f}")
 print(f"one broadcast to {fanout:,} channel subscribers:        {', '.join(f'{b * 1000:.0f}' for b in broadcasts)} ms; median {broadcasts[1] * 1000:.0f} ms")
+print(f"the same broadcast, a channel without subscribers:  {', '.join(f'{b * 1000:.1f}' for b in empties)} ms; median {empties[1] * 1000:.1f} ms (herald's share)")
 print(f"per token (best) / broadcast (median), time to update all {fanout:,}: {min(seconds) / broadcasts[1]:.1f}x")
 PY

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 import Foundation
 import HeraldCore
 import HeraldServer
@@ -37,13 +38,16 @@ extension DashboardTests {
             // The first press asks; only the confirmation deletes (APNs's ChannelNotRegistered: forgotten here too).
             let asked = try await browser.post("/dashboard/apps/demo/channels/delete", [("csrf", csrf), ("channel", stale)])
             #expect(asked.status == 200 && asked.body.contains(#"id="confirm-delete""#), "\(asked.body)")
-            #expect(try await context.server.store.channel(appID: "demo", environment: .development, channelID: stale) != nil)
+            let stillThere = try await context.server.store.channel(appID: "demo", environment: .development, channelID: stale)
+            #expect(stillThere != nil)
             let deleted = try await browser.post("/dashboard/apps/demo/channels/delete", [("csrf", csrf), ("channel", stale), ("confirm", "yes")])
             #expect(deleted.status == 303, "\(deleted.body)")
-            #expect(try await context.server.store.channel(appID: "demo", environment: .development, channelID: stale) == nil)
+            let gone = try await context.server.store.channel(appID: "demo", environment: .development, channelID: stale)
+            #expect(gone == nil)
             // Without the session's CSRF token nothing is deleted.
             let forged = try await browser.post("/dashboard/apps/demo/channels/delete", [("channel", id), ("confirm", "yes")])
-            #expect(forged.status == 403 && (try await self.server.emulatorChannels(context)) == [id])
+            let kept = try await self.server.emulatorChannels(context)
+            #expect(forged.status == 403 && kept == [id])
 
             // Production's 10,000 taken: refused here, by its code, without asking APNs.
             for index in 0..<StoredChannel.maximumPerApp {
