@@ -96,7 +96,8 @@ struct DashboardChannelsController: Sendable {
             do {
                 held[environment] = try await self.dashboard.backend.channelsAtAPNs(app, environment: environment)
             } catch let error as HeraldError {
-                stateNote = "APNs (\(DashboardFormat.environmentName(environment))) did not list its channels: \(DashboardFormat.sentence(error.message))"
+                let name = DashboardFormat.environmentName(environment)
+                stateNote = "APNs (\(name)) did not list its channels: \(DashboardFormat.sentence(error.message))"
             }
         }
         let rows = channels.map { channel in

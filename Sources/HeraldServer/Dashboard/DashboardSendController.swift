@@ -74,7 +74,9 @@ struct DashboardSendController: Sendable {
             try await self.dashboard.page(request) { _ in
                 let query = request.uri.queryParameters
                 var form: [String: String] = [:]
-                for key in ["to", "target", "title", "body", "template", "channel"] { if let value = query[Substring(key)] { form[key] = String(value) } }
+                for key in ["to", "target", "title", "body", "template", "channel"] {
+                    if let value = query[Substring(key)] { form[key] = String(value) }
+                }
                 return try await self.sendPage(app: try await self.dashboard.app(context.parameters.get("app")), form: form, outcome: nil)
             }
         }
@@ -270,7 +272,8 @@ struct DashboardSendController: Sendable {
             "One broadcast on channel \(channel.channelID) (\(DashboardFormat.environmentName(channel.environment))): "
             + "APNs delivers it to every Live Activity subscribed."
         return .object([
-            ("reach", .string(reach)), ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(spec.payload.count))),
+            ("reach", .string(reach)), ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))),
+            ("bytes", .int(Int64(spec.payload.count))),
             ("locales", .array([])), ("headers", .object(headers)),
             ("title", alert?["title"] ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
             ("derivedPushType", false),
@@ -298,7 +301,9 @@ struct DashboardSendController: Sendable {
         let chosen = templates.first { $0.id == form["template"] }
         // The app's channels; the one a link names (base64url) or the form chose.
         let channels = try await self.dashboard.backend.channels(app)
-        let chosenChannel = form["channel"].flatMap { id in channels.first { DashboardChannelsController.pathID($0.channelID) == DashboardChannelsController.pathID(id) } }?.channelID
+        let chosenChannel = form["channel"].flatMap { id in
+            channels.first { DashboardChannelsController.pathID($0.channelID) == DashboardChannelsController.pathID(id) }
+        }?.channelID
         let variables = (chosen.flatMap { try? CompiledTemplate($0) }?.dataVariables ?? []).enumerated().map { index, name in
             Model.Variable(name: name, field: Self.variableField(name), inputID: "f-var-\(index)", value: form[Self.variableField(name)] ?? "")
         }
