@@ -94,6 +94,10 @@ extension DashboardTests {
                     ("title", "Full time"), ("priority", "10"),
                 ])
             #expect(sent.status == 303, "\(sent.body)")
+            let location = try #require(sent.headers.split(whereSeparator: \.isNewline).first { $0.lowercased().hasPrefix("location:") })
+            let shown = try await browser.get(String(location.dropFirst("location:".count)).trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(shown.body.contains(#"id="broadcast-note""#) && !shown.body.contains(#"id="funnel""#), "\(shown.body)")
+            #expect(shown.body.contains(#"<a href="/dashboard/apps/demo/channels"><code>"#), "the delivery links to the channels: \(shown.body)")
             let inbox = try await context.control.call("GET", "/v1/devices/\(token)/inbox")
             let received = try #require((inbox.body["notifications"] as? [[String: Any]])?.first)
             #expect((inbox.body["notifications"] as? [[String: Any]])?.count == 1)
