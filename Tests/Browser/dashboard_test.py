@@ -545,7 +545,7 @@ def channels():
         Select(driver.find_element(By.ID, "ch-policy")).select_by_value("1")
         submit(driver, driver.find_element(By.ID, "create-channel"))
         error = driver.find_element(By.ID, "channel-error").text
-        check("Broadcast capability" in error and "broadcast_not_enabled" in error, f"the refusal: {error!r}")
+        check("Broadcast capability" in error and "broadcast_not_enabled" in error and "developer.apple.com" in error, f"the refusal: {error!r}")
         check(Select(driver.find_element(By.ID, "ch-policy")).first_selected_option.get_attribute("value") == "1", "the form lost its policy")
         shot(driver, "channels-01-refused")
 

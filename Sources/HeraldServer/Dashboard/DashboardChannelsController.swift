@@ -25,6 +25,8 @@ struct DashboardChannelsController: Sendable {
         struct Failure: Sendable {
             var message: String
             var code: String
+            /// What to do about it, where there is more to say than the message.
+            var fix: String?
         }
         /// The delete being confirmed.
         struct Confirm: Sendable {
@@ -117,7 +119,8 @@ struct DashboardChannelsController: Sendable {
         }
         let model = Model(
             id: app.id, appPath: DashboardFormat.path(app.id), channels: rows, hasChannels: !rows.isEmpty,
-            error: error.map { Model.Failure(message: DashboardFormat.sentence($0.message), code: $0.code) }, notice: notice, confirm: confirm,
+            error: error.map { Model.Failure(message: DashboardFormat.sentence($0.message), code: $0.code, fix: Self.fixes[$0.code]) },
+            notice: notice, confirm: confirm,
             stateNote: stateNote,
             environments: options("environment", "sandbox", [("sandbox", "sandbox"), ("production", "production")]),
             policies: options(
@@ -126,6 +129,13 @@ struct DashboardChannelsController: Sendable {
         )
         return DashboardView(template: .channels, title: "Channels · \(app.id)", model: model, section: .apps)
     }
+
+    /// What to do about a refusal, by its code.
+    static let fixes = [
+        "broadcast_not_enabled": "Enable the Broadcast capability for the app's bundle id on developer.apple.com, then try again.",
+        "channel_limit_reached": "Delete channels no activity uses any more (each environment has its own 10,000).",
+        "apns_unavailable": "It may or may not have been done at APNs: reload the page (the state column asks APNs) before trying again.",
+    ]
 
     /// A channel id (base64) as a path segment: base64url, as the API's paths take it.
     static func pathID(_ id: String) -> String {
