@@ -74,12 +74,16 @@ extension PostgresStore {
             // other claim reads or writes these people's rows, so the rows' own order is free.
             try await db.query(
                 "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(people.map(\.lockKey))).sorted())])
+            // Each person's row looked up by key: the LIMIT keeps the subquery apart, so the
+            // planner cannot join the table as a whole (it hashed all of it, each claim, while a
+            // broadcast's first claims filled it faster than its statistics followed).
             var history: [FrequencyCap.Key: [Int64]] = [:]
             for row in try await db.query(
                 """
-                SELECT f.app_id, f.subject, f.category, f.times FROM frequency_counts f
-                JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
-                    ON f.app_id = k.app_id AND f.subject = k.subject AND f.category = k.category
+                SELECT k.app_id, k.subject, k.category, f.times FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
+                CROSS JOIN LATERAL (
+                    SELECT times FROM frequency_counts WHERE app_id = k.app_id AND subject = k.subject AND category = k.category LIMIT 1
+                ) f
                 """,
                 [.texts(people.map(\.appID)), .texts(people.map(\.subject)), .texts(people.map(\.category))]
             ) {
@@ -88,20 +92,23 @@ extension PostgresStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
             outcomes = decision.outcomes
-            // Under the locks no other claim can write these people's rows: those read are
-            // updated, the others inserted, no conflict to look for.
+            // Under the locks no other claim can write these people's rows: those with none get
+            // theirs by a plain insert (no conflict to look for), the others are updated by key.
             var inserted: [(key: FrequencyCap.Key, value: [Int64])] = []
             var updated: [(key: FrequencyCap.Key, value: [Int64])] = []
             for person in decision.history {
                 if history[person.key] == nil { inserted.append(person) } else { updated.append(person) }
             }
             for (rows, sql) in [
-                (inserted, "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"),
+                (
+                    inserted,
+                    "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"
+                ),
                 (
                     updated,
                     """
-                    UPDATE frequency_counts f SET times = v.times FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS v(app_id, subject, category, times)
-                    WHERE f.app_id = v.app_id AND f.subject = v.subject AND f.category = v.category
+                    INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                    ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
                     """
                 ),
             ] where !rows.isEmpty {
