@@ -9,6 +9,9 @@
 # (swift build -c release --product herald). Not a test: nothing fails on a number.
 #
 #   Benchmarks/policy-bench.sh        # FANOUT=1000000 CONFIGS="sqlite postgres" CAP_FIRST= (1: the capped broadcast first)
+#   PGSTAT=1: PostgreSQL's time per statement during each broadcast. PERF=1: a perf profile of
+#   herald during the capped broadcast (PERF=postgres: of PostgreSQL's processes), perf.data in
+#   the store's work folder (PERF_GRAPH=1: with call graphs). The CPU each process used during each broadcast goes to stderr.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -18,7 +21,7 @@ SINK_PORT=${SINK_PORT:-18480}
 API_PORT=${API_PORT:-18481}
 HERALD=${HERALD:-$ROOT/.build/release/herald}
 export HERALD_PG_DIR=/tmp/herald-policy-bench HERALD_PG_PORT=${PG_PORT:-54348}
-export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB"
+export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 log() { printf '== %s\n' "$*" >&2; }
 pids=()
@@ -69,14 +72,43 @@ else:
 def wait_idle():
     while int(sql("select (select count(*) from (select 1 from deliveries where state='pending' limit 1) p) + (select count(*) from (select 1 from notifications where expand_after is not null limit 1) e) + (select count(*) from (select 1 from delivery_chunks limit 1) c)")[0][0]) > 0:
         time.sleep(0.2)
-def broadcast():
+def cpu_seconds():
+    """CPU seconds used so far by this run's herald and PostgreSQL (its postmaster and children)."""
+    postmaster = open(os.environ["HERALD_PG_DIR"] + "/postmaster.pid").readline().strip() if postgres else None
+    used = {}
+    for entry in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        comm = "herald" if entry == os.environ["HERALD_PID"] else "postgres" if postmaster in (entry, fields[1]) else None
+        if comm:
+            used[comm] = used.get(comm, 0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+def broadcast(profile=False):
+    if postgres and os.environ.get("PGSTAT"):
+        sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); sql("SELECT pg_stat_statements_reset()")
+    profiler = None
+    if profile and os.environ.get("PERF"):
+        target = subprocess.run(["pgrep", "-d,", "-P", open(os.environ["HERALD_PG_DIR"] + "/postmaster.pid").readline().strip()], capture_output=True, text=True).stdout.strip() if os.environ["PERF"] == "postgres" else os.environ["HERALD_PID"]
+        graph = ["-g"] if os.environ.get("PERF_GRAPH") else []
+        profiler = subprocess.Popen(["perf", "record", "-F", "499", *graph, "-p", target, "-o", f"{work}/{name}/perf.data"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    before = cpu_seconds()
     start = time.time()
     call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
     wait_idle()
-    return time.time() - start
+    seconds = time.time() - start
+    after = cpu_seconds()
+    if profiler:
+        profiler.send_signal(2); profiler.wait()
+    print(f"{name}{' (capped)' if profile else ''}: {seconds:.1f} s, CPU " + ", ".join(f"{k} {after.get(k, 0) - before.get(k, 0):.1f} s" for k in ("herald", "postgres")), file=sys.stderr)
+    if postgres and os.environ.get("PGSTAT"):
+        for calls, total, plan, query in sql("SELECT calls, round(total_exec_time), round(total_plan_time), left(regexp_replace(query, '\\s+', ' ', 'g'), 110) FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 14"):
+            print(f"  {total:>7} ms + {plan:>5} ms planning {calls:>6} calls  {query}", file=sys.stderr)
+    return seconds
 def with_cap():
     call(c, "PATCH", "/v1/apps/bench", {"frequencyCap": {"limit": 100, "windowSeconds": 86400}})
-    seconds = broadcast()
+    seconds = broadcast(profile=True)
     call(c, "PATCH", "/v1/apps/bench", {"frequencyCap": {}})
     return seconds
 # The second broadcast runs over a deliveries table twice as large: CAP_FIRST=1 swaps the order.
@@ -102,7 +134,7 @@ run() {
   for _ in $(seq 300); do grep -q "Herald listening" "$WORK/$name/serve.log" && break; sleep 0.1; done
   local admin
   admin=$(grep -h -A1 "Admin API key" "$WORK/$name/serve.log" | tail -n 1 | tr -d ' ')
-  python3 "$WORK/driver.py" "$name" "${database:-$WORK/$name/herald.sqlite}" "$admin" "$WORK" "$FANOUT" "$port" >> "$WORK/table.md"
+  HERALD_PID=$pid python3 "$WORK/driver.py" "$name" "${database:-$WORK/$name/herald.sqlite}" "$admin" "$WORK" "$FANOUT" "$port" >> "$WORK/table.md"
   kill "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }

@@ -90,12 +90,16 @@ extension FrequencyCap {
             (lhs.appID, lhs.subject, lhs.category) < (rhs.appID, rhs.subject, rhs.category)
         }
 
-        /// A 64-bit lock key (FNV-1a of the three parts), for PostgreSQL's advisory locks.
+        /// A 64-bit lock key (FNV-1a of the three parts, each followed by a zero byte but the
+        /// last), for PostgreSQL's advisory locks.
         package var lockKey: Int64 {
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in Array(self.appID.utf8) + [0] + Array(self.subject.utf8) + [0] + Array(self.category.utf8) {
-                hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-            }
+            func add(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+            for byte in self.appID.utf8 { add(byte) }
+            add(0)
+            for byte in self.subject.utf8 { add(byte) }
+            add(0)
+            for byte in self.category.utf8 { add(byte) }
             return Int64(bitPattern: hash)
         }
     }
@@ -138,30 +142,62 @@ extension FrequencyCap {
     /// with room is admitted and counted, one without is capped or deferred.
     package static func decide(_ claimed: [ClaimedDelivery], keys: [Int: Key], history stored: [Key: [Int64]], now: Int64) -> Decision {
         var decision = Decision()
-        var history: [Key: [Int64]] = [:]
-        for index in keys.keys.sorted() {
-            guard let key = keys[index], let cap = claimed[index].frequencyCap else { continue }
-            let window = cap.cap.windowMilliseconds
-            var times = (history[key] ?? stored[key] ?? []).filter { $0 > now - window }.sorted()
-            if times.count < cap.cap.limit {
-                times.append(now)
-                decision.history[key] = times
-            } else if cap.deferring {
-                // Room comes when the oldest alerts leave the window: the count drops below the limit.
-                let freeing = times[times.count - cap.cap.limit]
-                decision.outcomes[index] = .deferred(until: freeing + window)
-            } else {
-                decision.outcomes[index] = .capped
+        // Each person's times so far in this claim, and as they were at the last alert admitted.
+        var people: [Key: Person] = [:]
+        people.reserveCapacity(keys.count)
+        for (index, key) in keys.sorted(by: { $0.key < $1.key }) {
+            guard let cap = claimed[index].frequencyCap else { continue }
+            if let outcome = people[key, default: Person(times: stored[key] ?? [])].admit(cap, now: now) {
+                decision.outcomes[index] = outcome
             }
-            history[key] = times
+        }
+        decision.history.reserveCapacity(people.count)
+        for (key, person) in people {
+            if let admitted = person.admitted { decision.history[key] = admitted }
         }
         return decision
     }
 
+    /// One person's alerts in a claim being decided.
+    private struct Person {
+        /// The times of their alerts so far (stored, then admitted by this claim).
+        var times: [Int64]
+        /// The times as they were when the claim last admitted an alert to them; nil if it has not.
+        var admitted: [Int64]?
+
+        init(times: [Int64]) {
+            self.times = times
+        }
+
+        /// Admits one alert under `cap` at `now` (nil), or says what becomes of it.
+        mutating func admit(_ cap: NotificationCap, now: Int64) -> Outcome? {
+            let window = cap.cap.windowMilliseconds
+            if self.times.contains(where: { $0 <= now - window }) { self.times.removeAll { $0 <= now - window } }
+            if !self.times.isSorted { self.times.sort() }
+            if self.times.count < cap.cap.limit {
+                self.times.append(now)
+                self.admitted = self.times
+                return nil
+            }
+            // Room comes when the oldest alerts leave the window: the count drops below the limit.
+            return cap.deferring ? .deferred(until: self.times[self.times.count - cap.cap.limit] + window) : .capped
+        }
+    }
+
     /// The stored form of a person's history: the times, comma-separated.
-    package static func encode(_ times: [Int64]) -> String { times.map(String.init).joined(separator: ",") }
+    package static func encode(_ times: [Int64]) -> String {
+        times.count == 1 ? String(times[0]) : times.map(String.init).joined(separator: ",")
+    }
 
     package static func decode(_ text: String?) -> [Int64] { (text ?? "").split(separator: ",").compactMap { Int64($0) } }
+}
+
+extension Array where Element == Int64 {
+    fileprivate var isSorted: Bool {
+        guard self.count > 1 else { return true }
+        for index in 1..<self.count where self[index - 1] > self[index] { return false }
+        return true
+    }
 }
 
 extension NotificationSpec {

@@ -115,13 +115,38 @@ package struct ChunkDevice: Sendable {
     package var environment: String
     package var pushType: String
     package var topic: String
+    /// Its time zone and user, when read with it for its notification's policies (then
+    /// ``PolicyDevice/columns`` follow the others).
+    package var policy: PolicyDevice?
 
-    package init(row: some StoredRow, from first: Int = 0) {
+    package init(row: some StoredRow, from first: Int = 0, policy: Bool = false) {
         self.id = row.int(first) ?? 0
         self.token = row.string(first + 1) ?? ""
         self.environment = row.string(first + 2) ?? ""
         self.pushType = row.string(first + 3) ?? ""
         self.topic = row.string(first + 4) ?? ""
+        if policy { self.policy = PolicyDevice(timeZone: row.string(first + 5), userID: row.string(first + 6)) }
+    }
+}
+
+/// What delivery policies read of a device: its time zone (quiet hours) and its user (frequency
+/// caps). A chunk of a notification with either policy reads them with its devices, so that the
+/// policies need not read those devices again.
+package struct PolicyDevice: Sendable, Hashable {
+    package var timeZone: String?
+    package var userID: String?
+
+    package init(timeZone: String?, userID: String?) {
+        self.timeZone = timeZone
+        self.userID = userID
+    }
+
+    /// Read after a chunk device's columns (over `devices d`).
+    package static let columns = ", d.time_zone, d.user_id"
+
+    /// Whether a notification's policies read its devices' time zone or user.
+    package static func wanted(by shared: NotificationShared) -> Bool {
+        shared.quietHours != nil || shared.frequencyCap != nil
     }
 }
 

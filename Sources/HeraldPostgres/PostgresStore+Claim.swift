@@ -5,20 +5,20 @@ import PostgresNIO
 
 extension PostgresStore {
     package func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
-        try await self.write { db in
+        let (claimed, known) = try await self.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
             result.reserveCapacity(limit)
+            var known: [Int64: PolicyDevice] = [:]
             var policy = ClaimPolicy(limit: limit)
             while let step = policy.nextStep(claimed: result.count) {
                 switch step {
                 case .claimDue(let room):
                     try await Self.claimDue(db, into: &result, room: room, now: now, leaseEnd: leaseEnd)
                 case .expand:
-                    try await Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
+                    try await Self.expand(db, into: &result, known: &known, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
-            try await Self.applyPolicies(db, to: &result, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try await Self.publicKeys(db, devices: sealed), to: &result)
@@ -27,6 +27,19 @@ extension PostgresStore {
             if !templated.isEmpty {
                 ClaimPolicy.render(try await Self.templateDevices(db, devices: templated), into: &result)
             }
+            return (result, known)
+        }
+        // Delivery policies in a transaction of their own, once the claim has committed: the claim
+        // holds the lock on the notification it expands (the next chunk of a broadcast waits for
+        // it), the policies only the claimed deliveries' leases and the locks they take themselves
+        // (per person, per throttled notification), so another worker expands the next chunk
+        // meanwhile. Exact all the same: each person's history is read and written under their
+        // lock in one transaction. Should it fail, the claimed deliveries stay leased, unsent,
+        // and are claimed again when their lease runs out, as after a crash.
+        guard Self.hasPolicies(claimed) else { return claimed }
+        return try await self.write { db in
+            var result = claimed
+            try await Self.applyPolicies(db, to: &result, known: known, now: now)
             return result
         }
     }
@@ -151,8 +164,10 @@ extension PostgresStore {
     /// with their outcome. A notification being expanded is locked (`FOR UPDATE SKIP LOCKED`):
     /// another process takes the next notification, or the same one's next chunk once this
     /// commits. Each chunk is its own savepoint: a notification that cannot be expanded is stopped.
-    private static func expand(_ db: Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64) async throws
-    {
+    /// The devices of a notification with policies come with what the policies read of them (`known`).
+    private static func expand(
+        _ db: Connection, into result: inout [ClaimedDelivery], known: inout [Int64: PolicyDevice], policy: ClaimPolicy, now: Int64, leaseEnd: Int64
+    ) async throws {
         try await Self.reclaimChunks(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
         var expanded = 0
         while policy.mayExpand(claimed: result.count, expanded: expanded) {
@@ -209,7 +224,7 @@ extension PostgresStore {
                 } else if let devices = try await Self.chunkDevices(
                     db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID,
                     pushType: notification.pushType, targeting: notification.targeting, byList: notification.byList, after: notification.after,
-                    through: notification.until, limit: chunk, excludingRecorded: false
+                    through: notification.until, limit: chunk, excludingRecorded: false, policy: PolicyDevice.wanted(by: notification.shared)
                 ), !devices.isEmpty {
                     count = devices.count
                     last = devices[devices.count - 1].device.id
@@ -225,6 +240,7 @@ extension PostgresStore {
                         devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: notification.id, shared: notification.shared,
                         into: &result
                     )
+                    for (_, device) in devices { if let read = device.policy { known[device.id] = read } }
                 }
                 expanded += count
                 try await db.query(
@@ -336,13 +352,14 @@ extension PostgresStore {
     /// `excludingRecorded`, only those with no delivery of the notification yet.
     private static func chunkDevices(
         _ db: Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?, targeting: Targeting?, byList: Bool,
-        after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
+        after: Int64, through: Int64, limit: Int, excludingRecorded: Bool, policy: Bool = false
     ) async throws -> [(deliveryID: Int64, device: ChunkDevice)]? {
         var query = Query()
         let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: query.bind(.text(bundleID)))
         // Each device's delivery id from the table's sequence (a chunk's are handed out before
         // their rows exist), drawn outside the LIMIT so that only the chosen devices draw one.
-        query.sql = "SELECT nextval('deliveries_id_seq'), c.* FROM (SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)"
+        query.sql =
+            "SELECT nextval('deliveries_id_seq'), c.* FROM (SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)\(policy ? PolicyDevice.columns : "")"
         guard
             Self.chunkAudience(
                 &query, notificationID: notificationID, appID: appID, targeting: targeting, byList: byList, after: after, through: through)
@@ -353,7 +370,7 @@ extension PostgresStore {
         }
         query.sql += " ORDER BY d.id LIMIT \(query.bind(.int(Int64(limit))))) c"
         return try await db.query(query).map { row in
-            (row.int(0) ?? 0, ChunkDevice(row: row, from: 1))
+            (row.int(0) ?? 0, ChunkDevice(row: row, from: 1, policy: policy))
         }
     }
 

@@ -3,24 +3,40 @@ import APNSModels
 import HeraldCore
 import PostgresNIO
 
-/// Delivery policies in the claim's own transaction: quiet hours hold alerts, throttles set aside
-/// deliveries until their slot, then frequency caps fail or defer alerts over the cap. The decisions are HeraldCore's (`QuietHours`,
-/// `FrequencyCap`); a claim with no policy active reads nothing more.
+/// Delivery policies, in a transaction of their own right after the claim's (see
+/// `claimDeliveries`): quiet hours hold alerts, throttles set aside deliveries until their slot,
+/// then frequency caps fail or defer alerts over the cap. The decisions are HeraldCore's
+/// (`QuietHours`, `FrequencyCap`); a claim with no policy active reads nothing more.
 ///
 /// Caps are exact across processes: before reading a person's history the claim takes an
 /// advisory lock per person (`pg_advisory_xact_lock`, in key order, so two claims never wait on
 /// each other in a cycle), held until it commits; a claim in another process for the same
 /// person waits for that commit and then reads what it wrote.
 extension PostgresStore {
-    static func applyPolicies(_ db: Connection, to result: inout [ClaimedDelivery], now: Int64) async throws {
+    /// Whether any delivery of `claimed` has a policy to apply (``applyPolicies(_:to:now:)`` does nothing otherwise).
+    static func hasPolicies(_ claimed: [ClaimedDelivery]) -> Bool {
+        !QuietHours.devices(claimed).isEmpty || !FrequencyCap.devices(claimed).isEmpty || !Throttle.notifications(claimed).isEmpty
+    }
+
+    /// `known`: what was read of some devices with their chunk (the others are read here).
+    static func applyPolicies(_ db: Connection, to result: inout [ClaimedDelivery], known: [Int64: PolicyDevice] = [:], now: Int64) async throws {
         let quiet = QuietHours.devices(result)
         let capped = FrequencyCap.devices(result)
         let throttled = Throttle.notifications(result)
         guard !quiet.isEmpty || !capped.isEmpty || !throttled.isEmpty else { return }
         var zones: [Int64: String] = [:]
         var users: [Int64: String] = [:]
-        if !quiet.isEmpty || !capped.isEmpty {
-            for row in try await db.query("SELECT id, time_zone, user_id FROM devices WHERE id = ANY($1)", [.ints(Array(Set(quiet + capped)))]) {
+        var unknown: [Int64] = []
+        for id in Set(quiet + capped) {
+            if let device = known[id] {
+                zones[id] = device.timeZone
+                users[id] = device.userID
+            } else {
+                unknown.append(id)
+            }
+        }
+        if !unknown.isEmpty {
+            for row in try await db.query("SELECT id, time_zone, user_id FROM devices WHERE id = ANY($1)", [.ints(unknown)]) {
                 guard let id = row.int(0) else { continue }
                 if let zone = row.string(1) { zones[id] = zone }
                 if let user = row.string(2) { users[id] = user }
@@ -53,16 +69,21 @@ extension PostgresStore {
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
         let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
         if !keys.isEmpty {
-            let people = Array(Set(keys.values)).sorted()
-            // unnest yields the array's order: the locks are taken in key order.
+            let people = Array(Set(keys.values))
+            // unnest yields the array's order: the locks are taken in lock-key order. Under them no
+            // other claim reads or writes these people's rows, so the rows' own order is free.
             try await db.query(
                 "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(people.map(\.lockKey))).sorted())])
+            // Each person's row looked up by key: the LIMIT keeps the subquery apart, so the
+            // planner cannot join the table as a whole (it hashed all of it, each claim, while a
+            // broadcast's first claims filled it faster than its statistics followed).
             var history: [FrequencyCap.Key: [Int64]] = [:]
             for row in try await db.query(
                 """
-                SELECT f.app_id, f.subject, f.category, f.times FROM frequency_counts f
-                JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
-                    ON f.app_id = k.app_id AND f.subject = k.subject AND f.category = k.category
+                SELECT k.app_id, k.subject, k.category, f.times FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
+                CROSS JOIN LATERAL (
+                    SELECT times FROM frequency_counts WHERE app_id = k.app_id AND subject = k.subject AND category = k.category LIMIT 1
+                ) f
                 """,
                 [.texts(people.map(\.appID)), .texts(people.map(\.subject)), .texts(people.map(\.category))]
             ) {
@@ -71,17 +92,31 @@ extension PostgresStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
             outcomes = decision.outcomes
-            if !decision.history.isEmpty {
-                let changed = decision.history.sorted { $0.key < $1.key }
-                try await db.query(
+            // Under the locks no other claim can write these people's rows: those with none get
+            // theirs by a plain insert (no conflict to look for), the others are updated by key.
+            var inserted: [(key: FrequencyCap.Key, value: [Int64])] = []
+            var updated: [(key: FrequencyCap.Key, value: [Int64])] = []
+            for person in decision.history {
+                if history[person.key] == nil { inserted.append(person) } else { updated.append(person) }
+            }
+            for (rows, sql) in [
+                (
+                    inserted,
+                    "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"
+                ),
+                (
+                    updated,
                     """
-                    INSERT INTO frequency_counts (app_id, subject, category, times)
-                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+                    INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
                     ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
-                    """,
+                    """
+                ),
+            ] where !rows.isEmpty {
+                try await db.query(
+                    sql,
                     [
-                        .texts(changed.map(\.key.appID)), .texts(changed.map(\.key.subject)), .texts(changed.map(\.key.category)),
-                        .texts(changed.map { FrequencyCap.encode($0.value) }),
+                        .texts(rows.map(\.key.appID)), .texts(rows.map(\.key.subject)), .texts(rows.map(\.key.category)),
+                        .texts(rows.map { FrequencyCap.encode($0.value) }),
                     ]
                 )
             }

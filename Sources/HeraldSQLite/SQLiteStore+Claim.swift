@@ -9,16 +9,17 @@ extension SQLiteStore {
             var result: [ClaimedDelivery] = []
             result.reserveCapacity(limit)
             var shared: [String: NotificationShared] = [:]
+            var known: [Int64: PolicyDevice] = [:]
             var policy = ClaimPolicy(limit: limit)
             while let step = policy.nextStep(claimed: result.count) {
                 switch step {
                 case .claimDue(let room):
                     try Self.claimDue(db, into: &result, shared: &shared, room: room, now: now, leaseEnd: leaseEnd)
                 case .expand:
-                    try Self.expand(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
+                    try Self.expand(db, into: &result, known: &known, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
-            try Self.applyPolicies(db, to: &result, now: now)
+            try Self.applyPolicies(db, to: &result, known: known, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
                 ClaimPolicy.attach(try Self.publicKeys(db, devices: sealed), to: &result)
@@ -157,9 +158,11 @@ extension SQLiteStore {
     /// Chunks whose lease ran out first, then the next chunks of due notifications' audiences,
     /// until the batch is full. A chunk is leased as one row; its deliveries are written once,
     /// with their outcome. Each chunk is its own savepoint: a notification that cannot be
-    /// expanded is stopped (cancelled) instead of failing every claim after it.
+    /// expanded is stopped (cancelled) instead of failing every claim after it. The devices of a
+    /// notification with policies come with what the policies read of them (`known`).
     private static func expand(
-        _ db: borrowing SQLiteDatabase.Connection, into result: inout [ClaimedDelivery], policy: ClaimPolicy, now: Int64, leaseEnd: Int64
+        _ db: borrowing SQLiteDatabase.Connection, into result: inout [ClaimedDelivery], known: inout [Int64: PolicyDevice], policy: ClaimPolicy,
+        now: Int64, leaseEnd: Int64
     ) throws {
         try Self.reclaimChunks(db, into: &result, policy: policy, now: now, leaseEnd: leaseEnd)
         var expanded = 0
@@ -199,7 +202,7 @@ extension SQLiteStore {
                         db, notificationID: notification.id, bundleID: notification.bundleID, appID: notification.shared.appID,
                         pushType: notification.pushType, targeting: notification.targeting, deviceIDs: notification.deviceIDs,
                         after: notification.after,
-                        through: notification.until, limit: chunk, excludingRecorded: false
+                        through: notification.until, limit: chunk, excludingRecorded: false, policy: PolicyDevice.wanted(by: notification.shared)
                     ) ?? []
                 if let localTime = notification.localTime, !devices.isEmpty {
                     // A local-time notification's deliveries are created pending, each due at its
@@ -234,6 +237,7 @@ extension SQLiteStore {
                         db, devices, chunk: chunkID, attempts: ClaimPolicy.firstAttempt, notificationID: notification.id, shared: notification.shared,
                         into: &result
                     )
+                    for device in devices { if let read = device.policy { known[device.id] = read } }
                 }
                 expanded += count
                 try db.query(
@@ -303,12 +307,12 @@ extension SQLiteStore {
     private static func chunkDevices(
         _ db: borrowing SQLiteDatabase.Connection, notificationID: String, bundleID: String, appID: String, pushType: PushType?,
         targeting: Targeting?,
-        deviceIDs: String?, after: Int64, through: Int64, limit: Int, excludingRecorded: Bool
+        deviceIDs: String?, after: Int64, through: Int64, limit: Int, excludingRecorded: Bool, policy: Bool = false
     ) throws -> [ChunkDevice]? {
         guard let filter = Self.chunkAudience(targeting: targeting, deviceIDs: deviceIDs, first: 7) else { return nil }
         let (pushTypeSQL, topicSQL) = StoreSQL.pushTypeAndTopic(fixed: pushType, bundle: "?1")
         let sql = """
-            SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL) FROM devices d
+            SELECT d.id, d.token, d.environment, \(pushTypeSQL), \(topicSQL)\(policy ? PolicyDevice.columns : "") FROM devices d
             WHERE \(filter.app) = ?2 AND d.active = 1 AND \(filter.id) > ?3 AND \(filter.id) <= ?4\(filter.sql)
                 AND (?6 IS NULL OR NOT EXISTS (SELECT 1 FROM deliveries x WHERE x.notification_id = ?6 AND x.device_id = d.id))
             ORDER BY d.id LIMIT ?5
@@ -321,7 +325,7 @@ extension SQLiteStore {
                 .text(bundleID), .text(appID), .integer(after), .integer(through), .integer(Int64(limit)),
                 excludingRecorded ? .text(notificationID) : .null,
             ] + filter.bindings
-        ) { row in devices.append(ChunkDevice(row: row)) }
+        ) { row in devices.append(ChunkDevice(row: row, policy: policy)) }
         return devices
     }
 

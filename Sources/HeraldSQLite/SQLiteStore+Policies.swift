@@ -7,17 +7,29 @@ import HeraldCore
 /// or defer alerts over the cap. The decisions are
 /// HeraldCore's (`QuietHours`, `FrequencyCap`); a claim with no policy active reads nothing more.
 extension SQLiteStore {
-    static func applyPolicies(_ db: borrowing SQLiteDatabase.Connection, to result: inout [ClaimedDelivery], now: Int64) throws {
+    /// `known`: what was read of some devices with their chunk (the others are read here).
+    static func applyPolicies(
+        _ db: borrowing SQLiteDatabase.Connection, to result: inout [ClaimedDelivery], known: [Int64: PolicyDevice] = [:], now: Int64
+    ) throws {
         let quiet = QuietHours.devices(result)
         let capped = FrequencyCap.devices(result)
         let throttled = Throttle.notifications(result)
         guard !quiet.isEmpty || !capped.isEmpty || !throttled.isEmpty else { return }
         var zones: [Int64: String] = [:]
         var users: [Int64: String] = [:]
-        if !quiet.isEmpty || !capped.isEmpty {
+        var unknown: [Int64] = []
+        for id in Set(quiet + capped) {
+            if let device = known[id] {
+                zones[id] = device.timeZone
+                users[id] = device.userID
+            } else {
+                unknown.append(id)
+            }
+        }
+        if !unknown.isEmpty {
             try db.each(
                 "SELECT id, time_zone, user_id FROM devices WHERE id IN (SELECT value FROM json_each(?))",
-                [.text(JSONValue.array(Array(Set(quiet + capped)).map { .int($0) }).jsonString)]
+                [.text(JSONValue.array(unknown.map { .int($0) }).jsonString)]
             ) { row in
                 guard let id = row.int(0) else { return }
                 if let zone = row.string(1) { zones[id] = zone }
@@ -47,40 +59,48 @@ extension SQLiteStore {
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
         let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
         if !keys.isEmpty {
-            let people = Array(Set(keys.values))
+            // Each person's history by key, and the new ones written in statements of many rows,
+            // their values bound (SQLite's one writer makes the read and the write exact).
             var history: [FrequencyCap.Key: [Int64]] = [:]
-            try db.each(
-                """
-                SELECT app_id, subject, category, times FROM frequency_counts
-                WHERE (app_id, subject, category) IN (SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(?))
-                """,
-                [.text(Self.keysJSON(people))]
-            ) { row in
-                history[FrequencyCap.Key(appID: row.string(0) ?? "", subject: row.string(1) ?? "", category: row.string(2) ?? "")] =
-                    FrequencyCap.decode(row.string(3))
+            for person in Set(keys.values) {
+                try db.each(
+                    "SELECT times FROM frequency_counts WHERE app_id = ? AND subject = ? AND category = ?",
+                    [.text(person.appID), .text(person.subject), .text(person.category)]
+                ) { row in history[person] = FrequencyCap.decode(row.string(0)) }
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
             outcomes = decision.outcomes
-            if !decision.history.isEmpty {
-                let changed = decision.history.sorted { $0.key < $1.key }.map { key, times -> JSONValue in
-                    .array([.string(key.appID), .string(key.subject), .string(key.category), .string(FrequencyCap.encode(times))])
+            let changed = Array(decision.history)
+            var start = changed.startIndex
+            while start < changed.endIndex {
+                let batch = changed[start..<min(start + Self.countsPerInsert, changed.endIndex)]
+                var values: [SQLValue] = []
+                values.reserveCapacity(batch.count * 4)
+                for (key, times) in batch {
+                    values += [.text(key.appID), .text(key.subject), .text(key.category), .text(FrequencyCap.encode(times))]
                 }
                 try db.query(
                     """
-                    INSERT INTO frequency_counts (app_id, subject, category, times)
-                    SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) WHERE true
+                    INSERT INTO frequency_counts (app_id, subject, category, times) VALUES \(Self.rowPlaceholders(batch.count))
                     ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
                     """,
-                    [.text(JSONValue.array(changed).jsonString)]
+                    values
                 )
+                start = batch.endIndex
             }
         }
         try Self.setAside(db, SetAside.merge(held: held, throttled: slotted, capped: outcomes, now: now), in: &result, now: now)
     }
 
-    private static func keysJSON(_ keys: [FrequencyCap.Key]) -> String {
-        JSONValue.array(keys.map { .array([.string($0.appID), .string($0.subject), .string($0.category)]) }).jsonString
+    /// The most people's rows one statement writes (four values each).
+    private static let countsPerInsert = 100
+
+    /// `(?, ?, ?, ?), …`: `count` rows of four values.
+    private static func rowPlaceholders(_ count: Int) -> String {
+        count == Self.countsPerInsert ? Self.fullCountsBatch : Array(repeating: "(?, ?, ?, ?)", count: count).joined(separator: ", ")
     }
+
+    private static let fullCountsBatch = Array(repeating: "(?, ?, ?, ?)", count: SQLiteStore.countsPerInsert).joined(separator: ", ")
 
     /// Takes the deliveries `aside` (by index) out of the batch, as they say; none counts as an
     /// attempt. A delivery with a row is updated; a chunk's gets its row now and leaves its
