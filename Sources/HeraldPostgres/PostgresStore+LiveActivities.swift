@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 package import HeraldCore
 
 extension PostgresStore {

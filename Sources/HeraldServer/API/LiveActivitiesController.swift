@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSClient
 import APNSModels
 import HeraldAPI
 import HeraldCore
@@ -219,8 +220,8 @@ struct LiveActivitiesController {
     /// to none at a logout, no longer receives).
     private func receivers(_ activity: StoredLiveActivity, app: App) async throws -> [String] {
         let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id)
-        guard let users = activity.users.map(Set.init) else { return tokens.map(\.token) }
-        return tokens.filter { $0.userID.map(users.contains) ?? false }.map(\.token)
+        guard let users = activity.users.map({ Set($0) }) else { return tokens.map(\.token) }
+        return tokens.filter { token in token.userID.map { users.contains($0) } ?? false }.map(\.token)
     }
 
     // MARK: state
@@ -254,11 +255,13 @@ struct LiveActivitiesController {
                 if (try await self.store.audienceKinds(appID: app.id, targeting: targeting)[.pushToStart] ?? 0) == 0 { ending = (.userChanged, now) }
             } else {
                 let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id)
-                if !tokens.isEmpty, !tokens.contains(where: { $0.userID.map(users.contains) ?? false }) { ending = (.userChanged, now) }
+                if !tokens.isEmpty, !tokens.contains(where: { token in token.userID.map { users.contains($0) } ?? false }) {
+                    ending = (.userChanged, now)
+                }
             }
         }
-        guard let (reason, at) = ending else { return activity }
-        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: reason, notificationID: nil, at: at)
+        guard let ending else { return activity }
+        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, notificationID: nil, at: ending.1)
         return try await self.stored(app: app, id: activity.id)
     }
 
