@@ -231,7 +231,7 @@ extension ServerTests {
             }
             let updates: [(String, String, Int, String)] = [
                 (id, "{}", 400, "missing_contentState"), (id, #"{"contentState":[]}"#, 400, "bad_contentState"),
-                (id, #"{"contentState":{},"priority":1}"#, 400, "bad_priority"), (id, #"{"contentState":{},"staleDate":-5}"#, 400, "bad_staleDate"),
+                (id, #"{"contentState":{},"priority":1}"#, 422, "bad_priority"), (id, #"{"contentState":{},"staleDate":-5}"#, 400, "bad_staleDate"),
                 (id, #"{"contentState":{},"alert":[]}"#, 400, "bad_alert"), ("nope", #"{"contentState":{}}"#, 404, "activity_not_found"),
             ]
             for (target, json, status, expected) in updates {
