@@ -9,11 +9,11 @@ import Testing
 /// emulator's virtual devices, updated through update tokens or a broadcast channel, ended.
 extension ServerTests {
     /// A virtual device's push-to-start token, registered for `user` (by the app's backend).
-    func pushToStartDevice(_ context: Context, key: String, user: String) async throws -> String {
+    func pushToStartDevice(_ context: Context, key: String, user: String, type: String = "GameAttributes") async throws -> String {
         let token = try await self.virtualDevice(context, kind: "push-to-start")
         let registered = try await context.api.call(
             "PUT", "/v1/apps/demo/devices/\(token)", key: key,
-            json: #"{"environment":"sandbox","kind":"push-to-start","attributesType":"GameAttributes","userId":"\#(user)"}"#)
+            json: #"{"environment":"sandbox","kind":"push-to-start","attributesType":"\#(type)","userId":"\#(user)"}"#)
         #expect(registered.status == 200, "\(registered)")
         return token
     }
@@ -109,12 +109,16 @@ extension ServerTests {
             let (_, send) = try await self.setUp(context)
             let starter = try await self.pushToStartDevice(context, key: send, user: "ann")
             _ = try await self.pushToStartDevice(context, key: send, user: "bob")
+            let otherType = try await self.pushToStartDevice(context, key: send, user: "ann", type: "OrderAttributes")
             let started = try await context.api.call(
                 "POST", "/v1/apps/demo/live-activities", key: send,
                 json: #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{"score":0},"alert":"Go","inputPushToken":true}"#
             )
             #expect(started.status == 201 && started.body["tokens"] as? Int == 0 && started.body["channel"] is NSNull, "\(started)")
             let id = try #require(started.body["id"] as? String)
+            let startStatus = try await self.settled(context, key: send, id: try #require(started.body["startNotificationId"] as? String))
+            let startTokens = (startStatus["deliveries"] as? [[String: Any]])?.compactMap { $0["token"] as? String }
+            #expect(startTokens == [starter], "ann's push-to-start token of that attributes type only, not \(otherType.prefix(8)) nor bob's")
             let start = self.aps(try await self.received(context, starter, count: 1).first)
             #expect(start["input-push-token"] as? Int == 1 && start["alert"] as? String == "Go")
             // What the app does: the started activity's update token, registered with the id from its attributes.
@@ -184,7 +188,7 @@ extension ServerTests {
             _ = try await self.pushToStartDevice(context, key: send, user: "ann")
             let channel = try #require(
                 try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#).body["id"] as? String)
-            let valid = #""attributesType":"G","attributes":{},"contentState":{},"alert":"Go""#
+            let valid = #""attributesType":"GameAttributes","attributes":{},"contentState":{},"alert":"Go""#
             let good = #"{"audience":{"users":["ann"]},\#(valid),"inputPushToken":true}"#
             let made = try await context.api.call("POST", "/v1/apps/demo/live-activities", key: send, json: good)
             let id = try #require(made.body["id"] as? String)
@@ -224,6 +228,10 @@ extension ServerTests {
                 (#"{"audience":{"users":["ann"]},\#(valid),"inputPushToken":true,"relevanceScore":-1}"#, 400, "bad_relevanceScore"),
                 (#"{"audience":{"users":["ann"]},\#(valid),"inputPushToken":true,"colour":"red"}"#, 400, "unknown_field"),
                 (#"{"audience":{"users":["zed"]},\#(valid),"inputPushToken":true}"#, 422, "no_push_to_start_tokens"),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"OrderAttributes","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#,
+                    422, "no_push_to_start_tokens"
+                ),
             ]
             for (json, status, expected) in starts {
                 let answer = try await context.api.call("POST", "/v1/apps/demo/live-activities", key: send, json: json)

@@ -103,6 +103,7 @@ struct LiveActivitiesController {
         var spec = NotificationSpec(
             audience: audience, kinds: [.pushToStart], environment: environment, pushType: .liveactivity, priority: .immediate, payload: payload)
         spec.ignoresQuietHours = true
+        spec.attributesType = attributesType
         let starters = try await self.store.audienceKinds(appID: app.id, targeting: spec.targeting)[.pushToStart] ?? 0
         guard starters > 0 else {
             throw HeraldError.unprocessable("the audience has no active push-to-start token", code: "no_push_to_start_tokens")
@@ -251,7 +252,9 @@ struct LiveActivitiesController {
             ending = (.expired, deadline)
         } else if let users = activity.users {
             if activity.channelID != nil {
-                let targeting = Targeting(audience: .users(users), kinds: [.pushToStart], environment: activity.environment, pushType: .liveactivity)
+                let targeting = Targeting(
+                    audience: .users(users), kinds: [.pushToStart], environment: activity.environment, pushType: .liveactivity,
+                    attributesType: activity.attributesType)
                 if (try await self.store.audienceKinds(appID: app.id, targeting: targeting)[.pushToStart] ?? 0) == 0 { ending = (.userChanged, now) }
             } else {
                 let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id)
