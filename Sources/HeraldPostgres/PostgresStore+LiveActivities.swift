@@ -54,8 +54,7 @@ extension PostgresStore {
         }
     }
 
-    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool
-    {
+    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool {
         try await self.write { db in
             try await db.query(
                 """

@@ -57,8 +57,7 @@ extension SQLiteStore {
         }
     }
 
-    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool
-    {
+    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool {
         try await self.database.write { db in
             try db.query(
                 """

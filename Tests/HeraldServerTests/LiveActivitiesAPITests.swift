@@ -86,7 +86,8 @@ extension ServerTests {
             #expect((end["content-state"] as? [String: Any])?["score"] as? Int == 1, "the newest content state")
             #expect(try await self.broadcastPaths(context).count == 2)
 
-            let refused = try await context.api.call("PATCH", "/v1/apps/demo/live-activities/\(id)", key: send, json: #"{"contentState":{"score":2}}"#)
+            let refused = try await context.api.call(
+                "PATCH", "/v1/apps/demo/live-activities/\(id)", key: send, json: #"{"contentState":{"score":2}}"#)
             #expect(refused.status == 409 && self.code(refused) == "activity_ended", "\(refused)")
             let again = try await context.api.call("DELETE", "/v1/apps/demo/live-activities/\(id)", key: send)
             #expect(again.status == 409 && self.code(again) == "activity_ended")
@@ -97,7 +98,9 @@ extension ServerTests {
             let listed = try await context.api.call("GET", "/v1/apps/demo/live-activities", key: send)
             let first = (listed.body["liveActivities"] as? [[String: Any]])?.first
             #expect(first?["id"] as? String == id && first?["state"] as? String == "ended", "\(listed)")
-            #expect((try await context.api.call("GET", "/v1/apps/demo/live-activities?state=active", key: send).body["liveActivities"] as? [Any])?.isEmpty == true)
+            #expect(
+                (try await context.api.call("GET", "/v1/apps/demo/live-activities?state=active", key: send).body["liveActivities"] as? [Any])?.isEmpty
+                    == true)
         }
     }
 
@@ -112,7 +115,8 @@ extension ServerTests {
             let otherType = try await self.pushToStartDevice(context, key: send, user: "ann", type: "OrderAttributes")
             let started = try await context.api.call(
                 "POST", "/v1/apps/demo/live-activities", key: send,
-                json: #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{"score":0},"alert":"Go","inputPushToken":true}"#
+                json:
+                    #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{"score":0},"alert":"Go","inputPushToken":true}"#
             )
             #expect(started.status == 201 && started.body["tokens"] as? Int == 0 && started.body["channel"] is NSNull, "\(started)")
             let id = try #require(started.body["id"] as? String)
@@ -148,11 +152,13 @@ extension ServerTests {
 
             // Ann logs out on that device: its tokens move to no user, and her activity ends there.
             let moved = try await context.api.call(
-                "PUT", "/v1/apps/demo/devices/\(update)", key: send, json: #"{"environment":"sandbox","kind":"liveactivity","activityId":"\#(heraldID)"}"#)
+                "PUT", "/v1/apps/demo/devices/\(update)", key: send,
+                json: #"{"environment":"sandbox","kind":"liveactivity","activityId":"\#(heraldID)"}"#)
             #expect(moved.status == 200)
             let read = try await context.api.call("GET", "/v1/apps/demo/live-activities/\(id)", key: send)
             #expect(read.body["state"] as? String == "ended" && read.body["endReason"] as? String == "user_changed", "\(read)")
-            let refused = try await context.api.call("PATCH", "/v1/apps/demo/live-activities/\(id)", key: send, json: #"{"contentState":{"score":3}}"#)
+            let refused = try await context.api.call(
+                "PATCH", "/v1/apps/demo/live-activities/\(id)", key: send, json: #"{"contentState":{"score":3}}"#)
             #expect(refused.status == 409 && self.code(refused) == "activity_ended")
             #expect((try await context.control.call("GET", "/v1/devices/\(update)/inbox").body["notifications"] as? [Any])?.count == 1)
         }
@@ -166,7 +172,8 @@ extension ServerTests {
             _ = try await self.pushToStartDevice(context, key: send, user: "ann")
             let started = try await context.api.call(
                 "POST", "/v1/apps/demo/live-activities", key: send,
-                json: #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#
+                json:
+                    #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#
             )
             let id = try #require(started.body["id"] as? String)
             let startedAt = try #require(started.body["startedAt"] as? Int)
@@ -207,18 +214,42 @@ extension ServerTests {
                 (#"{\#(valid),"inputPushToken":true}"#, 400, "missing_audience"),
                 (#"{"audience":"all",\#(valid),"inputPushToken":true}"#, 400, "bad_audience"),
                 (#"{"audience":{"activityId":"x"},\#(valid),"inputPushToken":true}"#, 400, "bad_audience"),
-                (#"{"audience":{"users":["ann"]},"attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#, 400, "missing_attributesType"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#, 400, "bad_attributesType"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","contentState":{},"alert":"Go","inputPushToken":true}"#, 400, "missing_attributes"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","attributes":[],"contentState":{},"alert":"Go","inputPushToken":true}"#, 400, "bad_attributes"),
+                (
+                    #"{"audience":{"users":["ann"]},"attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#, 400,
+                    "missing_attributesType"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#, 400,
+                    "bad_attributesType"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","contentState":{},"alert":"Go","inputPushToken":true}"#, 400,
+                    "missing_attributes"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":[],"contentState":{},"alert":"Go","inputPushToken":true}"#, 400,
+                    "bad_attributes"
+                ),
                 (
                     #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{"heraldActivityId":"x"},"contentState":{},"alert":"Go","inputPushToken":true}"#,
                     400, "bad_attributes"
                 ),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"alert":"Go","inputPushToken":true}"#, 400, "missing_contentState"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":1,"alert":"Go","inputPushToken":true}"#, 400, "bad_contentState"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":{},"inputPushToken":true}"#, 400, "missing_alert"),
-                (#"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":{},"alert":3,"inputPushToken":true}"#, 400, "bad_alert"),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"alert":"Go","inputPushToken":true}"#, 400,
+                    "missing_contentState"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":1,"alert":"Go","inputPushToken":true}"#, 400,
+                    "bad_contentState"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":{},"inputPushToken":true}"#, 400,
+                    "missing_alert"
+                ),
+                (
+                    #"{"audience":{"users":["ann"]},"attributesType":"G","attributes":{},"contentState":{},"alert":3,"inputPushToken":true}"#, 400,
+                    "bad_alert"
+                ),
                 (#"{"audience":{"users":["ann"]},\#(valid)}"#, 400, "missing_input_push"),
                 (#"{"audience":{"users":["ann"]},\#(valid),"inputPushToken":true,"inputPushChannel":"\#(channel)"}"#, 400, "bad_input_push"),
                 (#"{"audience":{"users":["ann"]},\#(valid),"inputPushChannel":"QUJDRA=="}"#, 400, "unknown_channel"),
@@ -252,7 +283,8 @@ extension ServerTests {
             #expect(unknown.status == 404 && self.code(unknown) == "activity_not_found")
             #expect(self.code(try await context.api.call("DELETE", "/v1/apps/demo/live-activities/nope", key: send)) == "activity_not_found")
             #expect(self.code(try await context.api.call("GET", "/v1/apps/demo/live-activities?state=gone", key: send)) == "bad_state")
-            #expect(try await context.api.call("GET", "/v1/apps/demo/live-activities/\(id)", key: send).body["updates"] as? Int == 0, "nothing changed")
+            #expect(
+                try await context.api.call("GET", "/v1/apps/demo/live-activities/\(id)", key: send).body["updates"] as? Int == 0, "nothing changed")
         }
     }
 }

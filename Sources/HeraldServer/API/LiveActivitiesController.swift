@@ -157,7 +157,8 @@ struct LiveActivitiesController {
         var dismissal: Int64?
         if let text = request.uri.queryParameters["dismissalDate"] {
             guard let value = Int64(String(text)), value >= 0, value <= now / 1000 + Self.horizonSeconds else {
-                throw HeraldError.invalid("dismissalDate is UNIX seconds, at most 30 days ahead (in the past: removed at once)", code: "bad_dismissalDate")
+                throw HeraldError.invalid(
+                    "dismissalDate is UNIX seconds, at most 30 days ahead (in the past: removed at once)", code: "bad_dismissalDate")
             }
             dismissal = value
         }
@@ -199,7 +200,9 @@ struct LiveActivitiesController {
 
     /// Sends one Live Activity event to the activity; the notification it is recorded as, nil
     /// when no update token receives it (none registered yet, or none of its users').
-    private func send(_ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64) async throws
+    private func send(
+        _ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64
+    ) async throws
         -> String?
     {
         let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
