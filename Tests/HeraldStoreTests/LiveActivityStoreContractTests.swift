@@ -74,4 +74,19 @@ import Testing
             #expect(try await store.activityTokens(appID: "demo", activityID: "a9").isEmpty)
         }
     }
+
+    @Test("erasing a user deletes the activities started for users among whom they are; others stay", arguments: StoreDriver.enabled)
+    func erasure(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            var bobs = self.activity("b1", at: 10)
+            bobs.audienceJSON = Targeting(audience: .users(["bob", "annie"])).jsonString
+            var tagged = self.activity("t1", at: 10)
+            tagged.audienceJSON = Targeting(audience: .tags(["ann"], matchAll: false)).jsonString
+            for activity in [self.activity("a1", at: 10), bobs, tagged] { #expect(try await store.createLiveActivity(activity)) }
+            _ = try await store.eraseUser(
+                appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: "hk_admin", action: "user.erase", appID: "demo", subject: "ann"))
+            #expect(try await store.liveActivity(appID: "demo", id: "a1") == nil)
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id).sorted() == ["b1", "t1"])
+        }
+    }
 }
