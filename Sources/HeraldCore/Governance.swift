@@ -86,8 +86,8 @@ package protocol GovernanceStore: Sendable {
     func deliveries(appID: String, deviceIDs: [Int64]) async throws -> [DeliveryRecord]
     /// Removes the user's devices (and tags, keys, invalidations), scrubs their tokens from
     /// delivery records and webhook messages (pending deliveries fail as `Erased`), empties the
-    /// payload of notifications that only they were to receive, and writes `audit`, all in one
-    /// transaction.
+    /// payload of notifications that only they were to receive, deletes the Live Activities
+    /// started for users among whom they are, and writes `audit`, all in one transaction.
     func eraseUser(appID: String, userID: String, audit: AuditRecord) async throws -> UserErasure
 
     func addAudit(_ record: AuditRecord) async throws

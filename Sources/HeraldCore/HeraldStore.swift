@@ -54,7 +54,7 @@ package struct DeviceQuery: Sendable, Hashable {
 /// Everything Herald keeps: apps and their sealed credentials, API keys, the device registry,
 /// notifications and their deliveries (the durable outbox), and the invalidation audit trail.
 /// SQLite is the embedded driver; PostgreSQL shares this contract.
-package protocol HeraldStore: WebhookStore, GovernanceStore, ReceiptStore, TemplateStore, ChannelStore {
+package protocol HeraldStore: WebhookStore, GovernanceStore, ReceiptStore, TemplateStore, ChannelStore, LiveActivityStore {
     func createApp(_ app: App) async throws
     func app(_ id: String) async throws -> App?
     func apps() async throws -> [App]

@@ -146,6 +146,8 @@ package struct NotificationSpec: Sendable, Hashable {
     package var throttleRequested: Int?
     /// At most this many of its deliveries per minute (``Throttle``); nil: no throttle.
     package var throttlePerMinute: Int?
+    /// A Live Activity start: only push-to-start tokens registered for this attributes type.
+    package var attributesType: String?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,

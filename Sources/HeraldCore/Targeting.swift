@@ -12,12 +12,16 @@ package struct Targeting: Sendable, Hashable {
     package var localTime: LocalTime?
     /// End-to-end encrypted: only devices with a public key.
     package var encrypted: Bool
+    /// Only push-to-start tokens registered for this `ActivityAttributes` type (a Live Activity
+    /// start: a token starts activities of its own type only).
+    package var attributesType: String?
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil,
-        encrypted: Bool = false
+        encrypted: Bool = false, attributesType: String? = nil
     ) {
         self.encrypted = encrypted
+        self.attributesType = attributesType
         self.audience = audience
         self.kinds = kinds
         self.environment = environment
@@ -55,6 +59,7 @@ package struct Targeting: Sendable, Hashable {
         if let pushType = self.pushType { members.append(("pushType", .string(pushType.rawValue))) }
         if let localTime = self.localTime { members.append(("localTime", .string(localTime.description))) }
         if self.encrypted { members.append(("encrypted", .bool(true))) }
+        if let attributesType = self.attributesType { members.append(("attributesType", .string(attributesType))) }
         return JSONValue.object(members).jsonString
     }
 
@@ -82,6 +87,7 @@ package struct Targeting: Sendable, Hashable {
         self.pushType = value["pushType"]?.stringValue.flatMap(PushType.init(rawValue:))
         self.localTime = value["localTime"]?.stringValue.flatMap(LocalTime.init)
         self.encrypted = value["encrypted"]?.boolValue ?? false
+        self.attributesType = value["attributesType"]?.stringValue
     }
 }
 
@@ -89,7 +95,7 @@ extension NotificationSpec {
     package var targeting: Targeting {
         Targeting(
             audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime,
-            encrypted: self.placeholder != nil
+            encrypted: self.placeholder != nil, attributesType: self.attributesType
         )
     }
 }

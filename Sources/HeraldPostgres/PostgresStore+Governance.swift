@@ -141,6 +141,10 @@ extension PostgresStore {
             }
             // The user's frequency-cap history (the times of their recent alerts).
             try await db.query("DELETE FROM frequency_counts WHERE app_id = $1 AND subject = $2", [.text(appID), .text("u:" + userID)])
+            // The Live Activities started for users among whom they are (the audience names them).
+            try await db.query(
+                "DELETE FROM live_activities WHERE app_id = $1 AND (audience::jsonb -> 'users') @> jsonb_build_array($2::text)",
+                [.text(appID), .text(userID)])
             try await Self.insertAudit(db, audit)
             return erasure
         }

@@ -40,6 +40,9 @@ extension PostgresStore {
         if targeting.encrypted {
             query.sql += " AND d.public_key IS NOT NULL"
         }
+        if let attributesType = targeting.attributesType {
+            query.sql += " AND d.attributes_type = \(query.bind(.text(attributesType)))"
+        }
     }
 
     package func audienceKinds(appID: String, targeting: Targeting) async throws -> [DeviceKind: Int] {

@@ -433,6 +433,18 @@ package final class PostgresStore: HeraldStore {
                 notification_id TEXT PRIMARY KEY REFERENCES notifications(id) ON DELETE CASCADE, next_slot BIGINT NOT NULL)
             """,
         ],
+        // 15: Live Activities started by push-to-start, as in SQLite's 14.
+        [
+            """
+            CREATE TABLE live_activities (
+                app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, attributes_type TEXT NOT NULL,
+                audience TEXT NOT NULL, channel_id TEXT, environment TEXT, content_state TEXT NOT NULL,
+                start_notification_id TEXT NOT NULL, started_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
+                updates BIGINT NOT NULL DEFAULT 0, last_notification_id TEXT, ended_at BIGINT, end_reason TEXT,
+                PRIMARY KEY (app_id, id))
+            """,
+            "CREATE INDEX live_activities_started ON live_activities (app_id, started_at)",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

@@ -154,6 +154,10 @@ extension SQLiteStore {
             }
             // The user's frequency-cap history (the times of their recent alerts).
             try db.query("DELETE FROM frequency_counts WHERE app_id = ? AND subject = ?", [.text(appID), .text("u:" + userID)])
+            // The Live Activities started for users among whom they are (the audience names them).
+            try db.query(
+                "DELETE FROM live_activities WHERE app_id = ?1 AND EXISTS (SELECT 1 FROM json_each(audience, '$.users') WHERE value = ?2)",
+                [.text(appID), .text(userID)])
             try Self.insertAudit(db, audit)
             return erasure
         }

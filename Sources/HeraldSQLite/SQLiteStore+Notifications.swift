@@ -49,6 +49,9 @@ extension SQLiteStore {
         if targeting.encrypted {
             sql += " AND d.public_key IS NOT NULL"
         }
+        if let attributesType = targeting.attributesType {
+            sql += " AND d.attributes_type = \(next(.text(attributesType)))"
+        }
         switch targeting.audience {
         case .tokens, .users, .activity: return (sql, bindings, "+d.id")
         case .all, .tags, .channel: return (sql, bindings, "d.id")

@@ -193,6 +193,18 @@ package final class SQLiteStore: HeraldStore {
         CREATE TABLE throttle_slots (
             notification_id TEXT PRIMARY KEY REFERENCES notifications(id) ON DELETE CASCADE, next_slot INTEGER NOT NULL);
         """,
+        // 14: Live Activities started by push-to-start (`StoredLiveActivity`): the start's
+        // audience, the channel its updates are broadcast on (NULL: its update tokens), the newest
+        // content state, and when and why it ended (NULL: active).
+        """
+        CREATE TABLE live_activities (
+            app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, attributes_type TEXT NOT NULL,
+            audience TEXT NOT NULL, channel_id TEXT, environment TEXT, content_state TEXT NOT NULL,
+            start_notification_id TEXT NOT NULL, started_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+            updates INTEGER NOT NULL DEFAULT 0, last_notification_id TEXT, ended_at INTEGER, end_reason TEXT,
+            PRIMARY KEY (app_id, id));
+        CREATE INDEX live_activities_started ON live_activities (app_id, started_at);
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

@@ -22,6 +22,8 @@ extension TemplateList: @retroactive ResponseEncodable {}
 extension TemplatePreview: @retroactive ResponseEncodable {}
 extension ChannelResponse: @retroactive ResponseEncodable {}
 extension ChannelList: @retroactive ResponseEncodable {}
+extension LiveActivityResponse: @retroactive ResponseEncodable {}
+extension LiveActivityList: @retroactive ResponseEncodable {}
 extension WebhookMessageList: @retroactive ResponseEncodable {}
 extension HealthResponse: @retroactive ResponseEncodable {}
 extension UserSecretResponse: @retroactive ResponseEncodable {}

@@ -46,6 +46,8 @@ struct API: Sendable {
         self.webhooks.addRoutes(to: v1)
         TemplatesController(store: self.store, clock: self.clock).addRoutes(to: v1)
         ChannelsController(store: self.store, clients: self.clients, clock: self.clock).addRoutes(to: v1)
+        LiveActivitiesController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: self.rateLimit)
+            .addRoutes(to: v1)
         EventsController(store: self.store, events: self.events).addRoutes(to: v1)
         ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
             .addRoutes(to: v1)

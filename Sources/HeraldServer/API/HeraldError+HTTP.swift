@@ -16,11 +16,14 @@ extension HeraldError: HTTPResponseError {
         // Channels: Apple's limit (counted here, or Apple's CannotCreateChannelConfig), the Broadcast
         // capability missing (FeatureNotEnabled), and any other refusal of APNs (its reason in the message).
         "channel_limit_reached", "broadcast_not_enabled", "apns_rejected",
+        // Live Activities: a start whose audience holds no push-to-start token.
+        "no_push_to_start_tokens",
     ]
     /// 400 beyond the `bad_…` and `missing_…` families.
     static let badRequestCodes: Set<String> = [
         "invalid_json", "invalid_request", "unknown_field", "duplicate_field", "empty_notification", "app_required",
         "template_invalid", "template_variable_missing", "template_variable_invalid", "template_unknown", "template_conflict",
+        "unknown_channel",
     ]
 
     static func status(forCode code: String) -> HTTPResponse.Status {
@@ -29,10 +32,10 @@ extension HeraldError: HTTPResponseError {
         case "forbidden", "tag_protected", "receipts_disabled", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
             "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long":
             return .forbidden
-        case "not_found", "channel_not_found": return .notFound
+        case "not_found", "channel_not_found", "activity_not_found": return .notFound
         case "method_not_allowed": return .methodNotAllowed
         case "body_too_large": return .contentTooLarge
-        case "conflict", "app_exists", "last_admin_key": return .conflict
+        case "conflict", "app_exists", "last_admin_key", "activity_ended": return .conflict
         case "rate_limited": return .tooManyRequests
         // APNs did not answer, or answered 429 or 5xx: worth trying again later.
         case "database_unavailable", "store_unavailable", "apns_unavailable": return .serviceUnavailable

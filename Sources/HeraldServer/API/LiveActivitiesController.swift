@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSClient
+import APNSModels
+import HeraldAPI
+import HeraldCore
+import Hummingbird
+
+/// `/v1/apps/{app}/live-activities` (send and admin keys): Live Activities as a resource. A start
+/// goes by push-to-start to an audience's push-to-start tokens; updates and the end go to the
+/// update tokens registered with Herald's activity id, or as one broadcast on the channel it was
+/// started with. Herald's id travels in the start's `attributes` (``LiveActivity/idKey``).
+///
+/// A register key cannot: it lives inside the app, and whoever holds it could otherwise put
+/// anything on every user's Lock Screen.
+struct LiveActivitiesController {
+    let store: any HeraldStore
+    let engine: DeliveryEngine
+    let clients: ClientProvider
+    let clock: any EpochClock
+    var rateLimit: RateLimitGate?
+
+    func addRoutes(to v1: RouterGroup<APIRequestContext>) {
+        let sending = v1.group("apps/:app/live-activities").add(middleware: RateLimit(operation: .send, gate: self.rateLimit))
+            .add(middleware: RequireScope(.send, store: self.store))
+        sending.post(use: self.start)
+        sending.patch(":id", use: self.update)
+        sending.delete(":id", use: self.end)
+        let reading = v1.group("apps/:app/live-activities").add(middleware: RequireScope(.send, store: self.store))
+        reading.get(use: self.list)
+        reading.get(":id", use: self.get)
+    }
+
+    private var notifications: NotificationsController {
+        NotificationsController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: nil)
+    }
+
+    /// 201 once the start notification and the activity are stored (the engine sends the start).
+    @Sendable func start(_ request: Request, context: APIRequestContext) async throws -> Answer<LiveActivityResponse> {
+        let app = try context.requireApp()
+        let body = try await request.decode(as: StartLiveActivityRequest.self, context: context)
+        let now = self.clock.nowMilliseconds
+        let audience = try NotificationRequest.audience(body.audience)
+        switch audience {
+        case .users, .tags, .tokens: break
+        default: throw HeraldError.invalid("a Live Activity starts for users, tags or tokens (their push-to-start tokens)", code: "bad_audience")
+        }
+        guard let attributesType = body.attributesType else {
+            throw HeraldError.invalid("attributesType (the app's ActivityAttributes type) is required", code: "missing_attributesType")
+        }
+        guard !attributesType.isEmpty, attributesType.utf8.count <= 256 else {
+            throw HeraldError.invalid("attributesType must be a string of 1 to 256 bytes", code: "bad_attributesType")
+        }
+        guard let given = body.attributes else { throw HeraldError.invalid("attributes (an object) is required", code: "missing_attributes") }
+        guard case .object(let members) = given else { throw HeraldError.invalid("attributes must be an object", code: "bad_attributes") }
+        guard !members.contains(where: { $0.key == LiveActivity.idKey }) else {
+            throw HeraldError.invalid("attributes cannot hold \(LiveActivity.idKey) (Herald puts its activity id there)", code: "bad_attributes")
+        }
+        let contentState = try Self.contentState(body.contentState)
+        guard let alert = try Self.alert(body.alert) else {
+            throw HeraldError.invalid("alert is required: the system shows it when the activity starts", code: "missing_alert")
+        }
+        var environment: APNSEnvironment?
+        if let name = body.environment {
+            guard let parsed = APNSEnvironment(name: name) else {
+                throw HeraldError.invalid("environment must be sandbox (development) or production", code: "bad_environment")
+            }
+            environment = parsed
+        }
+        var channel: StoredChannel?
+        switch (body.inputPushToken, body.inputPushChannel) {
+        case (true?, nil):
+            break
+        case (nil, let text?), (false?, let text?):
+            let id = try ChannelsController.channelID(text).rawValue
+            for candidate in APNSEnvironment.allCases {
+                if let found = try await self.store.channel(appID: app.id, environment: candidate, channelID: id) { channel = found }
+            }
+            guard let channel else { throw HeraldError.invalid("inputPushChannel is not a channel of this app", code: "unknown_channel") }
+            guard environment == nil || environment == channel.environment else {
+                throw HeraldError.invalid("environment differs from the channel's (\(channel.environment.apiName))", code: "bad_environment")
+            }
+            environment = channel.environment
+        case (nil, nil), (false?, nil):
+            throw HeraldError.invalid(
+                "give inputPushToken: true (updates to the update token each device mints) or inputPushChannel (a channel id)",
+                code: "missing_input_push")
+        case (true?, _?):
+            throw HeraldError.invalid("inputPushToken and inputPushChannel exclude each other", code: "bad_input_push")
+        }
+        let id = UUIDText.random()
+        var aps: [(String, JSONValue)] = [
+            ("timestamp", .int(now / 1000)), ("event", .string("start")), ("content-state", contentState),
+            ("attributes-type", .string(attributesType)),
+            ("attributes", .object(members.map { ($0.key, JSONValue($0.value)) } + [(LiveActivity.idKey, .string(id))])), ("alert", alert),
+        ]
+        aps += try Self.extras(staleDate: body.staleDate, relevanceScore: body.relevanceScore, now: now)
+        if let channel {
+            aps.append(("input-push-channel", .string(channel.channelID)))
+        } else {
+            aps.append(("input-push-token", .int(1)))
+        }
+        let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
+        var spec = NotificationSpec(
+            audience: audience, kinds: [.pushToStart], environment: environment, pushType: .liveactivity, priority: .immediate, payload: payload)
+        spec.ignoresQuietHours = true
+        spec.attributesType = attributesType
+        let starters = try await self.store.audienceKinds(appID: app.id, targeting: spec.targeting)[.pushToStart] ?? 0
+        guard starters > 0 else {
+            throw HeraldError.unprocessable("the audience has no active push-to-start token", code: "no_push_to_start_tokens")
+        }
+        let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
+        let activity = StoredLiveActivity(
+            appID: app.id, id: id, attributesType: attributesType,
+            audienceJSON: Targeting(audience: audience).jsonString(listsAsCounts: false), channelID: channel?.channelID,
+            environment: channel?.environment, contentState: contentState.jsonString, startNotificationID: created.id, startedAt: now)
+        do {
+            guard try await self.store.createLiveActivity(activity) else { throw HeraldError(code: "internal_error", "activity id taken") }
+        } catch {
+            // Not kept, so never updated nor ended through Herald: the start is not sent either.
+            _ = try? await self.store.cancelNotification(appID: app.id, id: created.id, now: now)
+            throw error
+        }
+        self.engine.ring()
+        return Answer(.created, try await self.response(activity, app: app))
+    }
+
+    /// An `update` event: to the activity's update tokens (of its users, for an activity
+    /// started for users), or as one broadcast on its channel. 409 `activity_ended` once ended.
+    @Sendable func update(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
+        let app = try context.requireApp()
+        let body = try await request.decode(as: UpdateLiveActivityRequest.self, context: context)
+        let now = self.clock.nowMilliseconds
+        let contentState = try Self.contentState(body.contentState)
+        var priority = Priority.throttled
+        if let value = body.priority {
+            guard value == 5 || value == 10, let parsed = Priority(rawValue: value) else {
+                throw HeraldError.invalid("priority is 5 (the default) or 10 (counts against Apple's hourly budget)", code: "bad_priority")
+            }
+            priority = parsed
+        }
+        var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("update")), ("content-state", contentState)]
+        aps += try Self.extras(staleDate: body.staleDate, relevanceScore: body.relevanceScore, now: now)
+        if let alert = try Self.alert(body.alert) { aps.append(("alert", alert)) }
+        let activity = try await self.current(context, app: app, now: now)
+        guard activity.isActive else { throw Self.ended(activity) }
+        let notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
+        _ = try await self.store.recordLiveActivityUpdate(
+            appID: app.id, id: activity.id, contentState: contentState.jsonString, notificationID: notificationID, now: now)
+        return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
+    }
+
+    /// An `end` event with the newest content state (`?dismissalDate=` UNIX seconds: when the
+    /// system removes it; in the past, at once), then the activity is ended. 409 once ended.
+    @Sendable func end(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
+        let app = try context.requireApp()
+        let now = self.clock.nowMilliseconds
+        var dismissal: Int64?
+        if let text = request.uri.queryParameters["dismissalDate"] {
+            guard let value = Int64(String(text)), value >= 0, value <= now / 1000 + Self.horizonSeconds else {
+                throw HeraldError.invalid(
+                    "dismissalDate is UNIX seconds, at most 30 days ahead (in the past: removed at once)", code: "bad_dismissalDate")
+            }
+            dismissal = value
+        }
+        let activity = try await self.current(context, app: app, now: now)
+        guard activity.isActive else { throw Self.ended(activity) }
+        let state = (try? JSONValue.parse(activity.contentState)) ?? .object([])
+        var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state)]
+        if let dismissal { aps.append(("dismissal-date", .int(dismissal))) }
+        let notificationID = try await self.send(aps, priority: .immediate, to: activity, app: app, now: now)
+        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: .ended, notificationID: notificationID, at: now)
+        return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
+    }
+
+    /// The app's activities, newest first; `?state=active` for the active ones only.
+    @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> LiveActivityList {
+        let app = try context.requireApp()
+        let limit = try Validate.limit(request, fallback: 100, maximum: 500)
+        var activeOnly = false
+        if let state = request.uri.queryParameters["state"] {
+            guard state == "active" || state == "all" else { throw HeraldError.invalid("state is active or all", code: "bad_state") }
+            activeOnly = state == "active"
+        }
+        let now = self.clock.nowMilliseconds
+        var answers: [LiveActivityResponse] = []
+        for activity in try await self.store.liveActivities(appID: app.id, activeOnly: activeOnly, limit: limit) {
+            let current = try await self.refreshed(activity, app: app, now: now)
+            if activeOnly, !current.isActive { continue }
+            answers.append(try await self.response(current, app: app))
+        }
+        return LiveActivityList(liveActivities: answers)
+    }
+
+    @Sendable func get(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
+        let app = try context.requireApp()
+        return try await self.response(try await self.current(context, app: app, now: self.clock.nowMilliseconds), app: app)
+    }
+
+    // MARK: sending
+
+    /// Sends one Live Activity event to the activity; the notification it is recorded as, nil
+    /// when no update token receives it (none registered yet, or none of its users').
+    private func send(
+        _ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64
+    ) async throws
+        -> String?
+    {
+        let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
+        if let channelID = activity.channelID {
+            let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: priority, expiration: 0, payload: payload)
+            return try await self.notifications.broadcast(spec, channelID: channelID, app: app).body.id
+        }
+        let tokens = try await self.receivers(activity, app: app)
+        guard !tokens.isEmpty else { return nil }
+        var spec = NotificationSpec(audience: .tokens(tokens), kinds: [.liveActivity], pushType: .liveactivity, priority: priority, payload: payload)
+        spec.ignoresQuietHours = true
+        let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
+        self.engine.ring()
+        return created.id
+    }
+
+    /// The update tokens that receive the activity's updates: those registered with its id and,
+    /// for an activity started for users, held by one of them (a token moved to another user, or
+    /// to none at a logout, no longer receives).
+    private func receivers(_ activity: StoredLiveActivity, app: App) async throws -> [String] {
+        let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id)
+        guard let users = activity.users.map({ Set($0) }) else { return tokens.map(\.token) }
+        return tokens.filter { token in token.userID.map { users.contains($0) } ?? false }.map(\.token)
+    }
+
+    // MARK: state
+
+    /// The activity named by the path, brought up to date (``refreshed(_:app:now:)``); 404 `activity_not_found`.
+    private func current(_ context: APIRequestContext, app: App, now: Int64) async throws -> StoredLiveActivity {
+        try await self.refreshed(try await self.stored(app: app, id: context.parameters.get("id") ?? ""), app: app, now: now)
+    }
+
+    private func stored(app: App, id: String) async throws -> StoredLiveActivity {
+        guard id.utf8.count <= 64, let activity = try await self.store.liveActivity(appID: app.id, id: id) else {
+            throw HeraldError(code: "activity_not_found", "no such Live Activity for this app")
+        }
+        return activity
+    }
+
+    /// Ends, as of now, an active activity the system has ended already or that its users no
+    /// longer hold: 8 hours after its start (``LiveActivity/maximumActiveMilliseconds``,
+    /// reason `expired`); started for users, when those users hold none of it any longer
+    /// (reason `user_changed`): no update token of theirs while some are registered with its
+    /// id, or, for a channel's activity, no push-to-start token of theirs left. Nothing is sent.
+    private func refreshed(_ activity: StoredLiveActivity, app: App, now: Int64) async throws -> StoredLiveActivity {
+        guard activity.isActive else { return activity }
+        var ending: (LiveActivity.EndReason, Int64)?
+        let deadline = activity.startedAt + LiveActivity.maximumActiveMilliseconds
+        if now >= deadline {
+            ending = (.expired, deadline)
+        } else if let users = activity.users {
+            if activity.channelID != nil {
+                let targeting = Targeting(
+                    audience: .users(users), kinds: [.pushToStart], environment: activity.environment, pushType: .liveactivity,
+                    attributesType: activity.attributesType)
+                if (try await self.store.audienceKinds(appID: app.id, targeting: targeting)[.pushToStart] ?? 0) == 0 { ending = (.userChanged, now) }
+            } else {
+                let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id)
+                if !tokens.isEmpty, !tokens.contains(where: { token in token.userID.map { users.contains($0) } ?? false }) {
+                    ending = (.userChanged, now)
+                }
+            }
+        }
+        guard let ending else { return activity }
+        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, notificationID: nil, at: ending.1)
+        return try await self.stored(app: app, id: activity.id)
+    }
+
+    private func response(_ activity: StoredLiveActivity, app: App) async throws -> LiveActivityResponse {
+        let tokens = activity.isActive && activity.channelID == nil ? try await self.receivers(activity, app: app).count : 0
+        return LiveActivityResponse(
+            id: activity.id, state: activity.isActive ? "active" : "ended", endReason: activity.endReason?.rawValue,
+            attributesType: activity.attributesType, channel: activity.channelID, environment: activity.environment?.apiName, tokens: tokens,
+            updates: activity.updates, startNotificationId: activity.startNotificationID, lastNotificationId: activity.lastNotificationID,
+            startedAt: activity.startedAt, updatedAt: activity.updatedAt, endedAt: activity.endedAt)
+    }
+
+    // MARK: checks
+
+    /// How far ahead a stale or dismissal date may be: 30 days (s).
+    static let horizonSeconds: Int64 = 30 * 86_400
+
+    static func ended(_ activity: StoredLiveActivity) -> HeraldError {
+        HeraldError(code: "activity_ended", "the Live Activity has ended (\(activity.endReason?.rawValue ?? "ended")): nothing more is sent to it")
+    }
+
+    static func contentState(_ value: JSON?) throws -> JSONValue {
+        guard let value else { throw HeraldError.invalid("contentState (an object) is required", code: "missing_contentState") }
+        guard case .object = value else { throw HeraldError.invalid("contentState must be an object", code: "bad_contentState") }
+        return JSONValue(value)
+    }
+
+    /// A Live Activity alert: a string, or an object (`title`, `body`, `sound`; title and body
+    /// may be localized objects).
+    static func alert(_ value: JSON?) throws -> JSONValue? {
+        switch value {
+        case nil: return nil
+        case .string(let text)? where !text.isEmpty: return .string(text)
+        case .object(let members)? where !members.isEmpty: return JSONValue(.object(members))
+        default: throw HeraldError.invalid("alert is a string or an object with title, body and sound", code: "bad_alert")
+        }
+    }
+
+    static func extras(staleDate: Int64?, relevanceScore: Double?, now: Int64) throws -> [(String, JSONValue)] {
+        var members: [(String, JSONValue)] = []
+        if let staleDate {
+            guard staleDate > now / 1000, staleDate <= now / 1000 + Self.horizonSeconds else {
+                throw HeraldError.invalid("staleDate is UNIX seconds in the next 30 days", code: "bad_staleDate")
+            }
+            members.append(("stale-date", .int(staleDate)))
+        }
+        if let relevanceScore {
+            guard relevanceScore.isFinite, relevanceScore >= 0 else {
+                throw HeraldError.invalid("relevanceScore is a number ≥ 0 (higher ranks first)", code: "bad_relevanceScore")
+            }
+            members.append(("relevance-score", .double(relevanceScore)))
+        }
+        return members
+    }
+}

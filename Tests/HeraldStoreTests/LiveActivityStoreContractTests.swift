@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import HeraldCore
+import HeraldTesting
+import Testing
+
+/// Live Activities in the store, on every driver: kept once per app and id, listed newest first,
+/// updated and ended only while active, and the update tokens registered with an activity's id.
+@Suite struct LiveActivityStoreContractTests {
+    func activity(_ id: String, at: Int64, channel: String? = nil) -> StoredLiveActivity {
+        StoredLiveActivity(
+            appID: "demo", id: id, attributesType: "GameAttributes", audienceJSON: Targeting(audience: .users(["ann"])).jsonString,
+            channelID: channel, environment: channel == nil ? nil : .development, contentState: #"{"score":0}"#, startNotificationID: "n-\(id)",
+            startedAt: at)
+    }
+
+    func token(_ n: Int) throws -> DeviceToken {
+        let hex = String(n, radix: 16)
+        return try DeviceToken(hex: String(repeating: "0", count: 64 - hex.count) + hex)
+    }
+
+    @Test("create, read, list newest first (active only on request); an id is kept once per app", arguments: StoreDriver.enabled)
+    func lifecycle(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            try await store.createApp(App(id: "other", bundleID: "com.example.other", createdAt: 1))
+            #expect(try await store.createLiveActivity(self.activity("a1", at: 10)))
+            #expect(try await store.createLiveActivity(self.activity("a2", at: 20, channel: "QQ==")))
+            #expect(try await store.createLiveActivity(self.activity("a1", at: 99)) == false, "an id is kept once")
+            var other = self.activity("a1", at: 5)
+            other.appID = "other"
+            #expect(try await store.createLiveActivity(other))
+
+            let read = try #require(try await store.liveActivity(appID: "demo", id: "a2"))
+            #expect(read == self.activity("a2", at: 20, channel: "QQ=="))
+            #expect(read.isActive && read.users == ["ann"] && read.updatedAt == 20 && read.updates == 0)
+            #expect(try await store.liveActivity(appID: "demo", id: "nope") == nil)
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id) == ["a2", "a1"])
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 1).map(\.id) == ["a2"])
+
+            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: #"{"score":1}"#, notificationID: "u1", now: 30))
+            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: #"{"score":2}"#, notificationID: nil, now: 40))
+            let updated = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
+            #expect(updated.updates == 2 && updated.updatedAt == 40 && updated.contentState == #"{"score":2}"#)
+            #expect(updated.lastNotificationID == "u1", "an update no token received keeps the last notification")
+
+            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .userChanged, notificationID: nil, at: 50))
+            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .ended, notificationID: "e1", at: 60) == false, "ended once")
+            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: "{}", notificationID: "u2", now: 70) == false)
+            let ended = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
+            #expect(!ended.isActive && ended.endedAt == 50 && ended.endReason == .userChanged && ended.updates == 2)
+            #expect(ended.lastNotificationID == "u1" && ended.contentState == #"{"score":2}"#)
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: true, limit: 10).map(\.id) == ["a2"])
+            #expect(try await store.endLiveActivity(appID: "demo", id: "nope", reason: .ended, notificationID: nil, at: 1) == false)
+            #expect(try await store.liveActivity(appID: "other", id: "a1")?.isActive == true, "per app")
+        }
+    }
+
+    @Test("an activity's tokens: the active update tokens registered with its id, with their users", arguments: StoreDriver.enabled)
+    func tokens(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            for (n, kind, activity, user) in [
+                (1, DeviceKind.liveActivity, "a1", "ann"), (2, .liveActivity, "a1", nil), (3, .liveActivity, "a2", "ann"),
+                (4, .pushToStart, nil, "ann"), (5, .liveActivity, "a1", "bob"),
+            ] as [(Int, DeviceKind, String?, String?)] {
+                _ = try await store.register(
+                    appID: "demo",
+                    DeviceRegistration(
+                        token: try self.token(n), kind: kind, userID: user, activityID: activity, attributesType: kind == .pushToStart ? "G" : nil),
+                    now: 1)
+            }
+            #expect(try await store.unregister(appID: "demo", token: try self.token(5).hex))
+            let tokens = try await store.activityTokens(appID: "demo", activityID: "a1")
+            #expect(tokens == [ActivityToken(token: try self.token(1).hex, userID: "ann"), ActivityToken(token: try self.token(2).hex, userID: nil)])
+            #expect(try await store.activityTokens(appID: "demo", activityID: "a9").isEmpty)
+        }
+    }
+
+    @Test("erasing a user deletes the activities started for users among whom they are; others stay", arguments: StoreDriver.enabled)
+    func erasure(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            var bobs = self.activity("b1", at: 10)
+            bobs.audienceJSON = Targeting(audience: .users(["bob", "annie"])).jsonString
+            var tagged = self.activity("t1", at: 10)
+            tagged.audienceJSON = Targeting(audience: .tags(["ann"], matchAll: false)).jsonString
+            for activity in [self.activity("a1", at: 10), bobs, tagged] { #expect(try await store.createLiveActivity(activity)) }
+            _ = try await store.eraseUser(
+                appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: "hk_admin", action: "user.erase", appID: "demo", subject: "ann"))
+            #expect(try await store.liveActivity(appID: "demo", id: "a1") == nil)
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id).sorted() == ["b1", "t1"])
+        }
+    }
+}
