@@ -185,7 +185,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                 JSONSerialization.isValidJSONObject(object), let payload = try? JSONSerialization.data(withJSONObject: object)
             else { continue }
             let pushType = event["pushType"] as? String ?? "alert"
-            let (text, started, ended) = await self.render(payload, pushType: pushType, role: stream.role, handler: handler, categories: categories)
+            let (text, started, ended) = await self.render(
+                payload, pushType: pushType, role: stream.role, channel: event["channelId"] as? String, tally: tally, handler: handler,
+                categories: categories)
             say(text)
             await self.report(payload, pushType: pushType, client: client, categories: categories)
             if let started {
@@ -231,6 +233,9 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     final class Tally: Sendable {
         let opened = Mutex(0)
         let shown = Mutex(0)
+        /// The activity started on each broadcast channel (`input-push-channel`): its updates
+        /// arrive as broadcasts, not on a token of its own.
+        let channels = Mutex<[String: String]>([:])
 
         /// Counts one notification shown; true when that makes `count` (--count), if there is one.
         func showOne(reaching count: Int?) -> Bool {
@@ -284,9 +289,11 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     }
 
     /// One notification as the person holding the phone would see it (or why they would not);
-    /// and, for Live Activities, the id of one it started, or whether it ended one.
+    /// and, for Live Activities, the id of one it started that has a token of its own, or
+    /// whether it ended one. `channel`: the broadcast channel it came on, if it did.
     func render(
-        _ payload: Data, pushType: String, role: Role, handler: NotificationServiceHandler, categories: [String: [String]]
+        _ payload: Data, pushType: String, role: Role, channel: String?, tally: Tally, handler: NotificationServiceHandler,
+        categories: [String: [String]]
     ) async -> (text: String, started: String?, ended: Bool) {
         guard let received = try? ReceivedNotification(jsonData: payload) else { return ("[unreadable payload]", nil, false) }
         if pushType == "voip" {
@@ -301,10 +308,25 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             let alert = received.alert.map { " — alert: \([$0.title, $0.body].compactMap { $0 }.joined(separator: " "))" } ?? ""
             switch role {
             case .pushToStart:
+                // A broadcast on the channel of an activity started here (the push-to-start
+                // token's device subscribed to it): that activity's update or end.
+                if let channel, let id = tally.channels.withLock({ $0[channel] }) {
+                    let event = received.event == "end" ? "ended" : received.event ?? "update"
+                    return ("[Live Activity \(id)] \(event) (channel \(channel)): \(state)\(alert)", nil, false)
+                }
                 guard received.event == "start", received.attributesType == self.liveActivities else {
                     return ("[Live Activity] ignored: not a start of \(self.liveActivities ?? "?")", nil, false)
                 }
-                let id = "activity-" + UUID().uuidString.prefix(8).lowercased()
+                // The id the app registers the activity's update token with: Herald's, when the
+                // start carries one in its attributes (`heraldActivityId`), as an app reads it.
+                var id = "activity-" + UUID().uuidString.prefix(8).lowercased()
+                if case .object(let attributes)? = received.attributes, let herald = attributes["heraldActivityId"]?.string { id = herald }
+                let aps = ((try? JSONSerialization.jsonObject(with: payload)) as? [String: Any])?["aps"] as? [String: Any]
+                if let channel = aps?["input-push-channel"] as? String {
+                    // Updated by broadcast: the activity has no update token.
+                    tally.channels.withLock { $0[channel] = id }
+                    return ("[Live Activity \(id)] started: \(state)\(alert) — updates on channel \(channel)", nil, false)
+                }
                 return ("[Live Activity \(id)] started: \(state)\(alert)", id, false)
             case .activity(let id):
                 let ended = received.event == "end"

@@ -180,6 +180,51 @@ import Testing
         _ = try await phone.stop()
         _ = try await server.stop()
     }
+
+    @Test(
+        "activities of the live-activities resource: one joined to a channel is updated by broadcast, one with its own token under Herald's id"
+    )
+    func liveActivityResource() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-device-lar")
+        defer { directory.remove() }
+        let (server, api, control, admin) = try await Self.serve(directory)
+        let key = try await self.demoApp(api, admin: admin)
+        let (backend, assertions) = try await self.backend(api, admin: admin, directory)
+        defer { backend.signal(SIGKILL) }
+        let phone = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "device", "--server", api, "--control", "http://127.0.0.1:\(control)", "--app", "demo", "--key", key, "--user", "ann",
+                "--user-assertion-url", assertions, "--live-activities", "MatchAttributes",
+            ])
+        try #require(try await phone.waitFor("listening for notifications", timeout: 300), "\(phone.printed)")
+        let channel = try #require(
+            try await self.curl("POST", api + "/v1/apps/demo/channels", key: admin, #"{"environment":"sandbox"}"#)["id"] as? String)
+        let start = #"{"audience":{"users":["ann"]},"attributesType":"MatchAttributes","attributes":{},"contentState":{"home":0},"alert":"Kick-off","#
+
+        // On a channel: started with no token of its own; its update comes as a broadcast.
+        let onChannel = try #require(
+            try await self.curl("POST", api + "/v1/apps/demo/live-activities", key: admin, start + #""inputPushChannel":"\#(channel)"}"#)["id"]
+                as? String)
+        #expect(try await phone.waitFor("updates on channel \(channel)", timeout: 300), "\(phone.printed)")
+        #expect(phone.printed.contains("[Live Activity \(onChannel)] started: {\"home\":0}"), "\(phone.printed)")
+        _ = try await self.curl("PATCH", api + "/v1/apps/demo/live-activities/\(onChannel)", key: admin, #"{"contentState":{"home":1}}"#)
+        #expect(try await phone.waitFor("[Live Activity \(onChannel)] update (channel \(channel)): {\"home\":1}", timeout: 300), "\(phone.printed)")
+
+        // With its own token: the device registers the update token under Herald's id, which the
+        // update then reaches.
+        let ownToken = try #require(
+            try await self.curl("POST", api + "/v1/apps/demo/live-activities", key: admin, start + #""inputPushToken":true}"#)["id"] as? String)
+        #expect(try await phone.waitFor("[Live Activity \(ownToken)] listening", timeout: 300), "\(phone.printed)")
+        let updated = try await self.curl(
+            "PATCH", api + "/v1/apps/demo/live-activities/\(ownToken)", key: admin, #"{"contentState":{"home":7}}"#)
+        #expect(updated["tokens"] as? Int == 1, "\(updated)")
+        #expect(try await phone.waitFor("[Live Activity \(ownToken)] update: {\"home\":7}", timeout: 300), "\(phone.printed)")
+        _ = try await self.curl("DELETE", api + "/v1/apps/demo/live-activities/\(ownToken)", key: admin, "")
+        #expect(try await phone.waitFor("[Live Activity \(ownToken)] ended", timeout: 300), "\(phone.printed)")
+        _ = try await phone.stop()
+        _ = try await server.stop()
+    }
 }
 
 extension DeviceCommandTests {
