@@ -25,6 +25,7 @@ struct HeraldBench: AsyncParsableCommand {
     @Option(help: "Key id.") var keyId = "TEST123456"
     @Option(help: "Team id.") var teamId = "TEAMID1234"
     @Option(help: "Topic.") var topic = "com.example.app"
+    @Option(help: "apns-push-type (alert, liveactivity, …); the topic must suit it.") var pushType = "alert"
     @Option(help: "Device token (hex).") var token = String(repeating: "a", count: 64)
     @Option(help: "Payload file (JSON).") var payloadFile = "data/payload.json"
 
@@ -43,10 +44,11 @@ struct HeraldBench: AsyncParsableCommand {
         configuration.connections = self.connections
         configuration.requestTimeout = .seconds(60)
         configuration.maximumQueuedRequests = max(self.concurrency, 1000)
+        guard let pushType = PushType(rawValue: self.pushType) else { throw ValidationError("unknown --push-type \(self.pushType)") }
         let payload = Array(try Data(contentsOf: URL(fileURLWithPath: self.payloadFile)))
         let request = APNSRequest(
             deviceToken: try DeviceToken(hex: self.token),
-            headers: NotificationHeaders(pushType: .alert, topic: self.topic, priority: .immediate),
+            headers: NotificationHeaders(pushType: pushType, topic: self.topic, priority: .immediate),
             payload: payload
         )
         let total = self.count

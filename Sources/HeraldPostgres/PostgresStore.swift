@@ -137,12 +137,20 @@ package final class PostgresStore: HeraldStore {
 
     /// A round trip to the database, for `/health`. The pool, when it cannot connect, only
     /// keeps its callers waiting (up to `leaseTimeout`); so when it has not answered within a
-    /// second, a connection of the check's own finds out why — refused, authentication failed, no
-    /// such database — and that is thrown as `database_unavailable` (the full error is logged).
+    /// second, or fails with no more than that it cannot connect, a connection of the check's own
+    /// finds out why — refused, authentication failed, no such database — and that is thrown as
+    /// `database_unavailable` (the full error is logged).
     package func check() async throws {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask {
-                try await self.read { db in _ = try await db.query("SELECT 1") }
+                do {
+                    try await self.read { db in _ = try await db.query("SELECT 1") }
+                } catch let error as HeraldError where error.code == "database_unavailable" {
+                    // The pool's own answer can be only that its circuit breaker tripped (on a
+                    // busy machine it trips before the second below is over): find out why.
+                    try await self.connectionFailure()
+                    throw error
+                }
                 return true
             }
             group.addTask {

@@ -515,5 +515,114 @@ def walk():
     print("dashboard walk passed")
 
 
+def channels():
+    """Live Activity broadcast channels on the dashboard, against the built-in emulator: a refusal
+    shown with its code, a channel made and listed, a broadcast to it from the send page that the
+    emulator's control API shows received once on that channel, and a delete that asks first."""
+    import json
+    import urllib.request
+    control = os.environ["HERALD_EMULATOR_CONTROL"].rstrip("/")
+    bundle = os.environ["HERALD_BUNDLE"]
+
+    def emulator(method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(control + path, data=data, headers={"content-type": "application/json"}, method=method)
+        with urllib.request.urlopen(request) as answer:
+            return json.loads(answer.read())
+
+    driver = browser()
+    wait = WebDriverWait(driver, HANG_GUARD)
+    try:
+        sign_in(driver)
+        driver.get(BASE + f"/dashboard/apps/{APP}")
+        submit(driver, driver.find_element(By.LINK_TEXT, "Channels"))
+        wait.until(EC.presence_of_element_located((By.XPATH, "//h1[starts-with(normalize-space(.), 'Channels')]")))
+        check(driver.find_element(By.ID, "no-channels").is_displayed(), "a new app lists channels")
+
+        # APNs refuses the first create (the Broadcast capability is off): the page says so, with the code.
+        emulator("POST", "/v1/faults", {"type": "status", "status": 400, "reason": "FeatureNotEnabled", "scope": "channels"})
+        Select(driver.find_element(By.ID, "ch-env")).select_by_value("sandbox")
+        Select(driver.find_element(By.ID, "ch-policy")).select_by_value("1")
+        submit(driver, driver.find_element(By.ID, "create-channel"))
+        error = driver.find_element(By.ID, "channel-error").text
+        check("Broadcast capability" in error and "broadcast_not_enabled" in error and "developer.apple.com" in error, f"the refusal: {error!r}")
+        check(Select(driver.find_element(By.ID, "ch-policy")).first_selected_option.get_attribute("value") == "1", "the form lost its policy")
+        shot(driver, "channels-01-refused")
+
+        # Made: listed with its environment, policy, date and state, and known to the emulator.
+        submit(driver, driver.find_element(By.ID, "create-channel"))
+        check("made" in driver.find_element(By.ID, "channel-notice").text, "no notice of the new channel")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#channels tbody tr")
+        check(len(rows) == 1, f"{len(rows)} channels listed")
+        row = rows[0]
+        channel = row.get_attribute("data-channel")
+        check(row.find_element(By.CSS_SELECTOR, "td.environment").text == "sandbox", "environment")
+        check("most recent" in row.find_element(By.CSS_SELECTOR, "td.policy").text, "storage policy")
+        check(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row.find_element(By.CSS_SELECTOR, "td.created").text) is not None, "created")
+        check(row.find_element(By.CSS_SELECTOR, "td.state").text == "active", "state: " + row.find_element(By.CSS_SELECTOR, "td.state").text)
+        known = [c["channelId"] for c in emulator("GET", "/v1/channels?bundleId=" + bundle)["channels"]]
+        check(known == [channel], f"the emulator's channels: {known}, not [{channel}]")
+        shot(driver, "channels-02-listed")
+
+        # A Live Activity on a phone, subscribed to the channel (as an activity started with it is).
+        device = emulator("POST", "/v1/devices", {"bundleId": bundle, "environment": "development", "kind": "liveactivity"})
+        emulator("POST", f"/v1/devices/{device['token']}/channels", {"channelId": channel})
+
+        # Broadcast from the send page: the row's link chooses the channel; the preview shows the
+        # one request to APNs before it is sent.
+        submit(driver, row.find_element(By.CSS_SELECTOR, "a[data-action=broadcast]"))
+        check(Select(driver.find_element(By.ID, "f-to")).first_selected_option.get_attribute("value") == "channel", "audience")
+        check(Select(driver.find_element(By.ID, "f-channel")).first_selected_option.get_attribute("value") == channel, "channel")
+        check("content state" in driver.find_element(By.ID, "preview-error").text, "an update without content state was not refused")
+        Select(driver.find_element(By.ID, "f-event")).select_by_value("update")
+        driver.find_element(By.ID, "f-contentState").send_keys('{"score": 3}')
+        driver.find_element(By.ID, "f-title").send_keys("Goal")
+        wait.until(EC.text_to_be_present_in_element((By.ID, "preview-headers"), "apns-channel-id: " + channel))
+        check("liveactivity" in driver.find_element(By.ID, "preview-headers").text, "the preview's push type")
+        check('"content-state"' in driver.find_element(By.ID, "preview-payload").text, "the preview's payload")
+        check("One broadcast" in driver.find_element(By.ID, "preview-reach").text, "the preview's reach")
+        shot(driver, "channels-03-compose")
+        submit(driver, driver.find_element(By.ID, "send-button"))
+        state = wait.until(EC.presence_of_element_located((By.ID, "notification-state"))).text
+        check(state == "sent", f"the broadcast's state: {state}")
+        audience = driver.find_element(By.ID, "notification-audience").text
+        check("channel " + channel in audience and "every activity subscribed" in audience, f"the broadcast's audience: {audience}")
+        shot(driver, "channels-04-sent")
+        inbox = emulator("GET", f"/v1/devices/{device['token']}/inbox")["notifications"]
+        check(len(inbox) == 1, f"{len(inbox)} notifications on the subscribed activity")
+        received = inbox[0]
+        check(received.get("channelId") == channel and received["pushType"] == "liveactivity", f"received: {received}")
+        check(received["payload"]["aps"]["content-state"] == {"score": 3} and received["payload"]["aps"]["event"] == "update", f"payload: {received}")
+        broadcasts = [r for r in emulator("GET", "/v1/requests?limit=1000")["requests"] if r["path"].startswith("/4/broadcasts/")]
+        check(len(broadcasts) == 1 and broadcasts[0]["status"] == 200, f"broadcast requests at the emulator: {broadcasts}")
+
+        # Delete: the first press asks, and only the confirmation deletes (at the emulator too).
+        driver.get(BASE + f"/dashboard/apps/{APP}/channels")
+        submit(driver, driver.find_element(By.CSS_SELECTOR, f"#channels tr[data-channel='{channel}'] button[data-action=delete]"))
+        check(channel in driver.find_element(By.ID, "confirm-delete").text, "no confirmation asked")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "#channels tbody tr")) == 1, "deleted without confirmation")
+        shot(driver, "channels-05-confirm")
+        submit(driver, driver.find_element(By.ID, "confirm-delete-button"))
+        check(driver.current_url.endswith(f"/dashboard/apps/{APP}/channels"), f"after the delete: {driver.current_url}")
+        check(driver.find_element(By.ID, "no-channels").is_displayed(), "the channel is still listed")
+        known = emulator("GET", "/v1/channels?bundleId=" + bundle)["channels"]
+        check(known == [], f"the emulator still has {known}")
+
+        # At phone size, nothing wider than the 390 px viewport.
+        driver.set_window_size(390, 844)
+        for path in (f"/dashboard/apps/{APP}/channels", f"/dashboard/apps/{APP}/send?to=channel"):
+            driver.get(BASE + path)
+            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(wide <= 1, f"{path} is {wide}px wider than the 390px viewport")
+        shot(driver, "channels-06-phone")
+    except Exception:
+        shot(driver, "channels-failure")
+        print("page at failure:", driver.current_url, file=sys.stderr)
+        raise
+    finally:
+        driver.quit()
+    print("dashboard channels passed")
+
+
 if __name__ == "__main__":
-    walk() if os.environ.get("HERALD_WALK") == "1" else main()
+    {"1": walk, "channels": channels}.get(os.environ.get("HERALD_WALK", ""), main)()

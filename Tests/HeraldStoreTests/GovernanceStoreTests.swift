@@ -39,11 +39,12 @@ import Testing
 
     /// Sends `id` to `audience` of `app` and records every claimed delivery as sent (or as told).
     func sendAndRecord(
-        _ store: any HeraldStore, app: String = "demo", id: String, _ audience: Audience, payload: String = "{}", now: Int64,
-        outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
+        _ store: any HeraldStore, app: String = "demo", id: String, _ audience: Audience, payload: String = "{}",
+        template: NotificationTemplate? = nil, now: Int64, outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
     ) async throws {
-        _ = try await store.createNotification(
-            appID: app, id: id, bundleID: "com.example.app", NotificationSpec(audience: audience, payload: Array(payload.utf8)), now: now)
+        var spec = NotificationSpec(audience: audience, payload: Array(payload.utf8))
+        spec.template = template
+        _ = try await store.createNotification(appID: app, id: id, bundleID: "com.example.app", spec, now: now)
         while true {
             let claimed = try await store.claimDeliveries(limit: 5000, now: now, leaseMilliseconds: 60_000)
             if claimed.isEmpty { return }
@@ -61,8 +62,15 @@ import Testing
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xA1), userID: "ann", tags: ["x"]), now: 1)
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xA2), userID: "ann"), now: 1)
             _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(0xB1), userID: "bob"), now: 1)
-            try await self.sendAndRecord(store, id: "all", .all, payload: #"{"aps":{"alert":"for everyone"}}"#, now: 10)
-            try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{"alert":"for ann only"}}"#, now: 20) { claimed in
+            // Both sent by template: its data ("Ann's code") is as personal as a payload.
+            let greeting = Template(
+                id: "greet", appID: "demo", name: "Greeting", defaultVariant: TemplateVariant(body: "Hello {{code}}"), createdAt: 1, updatedAt: 1)
+            func templated(_ code: String) -> NotificationTemplate {
+                NotificationTemplate(template: greeting, data: .object([("code", .string(code))]))
+            }
+            try await self.sendAndRecord(store, id: "all", .all, payload: #"{"aps":{}}"#, template: templated("for everyone"), now: 10)
+            let annOnly = templated("ann-4711")
+            try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{}}"#, template: annOnly, now: 20) { claimed in
                 claimed.token == ann[1] ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
             try await store.createWebhook(
@@ -92,6 +100,8 @@ import Testing
             #expect(mine.counts[.sent] == 1 && mine.counts[.failed] == 1)
             #expect(try await self.contract.payloadLength(store, notificationID: "mine") == 0, "only ann was to receive it")
             #expect(try await self.contract.payloadLength(store, notificationID: "all") ?? 0 > 0, "bob received it too")
+            #expect(try await self.contract.storedTemplate(store, notificationID: "mine") == nil, "its template and data go with the payload")
+            #expect(try await self.contract.storedTemplate(store, notificationID: "all")?.contains("for everyone") == true)
             let body = try await self.webhookBodies(store).joined()
             #expect(!body.contains(ann[0]) && body.contains(bob))
             #expect(try await self.rows(store, "invalidations") == 0)

@@ -412,6 +412,19 @@ extension StoreDriver {
         }
     }
 
+    /// The template and data a notification was sent with, as stored; nil when there are none.
+    func storedTemplate(_ store: any HeraldStore, notificationID: String) async throws -> String? {
+        if let store = store as? SQLiteStore {
+            return try await store.database.read { db in
+                try db.query("SELECT template FROM notifications WHERE id = ?", [.text(notificationID)]).first?.first?.string
+            }
+        }
+        let store = try #require(store as? PostgresStore)
+        return try await store.read { db in
+            try await db.query("SELECT template FROM notifications WHERE id = $1", [.text(notificationID)]).first?.string(0)
+        }
+    }
+
     /// Registers `devices` devices, sends notification "n" to all of them at 10, and claims it
     /// (one chunk, leased for 1 s).
     func broadcastClaimed(_ store: any HeraldStore, devices: Int) async throws -> [ClaimedDelivery] {

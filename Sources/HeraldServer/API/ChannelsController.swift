@@ -38,6 +38,12 @@ struct ChannelsController {
         guard let policy = APNSMessageStoragePolicy(rawValue: body.messageStoragePolicy ?? 0) else {
             throw HeraldError.invalid("messageStoragePolicy is 0 (no message stored) or 1 (the most recent)", code: "bad_message_storage_policy")
         }
+        let channel = try await self.create(app: app, environment: environment, policy: policy)
+        return Answer(.created, ChannelResponse(channel))
+    }
+
+    /// A new channel at APNs, kept here (the API's and the dashboard's create).
+    func create(app: App, environment: APNSEnvironment, policy: APNSMessageStoragePolicy) async throws -> StoredChannel {
         let existing = try await self.store.channels(appID: app.id, environment: environment).count
         guard existing < StoredChannel.maximumPerApp else { throw Self.limitReached }
         let client = try await self.clients.client(appID: app.id, environment: environment)
@@ -57,7 +63,7 @@ struct ChannelsController {
             try? await client.deleteChannel(created.channelID, bundleID: app.bundleID)
             throw error
         }
-        return Answer(.created, ChannelResponse(channel))
+        return channel
     }
 
     /// The app's channels, oldest first; `?environment=` for one environment's only.
@@ -81,6 +87,12 @@ struct ChannelsController {
     @Sendable func delete(_ request: Request, context: APIRequestContext) async throws -> Response {
         let app = try context.requireApp()
         let channel = try await self.existing(context)
+        try await self.delete(channel, app: app)
+        return Response(status: .noContent)
+    }
+
+    /// Deletes at APNs, then here (the API's and the dashboard's delete).
+    func delete(_ channel: StoredChannel, app: App) async throws {
         let client = try await self.clients.client(appID: app.id, environment: channel.environment)
         do {
             guard let id = APNSChannelID(rawValue: channel.channelID) else { throw Self.notFound }
@@ -91,7 +103,17 @@ struct ChannelsController {
             throw Self.heraldError(error)
         }
         _ = try await self.store.deleteChannel(appID: app.id, environment: channel.environment, channelID: channel.channelID)
-        return Response(status: .noContent)
+    }
+
+    /// The ids APNs holds for the app in `environment` (Apple's own list, as `herald channels list`
+    /// shows it); what it refuses, with its code.
+    func atAPNs(app: App, environment: APNSEnvironment, timeout: Duration) async throws -> Set<String> {
+        let client = try await self.clients.client(appID: app.id, environment: environment)
+        do {
+            return Set(try await client.channels(bundleID: app.bundleID, timeout: timeout).map(\.rawValue))
+        } catch {
+            throw Self.heraldError(error)
+        }
     }
 
     /// The channel named by the path, in either environment (ids are Apple's random ones).

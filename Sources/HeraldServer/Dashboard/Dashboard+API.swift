@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSClient
 import APNSModels
 import Foundation
 import HTTPTypes
@@ -79,6 +80,55 @@ struct DashboardBackend: Sendable {
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id
+    }
+
+    // MARK: channels (as `/v1/apps/{app}/channels` and `audience: {"channel"}` do it)
+
+    private var channels: ChannelsController {
+        ChannelsController(store: self.api.store, clients: self.api.clients, clock: self.api.clock)
+    }
+
+    /// The app's channels, sandbox's then production's, each oldest first (as `GET …/channels`).
+    func channels(_ app: App) async throws -> [StoredChannel] {
+        var channels: [StoredChannel] = []
+        for environment in APNSEnvironment.allCases { channels += try await self.store.channels(appID: app.id, environment: environment) }
+        return channels
+    }
+
+    /// The app's channel with this id (base64, or base64url); 404 `channel_not_found`.
+    func channel(_ app: App, id: String) async throws -> StoredChannel {
+        try await ChannelsController.stored(self.store, appID: app.id, channelID: try ChannelsController.channelID(id).rawValue)
+    }
+
+    /// A new channel at APNs (or the emulator), kept here: `environment` is `sandbox` or
+    /// `production`, `policy` `0` or `1`; Apple's refusals come as the API's codes.
+    func createChannel(_ app: App, environment: String, policy: String) async throws -> StoredChannel {
+        let environment = try ChannelsController.environment(environment)
+        guard let policy = Int(policy).flatMap(APNSMessageStoragePolicy.init(rawValue:)) else {
+            throw HeraldError.invalid("messageStoragePolicy is 0 (no message stored) or 1 (the most recent)", code: "bad_message_storage_policy")
+        }
+        return try await self.channels.create(app: app, environment: environment, policy: policy)
+    }
+
+    /// Deletes the app's channel at APNs, then here.
+    func deleteChannel(_ app: App, id: String) async throws {
+        try await self.channels.delete(try await self.channel(app, id: id), app: app)
+    }
+
+    /// The channel ids APNs holds for the app in `environment`.
+    func channelsAtAPNs(_ app: App, environment: APNSEnvironment) async throws -> Set<String> {
+        try await self.channels.atAPNs(app: app, environment: environment, timeout: .seconds(5))
+    }
+
+    /// Sends a notification whose audience is a channel as the API does: one broadcast, sent now,
+    /// then recorded; its id.
+    func broadcast(_ spec: NotificationSpec, app: App) async throws -> String {
+        guard case .channel(let channelID) = spec.audience else { throw ChannelsController.notFound }
+        try NotificationRequest.reserveReceipt(spec, app: app)
+        var spec = spec
+        spec.adoptPolicies(app.security)
+        let controller = NotificationsController(store: self.api.store, engine: self.api.engine, clients: self.api.clients, clock: self.api.clock)
+        return try await controller.broadcast(spec, channelID: channelID, app: app).body.id
     }
 
     /// A device token as the API parses one (a 400 for what is not one).

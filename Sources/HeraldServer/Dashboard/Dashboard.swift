@@ -40,6 +40,7 @@ struct Dashboard: Sendable {
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardTemplatesController(dashboard: self).register(on: group)
+        DashboardChannelsController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
         DashboardNotificationsController(dashboard: self).register(on: group)
         DashboardEmulatorController(dashboard: self).register(on: group)

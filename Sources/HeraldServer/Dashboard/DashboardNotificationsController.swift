@@ -43,6 +43,8 @@ struct DashboardNotificationsController: Sendable {
         var headerLines: String
         var payload: String
         var encrypted: Bool
+        /// One broadcast on a channel: APNs knows its subscribers, Herald does not.
+        var broadcast: Bool
         /// Sent → received → opened (receipts), each with its share of sent.
         var funnel: [Step] = []
         struct Step: Sendable {
@@ -123,6 +125,8 @@ struct DashboardNotificationsController: Sendable {
             if tags.count > 1 { text += value["matchAll"]?.boolValue == true ? " (all of them)" : " (any of them)" }
         } else if let activity = value["activity"]?.stringValue {
             text = "Live Activity \(activity)"
+        } else if let channel = value["channel"]?.stringValue {
+            text = "channel \(channel) (one broadcast)"
         } else {
             text = "—"
         }
@@ -253,7 +257,8 @@ struct DashboardNotificationsController: Sendable {
             audienceText: Self.audienceText(summary.content?.targetingJSON), shown: Self.shown(summary.content),
             headerLines: Self.headerLines(summary.content, bundleID: app.bundleID),
             payload: summary.content?.payload.flatMap { try? JSONValue.parse($0) }.map { DashboardFormat.pretty($0) } ?? "",
-            encrypted: summary.content?.encrypted ?? false
+            encrypted: summary.content?.encrypted ?? false,
+            broadcast: summary.content?.targetingJSON.flatMap { try? JSONValue.parse($0) }?["channel"] != nil
         )
         var withFunnel = model
         let receipts = try await self.dashboard.store.receiptCounts(appID: app.id, notificationID: summary.id)

@@ -21,6 +21,9 @@ struct DashboardSendController: Sendable {
             var custom: String
             var ignoreQuietHours: Bool
             var throttlePerMinute: String
+            var contentState: String
+            var staleDate: String
+            var dismissalDate: String
         }
         /// A variable of the chosen template: its input.
         struct Variable: Sendable {
@@ -57,6 +60,10 @@ struct DashboardSendController: Sendable {
         var hasTemplates: Bool
         var variables: [Variable]
         var locales: [Locale]
+        /// The app's broadcast channels, for the channel audience.
+        var channels: [DashboardOption]
+        var hasChannels: Bool
+        var events: [DashboardOption]
     }
 
     /// The form field of a template variable's value.
@@ -67,7 +74,9 @@ struct DashboardSendController: Sendable {
             try await self.dashboard.page(request) { _ in
                 let query = request.uri.queryParameters
                 var form: [String: String] = [:]
-                for key in ["to", "target", "title", "body", "template"] { if let value = query[Substring(key)] { form[key] = String(value) } }
+                for key in ["to", "target", "title", "body", "template", "channel"] {
+                    if let value = query[Substring(key)] { form[key] = String(value) }
+                }
                 return try await self.sendPage(app: try await self.dashboard.app(context.parameters.get("app")), form: form, outcome: nil)
             }
         }
@@ -77,12 +86,18 @@ struct DashboardSendController: Sendable {
             let app = try await self.dashboard.app(context.parameters.get("app"))
             let now = self.dashboard.backend.nowMilliseconds
             do {
-                let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form), app: app, now: now)
+                let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form, now: now), app: app, now: now)
                 if form["action"] == "preview" {
                     let view = try await self.sendPage(app: app, form: form, outcome: nil)
                     return self.dashboard.views.response(view, session: session)
                 }
-                let id = try await self.dashboard.backend.send(spec, app: app, now: now)
+                // A channel: one broadcast, sent now and recorded, as the API sends it.
+                let id: String
+                if case .channel = spec.audience {
+                    id = try await self.dashboard.backend.broadcast(spec, app: app)
+                } else {
+                    id = try await self.dashboard.backend.send(spec, app: app, now: now)
+                }
                 return DashboardViews.redirect("/dashboard/apps/\(DashboardFormat.path(app.id))/notifications/\(DashboardFormat.path(id))")
             } catch let error as HeraldError {
                 let view = try await self.sendPage(app: app, form: form, outcome: error.message)
@@ -97,12 +112,13 @@ struct DashboardSendController: Sendable {
         }
     }
 
-    /// The API's notification body from the form's fields.
-    static func notificationBody(_ form: [String: String]) throws -> JSONValue {
+    /// The API's notification body from the form's fields; `now` (ms) is a broadcast's timestamp.
+    static func notificationBody(_ form: [String: String], now: Int64) throws -> JSONValue {
         func field(_ name: String) -> String? {
             guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
             return value
         }
+        if form["to"] == "channel" { return try Self.broadcastBody(form, now: now) }
         guard let target = field("target") else {
             throw HeraldError.invalid("name a device token, user id or tag to send to", code: "missing_audience")
         }
@@ -150,10 +166,61 @@ struct DashboardSendController: Sendable {
         return .object(members)
     }
 
+    /// A Live Activity broadcast's body, `audience: {"channel"}`: the chosen channel, the event
+    /// (update or end), the content state (a JSON object), the stale and dismissal dates (UTC, as
+    /// a `datetime-local` input gives them), the optional alert, and the priority; the timestamp
+    /// is `now`. What the API would refuse is left to it (the same codes).
+    static func broadcastBody(_ form: [String: String], now: Int64) throws -> JSONValue {
+        func field(_ name: String) -> String? {
+            guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
+            return value
+        }
+        guard let channel = field("channel") else {
+            throw HeraldError.invalid("choose one of the app's channels to broadcast on (make one on the channels page)", code: "missing_audience")
+        }
+        let event = field("event") ?? "update"
+        guard event == "update" || event == "end" else {
+            throw HeraldError.invalid("a channel carries update and end events (an activity is not started by broadcast)", code: "bad_event")
+        }
+        var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string(event))]
+        if let text = field("contentState") {
+            guard let value = try? JSONValue.parse(Array(text.utf8)), value.objectMembers != nil else {
+                throw HeraldError.invalid("the content state must be a JSON object, the activity's ContentState", code: "bad_content_state")
+            }
+            aps.append(("content-state", value))
+        } else if event == "update" {
+            throw HeraldError.invalid("an update needs its content state (a JSON object, the activity's ContentState)", code: "bad_content_state")
+        }
+        for (name, key) in [("staleDate", "stale-date"), ("dismissalDate", "dismissal-date")] {
+            guard let text = field(name) else { continue }
+            guard let seconds = Self.utcSeconds(text) else {
+                throw HeraldError.invalid("\(key) must be a date and time (UTC), like 2026-11-24T21:30", code: "bad_" + name)
+            }
+            aps.append((key, .int(seconds)))
+        }
+        var members: [(String, JSONValue)] = [("audience", .object([("channel", .string(channel))])), ("aps", .object(aps))]
+        for name in ["title", "subtitle", "body", "sound", "pushType", "collapseId"] {
+            if let value = field(name) { members.append((name, .string(value))) }
+        }
+        if let priority = field("priority") {
+            guard let number = Int64(priority) else { throw HeraldError.invalid("priority must be 1, 5 or 10", code: "bad_priority") }
+            members.append(("priority", .int(number)))
+        }
+        return .object(members)
+    }
+
+    /// UNIX seconds of a `datetime-local` value read as UTC (`2026-11-24T21:30`, seconds optional).
+    static func utcSeconds(_ text: String) -> Int64? {
+        let full = text.count == 16 ? text + ":00" : text
+        guard let date = try? Date(full + "Z", strategy: .iso8601) else { return nil }
+        return Int64(date.timeIntervalSince1970)
+    }
+
     /// What would be sent: the payload and the APNs headers, or the error the form would get.
     func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
-            let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form), app: app, now: now)
+            let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form, now: now), app: app, now: now)
+            if case .channel = spec.audience { return try await self.broadcastPreview(spec, form: form, app: app) }
             let pushType = spec.pushType ?? .alert
             var headers: [(String, JSONValue)] = [
                 ("apns-push-type", .string(pushType.rawValue)), ("apns-topic", .string(pushType.topic(forBundleID: app.bundleID))),
@@ -190,6 +257,29 @@ struct DashboardSendController: Sendable {
         }
     }
 
+    /// A broadcast's preview: the payload and the headers of the one request to APNs, on the
+    /// channel's environment; who gets it is APNs's to know (every subscribed activity).
+    func broadcastPreview(_ spec: NotificationSpec, form: [String: String], app: App) async throws -> JSONValue {
+        let channel = try await self.dashboard.backend.channel(app, id: form["channel"] ?? "")
+        let headers: [(String, JSONValue)] = [
+            ("apns-push-type", "liveactivity"), ("apns-topic", .string(PushType.liveactivity.topic(forBundleID: app.bundleID))),
+            ("apns-channel-id", .string(channel.channelID)), ("apns-priority", .string("\((spec.priority ?? .throttled).rawValue)")),
+            ("apns-expiration", .string("\(spec.expiration ?? 0)")),
+        ]
+        let payload = (try? JSONValue.parse(spec.payload)) ?? .null
+        let alert = payload["aps"]?["alert"]
+        let reach =
+            "One broadcast on channel \(channel.channelID) (\(DashboardFormat.environmentName(channel.environment))): "
+            + "APNs delivers it to every Live Activity subscribed."
+        return .object([
+            ("reach", .string(reach)), ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))),
+            ("bytes", .int(Int64(spec.payload.count))),
+            ("locales", .array([])), ("headers", .object(headers)),
+            ("title", alert?["title"] ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
+            ("derivedPushType", false),
+        ])
+    }
+
     /// "Would reach 3 devices (2 alert, 1 voip)", or why nobody.
     static func reach(_ dryRun: DryRunResponse) -> String {
         guard dryRun.audienceSize > 0 else {
@@ -209,6 +299,11 @@ struct DashboardSendController: Sendable {
         // preview, so the form needs no JavaScript).
         let templates = try await self.dashboard.store.templates(appID: app.id)
         let chosen = templates.first { $0.id == form["template"] }
+        // The app's channels; the one a link names (base64url) or the form chose.
+        let channels = try await self.dashboard.backend.channels(app)
+        let chosenChannel = form["channel"].flatMap { id in
+            channels.first { DashboardChannelsController.pathID($0.channelID) == DashboardChannelsController.pathID(id) }
+        }?.channelID
         let variables = (chosen.flatMap { try? CompiledTemplate($0) }?.dataVariables ?? []).enumerated().map { index, name in
             Model.Variable(name: name, field: Self.variableField(name), inputID: "f-var-\(index)", value: form[Self.variableField(name)] ?? "")
         }
@@ -222,9 +317,11 @@ struct DashboardSendController: Sendable {
             form: Model.Field(
                 target: form["target"] ?? "", title: form["title"] ?? "", subtitle: form["subtitle"] ?? "", body: form["body"] ?? "",
                 badge: form["badge"] ?? "", sound: form["sound"] ?? "", collapseId: form["collapseId"] ?? "", custom: form["custom"] ?? "",
-                ignoreQuietHours: form["ignoreQuietHours"] != nil, throttlePerMinute: form["throttlePerMinute"] ?? ""
+                ignoreQuietHours: form["ignoreQuietHours"] != nil, throttlePerMinute: form["throttlePerMinute"] ?? "",
+                contentState: form["contentState"] ?? "", staleDate: form["staleDate"] ?? "", dismissalDate: form["dismissalDate"] ?? ""
             ),
-            audiences: options("to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag")]),
+            audiences: options(
+                "to", [("token", "a device token"), ("user", "a user id"), ("tag", "a tag"), ("channel", "a broadcast channel (Live Activity)")]),
             pushTypes: options(
                 "pushType",
                 [
@@ -241,7 +338,15 @@ struct DashboardSendController: Sendable {
             reach: ok ? preview["reach"]?.stringValue ?? "" : "",
             templates: [DashboardOption(value: "", label: "none: write the alert below", selected: chosen == nil)]
                 + templates.map { DashboardOption(value: $0.id, label: $0.name, selected: $0.id == chosen?.id) },
-            hasTemplates: !templates.isEmpty, variables: variables, locales: locales
+            hasTemplates: !templates.isEmpty, variables: variables, locales: locales,
+            channels: channels.map {
+                let policy = $0.messageStoragePolicy == 1 ? "most recent kept" : "none kept"
+                return DashboardOption(
+                    value: $0.channelID, label: "\($0.channelID) (\(DashboardFormat.environmentName($0.environment)), \(policy))",
+                    selected: chosenChannel == $0.channelID)
+            },
+            hasChannels: !channels.isEmpty,
+            events: options("event", [("update", "update"), ("end", "end")])
         )
         return DashboardView(template: .send, title: "Send — \(app.id)", model: model, section: .apps)
     }
