@@ -102,4 +102,40 @@ extension DashboardTests {
             #expect(try await browser.get("/dashboard/apps/demo/live-activities/nope").status == 404)
         }
     }
+
+    @Test(
+        "a Live Activity started from the dashboard with one of the app's channels (chosen from a list): updated by one broadcast on it, listed with the channel"
+    )
+    func liveActivityOnChannel() async throws {
+        try await self.server.withServer { context in
+            let (_, send) = try await self.server.setUp(context)
+            let directory = try TemporaryDirectory(prefix: "herald-dashboard")
+            defer { directory.remove() }
+            let browser = Browser(base: context.api.base, jar: directory.path + "/jar")
+            #expect(try await browser.post("/dashboard/login", [("key", context.admin)]).status == 303)
+            let made = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#)
+            let channel = try #require(made.body["id"] as? String)
+            let starter = try await self.server.pushToStartDevice(context, key: send, user: "ann")
+            let page = try await browser.get("/dashboard/apps/demo/live-activities")
+            #expect(page.body.contains(#"<option value="\#(channel)">channel \#(channel) (sandbox)</option>"#), "\(page.body)")
+            let csrf = try #require(Browser.csrf(page.body))
+            let started = try await browser.post(
+                "/dashboard/apps/demo/live-activities",
+                [
+                    ("csrf", csrf), ("to", "user"), ("target", "ann"), ("attributesType", "GameAttributes"), ("attributes", "{}"),
+                    ("contentState", #"{"score":0}"#), ("title", "Kick-off"), ("input", channel),
+                ])
+            #expect(started.status == 303, "\(started.body)")
+            let activity = try self.location(started.headers)
+            let start = self.server.aps(try await self.server.received(context, starter, count: 1).first)
+            #expect(start["input-push-channel"] as? String == channel && start["input-push-token"] == nil, "\(start)")
+            let updated = try await browser.post(activity + "/update", [("csrf", csrf), ("contentState", #"{"score":1}"#)])
+            #expect(updated.status == 200 && updated.body.contains("as one broadcast on its channel"), "\(updated.body)")
+            #expect(try await self.server.broadcastPaths(context) == ["/4/broadcasts/apps/com.example.app"], "one broadcast request")
+            let inbox = try await self.server.received(context, starter, count: 2)
+            #expect(inbox.last?["channelId"] as? String == channel && self.server.aps(inbox.last)["event"] as? String == "update")
+            let listed = try await browser.get("/dashboard/apps/demo/live-activities")
+            #expect(listed.body.contains(#"<td class="input">channel <code class="wrap">\#(channel)</code></td>"#), "\(listed.body)")
+        }
+    }
 }
