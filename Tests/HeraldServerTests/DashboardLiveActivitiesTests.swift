@@ -53,9 +53,10 @@ extension DashboardTests {
             #expect((received["attributes"] as? [String: Any])?["heraldActivityId"] as? String == id && received["input-push-token"] as? Int == 1)
             #expect((received["alert"] as? [String: Any])?["body"] as? String == "A vs B")
             let listed = try await browser.get("/dashboard/apps/demo/live-activities?state=active")
-            let rows = listed.body.matches(of: /<tr data-activity="([^"]+)">.*?<td class="state">(?:<[^>]+>)?([^<]+)<.*?<td class="input">([^<]+)</).map {
-                "\($0.1) \($0.2) \($0.3)"
-            }
+            let rows = listed.body.matches(of: /<tr data-activity="([^"]+)">.*?<td class="state">(?:<[^>]+>)?([^<]+)<.*?<td class="input">([^<]+)</)
+                .map {
+                    "\($0.1) \($0.2) \($0.3)"
+                }
             #expect(rows == ["\(id) active update tokens (0)"], "\(listed.body)")
 
             // The app registers the update token the started activity minted, with Herald's id.
@@ -69,7 +70,8 @@ extension DashboardTests {
             #expect(shown.body.contains("{&quot;score&quot;:0}</textarea>"), "the update form starts from the newest content state")
 
             let updated = try await browser.post(
-                page + "/update", [("csrf", csrf), ("contentState", #"{"score":2}"#), ("priority", "10"), ("title", "Goal"), ("relevanceScore", "40")])
+                page + "/update",
+                [("csrf", csrf), ("contentState", #"{"score":2}"#), ("priority", "10"), ("title", "Goal"), ("relevanceScore", "40")])
             #expect(updated.status == 200 && updated.body.contains(#"id="activity-notice""#), "\(updated.body)")
             #expect(updated.body.contains(#"<dd id="activity-updates">1</dd>"#))
             let updateInbox = try await self.server.received(context, update, count: 1)

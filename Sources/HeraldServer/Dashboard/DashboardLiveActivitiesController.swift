@@ -147,7 +147,8 @@ struct DashboardLiveActivitiesController: Sendable {
             let id = context.parameters.get("id") ?? ""
             do {
                 let updated = try await self.dashboard.backend.updateLiveActivity(app, id: id, body: try Self.updateBody(form))
-                let sent = updated.channel == nil ? "to \(updated.tokens) update token\(updated.tokens == 1 ? "" : "s")" : "as one broadcast on its channel"
+                let sent =
+                    updated.channel == nil ? "to \(updated.tokens) update token\(updated.tokens == 1 ? "" : "s")" : "as one broadcast on its channel"
                 let view = try await self.activityPage(app: app, id: id, notice: "Update \(updated.updates) sent \(sent).")
                 return self.dashboard.views.response(view, session: session)
             } catch let error as HeraldError where !DashboardBackend.isNotFound(error) {
@@ -165,18 +166,22 @@ struct DashboardLiveActivitiesController: Sendable {
                 var dismissal: Int64?
                 if !typed.isEmpty {
                     guard let seconds = DashboardSendController.utcSeconds(typed) else {
-                        throw HeraldError.invalid("the dismissal date must be a date and time (UTC), like 2026-11-24T21:30", code: "bad_dismissalDate")
+                        throw HeraldError.invalid(
+                            "the dismissal date must be a date and time (UTC), like 2026-11-24T21:30", code: "bad_dismissalDate")
                     }
                     dismissal = seconds
                 }
                 guard form["confirm"] == "yes" else {
                     // First press: the page again, asking.
-                    let when = dismissal.map { "removed from the Lock Screen at \(DashboardFormat.time($0 * 1000)) UTC" } ?? "left on the Lock Screen until the system removes it (up to 4 hours)"
+                    let when =
+                        dismissal.map { "removed from the Lock Screen at \(DashboardFormat.time($0 * 1000)) UTC" }
+                        ?? "left on the Lock Screen until the system removes it (up to 4 hours)"
                     let view = try await self.activityPage(app: app, id: id, confirm: ConfirmEnd(dismissalDate: typed, when: when))
                     return self.dashboard.views.response(view, session: session)
                 }
                 let ended = try await self.dashboard.backend.endLiveActivity(app, id: id, dismissalDate: dismissal)
-                let view = try await self.activityPage(app: app, id: id, notice: "Ended: the end event was sent (\(ended.updates) update\(ended.updates == 1 ? "" : "s") before it).")
+                let view = try await self.activityPage(
+                    app: app, id: id, notice: "Ended: the end event was sent (\(ended.updates) update\(ended.updates == 1 ? "" : "s") before it).")
                 return self.dashboard.views.response(view, session: session)
             } catch let error as HeraldError where !DashboardBackend.isNotFound(error) {
                 let view = try await self.activityPage(app: app, id: id, form: form, error: error)
