@@ -38,6 +38,11 @@ struct LiveActivitiesController {
     @Sendable func start(_ request: Request, context: APIRequestContext) async throws -> Answer<LiveActivityResponse> {
         let app = try context.requireApp()
         let body = try await request.decode(as: StartLiveActivityRequest.self, context: context)
+        return Answer(.created, try await self.start(body, app: app))
+    }
+
+    /// Starts the activity `body` describes (the API's and the dashboard's start).
+    func start(_ body: StartLiveActivityRequest, app: App) async throws -> LiveActivityResponse {
         let now = self.clock.nowMilliseconds
         let audience = try NotificationRequest.audience(body.audience)
         switch audience {
@@ -121,7 +126,7 @@ struct LiveActivitiesController {
             throw error
         }
         self.engine.ring()
-        return Answer(.created, try await self.response(activity, app: app))
+        return try await self.response(activity, app: app)
     }
 
     /// An `update` event: to the activity's update tokens (of its users, for an activity
@@ -129,6 +134,11 @@ struct LiveActivitiesController {
     @Sendable func update(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
         let app = try context.requireApp()
         let body = try await request.decode(as: UpdateLiveActivityRequest.self, context: context)
+        return try await self.update(id: context.parameters.get("id") ?? "", body, app: app)
+    }
+
+    /// Sends an update to the activity `id` (the API's and the dashboard's update).
+    func update(id: String, _ body: UpdateLiveActivityRequest, app: App) async throws -> LiveActivityResponse {
         let now = self.clock.nowMilliseconds
         let contentState = try Self.contentState(body.contentState)
         var priority = Priority.throttled
@@ -141,7 +151,7 @@ struct LiveActivitiesController {
         var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("update")), ("content-state", contentState)]
         aps += try Self.extras(staleDate: body.staleDate, relevanceScore: body.relevanceScore, now: now)
         if let alert = try Self.alert(body.alert) { aps.append(("alert", alert)) }
-        let activity = try await self.current(context, app: app, now: now)
+        let activity = try await self.current(id: id, app: app, now: now)
         guard activity.isActive else { throw Self.ended(activity) }
         let notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
         _ = try await self.store.recordLiveActivityUpdate(
@@ -153,16 +163,22 @@ struct LiveActivitiesController {
     /// system removes it; in the past, at once), then the activity is ended. 409 once ended.
     @Sendable func end(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
         let app = try context.requireApp()
+        let dismissalDate = request.uri.queryParameters["dismissalDate"].map { String($0) }
+        return try await self.end(id: context.parameters.get("id") ?? "", dismissalDate: dismissalDate, app: app)
+    }
+
+    /// Ends the activity `id`, `dismissalDate` UNIX seconds as text (the API's and the dashboard's end).
+    func end(id: String, dismissalDate: String?, app: App) async throws -> LiveActivityResponse {
         let now = self.clock.nowMilliseconds
         var dismissal: Int64?
-        if let text = request.uri.queryParameters["dismissalDate"] {
+        if let text = dismissalDate {
             guard let value = Int64(String(text)), value >= 0, value <= now / 1000 + Self.horizonSeconds else {
                 throw HeraldError.invalid(
                     "dismissalDate is UNIX seconds, at most 30 days ahead (in the past: removed at once)", code: "bad_dismissalDate")
             }
             dismissal = value
         }
-        let activity = try await self.current(context, app: app, now: now)
+        let activity = try await self.current(id: id, app: app, now: now)
         guard activity.isActive else { throw Self.ended(activity) }
         let state = (try? JSONValue.parse(activity.contentState)) ?? .object([])
         var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state)]
@@ -181,6 +197,11 @@ struct LiveActivitiesController {
             guard state == "active" || state == "all" else { throw HeraldError.invalid("state is active or all", code: "bad_state") }
             activeOnly = state == "active"
         }
+        return LiveActivityList(liveActivities: try await self.list(app: app, activeOnly: activeOnly, limit: limit))
+    }
+
+    /// The app's activities, newest first, each brought up to date (the API's and the dashboard's list).
+    func list(app: App, activeOnly: Bool, limit: Int) async throws -> [LiveActivityResponse] {
         let now = self.clock.nowMilliseconds
         var answers: [LiveActivityResponse] = []
         for activity in try await self.store.liveActivities(appID: app.id, activeOnly: activeOnly, limit: limit) {
@@ -188,12 +209,17 @@ struct LiveActivitiesController {
             if activeOnly, !current.isActive { continue }
             answers.append(try await self.response(current, app: app))
         }
-        return LiveActivityList(liveActivities: answers)
+        return answers
     }
 
     @Sendable func get(_ request: Request, context: APIRequestContext) async throws -> LiveActivityResponse {
         let app = try context.requireApp()
-        return try await self.response(try await self.current(context, app: app, now: self.clock.nowMilliseconds), app: app)
+        return try await self.read(id: context.parameters.get("id") ?? "", app: app)
+    }
+
+    /// The activity `id`, brought up to date; 404 `activity_not_found` (the API's and the dashboard's read).
+    func read(id: String, app: App) async throws -> LiveActivityResponse {
+        try await self.response(try await self.current(id: id, app: app, now: self.clock.nowMilliseconds), app: app)
     }
 
     // MARK: sending
@@ -232,7 +258,11 @@ struct LiveActivitiesController {
 
     /// The activity named by the path, brought up to date (``refreshed(_:app:now:)``); 404 `activity_not_found`.
     private func current(_ context: APIRequestContext, app: App, now: Int64) async throws -> StoredLiveActivity {
-        try await self.refreshed(try await self.stored(app: app, id: context.parameters.get("id") ?? ""), app: app, now: now)
+        try await self.current(id: context.parameters.get("id") ?? "", app: app, now: now)
+    }
+
+    private func current(id: String, app: App, now: Int64) async throws -> StoredLiveActivity {
+        try await self.refreshed(try await self.stored(app: app, id: id), app: app, now: now)
     }
 
     private func stored(app: App, id: String) async throws -> StoredLiveActivity {

@@ -131,6 +131,39 @@ struct DashboardBackend: Sendable {
         return try await controller.broadcast(spec, channelID: channelID, app: app).body.id
     }
 
+    // MARK: Live Activities (as `/v1/apps/{app}/live-activities` does them)
+
+    private var liveActivities: LiveActivitiesController {
+        LiveActivitiesController(store: self.api.store, engine: self.api.engine, clients: self.api.clients, clock: self.api.clock)
+    }
+
+    /// The app's activities, newest first, each brought up to date as `GET …/live-activities` does.
+    func liveActivities(_ app: App, activeOnly: Bool) async throws -> [LiveActivityResponse] {
+        try await self.liveActivities.list(app: app, activeOnly: activeOnly, limit: 500)
+    }
+
+    /// The app's activity `id` as `GET …/live-activities/{id}` answers it, and its newest content
+    /// state (JSON text); 404 `activity_not_found`.
+    func liveActivity(_ app: App, id: String) async throws -> (activity: LiveActivityResponse, contentState: String) {
+        let activity = try await self.liveActivities.read(id: id, app: app)
+        return (activity, try await self.store.liveActivity(appID: app.id, id: activity.id)?.contentState ?? "{}")
+    }
+
+    /// Starts an activity from a `POST …/live-activities` body, checked as the API checks it.
+    func startLiveActivity(_ app: App, body: JSONValue) async throws -> LiveActivityResponse {
+        try await self.liveActivities.start(try APIRequestDecoder.decode(StartLiveActivityRequest.self, json: body), app: app)
+    }
+
+    /// Sends an update from a `PATCH …/live-activities/{id}` body.
+    func updateLiveActivity(_ app: App, id: String, body: JSONValue) async throws -> LiveActivityResponse {
+        try await self.liveActivities.update(id: id, try APIRequestDecoder.decode(UpdateLiveActivityRequest.self, json: body), app: app)
+    }
+
+    /// Ends the activity as `DELETE …/live-activities/{id}?dismissalDate=` does (UNIX seconds).
+    func endLiveActivity(_ app: App, id: String, dismissalDate: Int64?) async throws -> LiveActivityResponse {
+        try await self.liveActivities.end(id: id, dismissalDate: dismissalDate.map(String.init), app: app)
+    }
+
     /// A device token as the API parses one (a 400 for what is not one).
     func token(_ text: String) throws -> DeviceToken {
         try Validate.token(text)

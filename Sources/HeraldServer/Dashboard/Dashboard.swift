@@ -41,6 +41,7 @@ struct Dashboard: Sendable {
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardTemplatesController(dashboard: self).register(on: group)
         DashboardChannelsController(dashboard: self).register(on: group)
+        DashboardLiveActivitiesController(dashboard: self).register(on: group)
         DashboardSendController(dashboard: self).register(on: group)
         DashboardNotificationsController(dashboard: self).register(on: group)
         DashboardEmulatorController(dashboard: self).register(on: group)

@@ -54,7 +54,7 @@ struct DashboardOption: Sendable {
 /// The page templates (`Templates/<name>.mustache`); the partials they use are listed in `partials`.
 enum DashboardTemplate: String, CaseIterable, Sendable {
     case login, overview, apps, app, keys, devices, device, notification, send, emulator, phone, notFound = "not-found", emulatorOff = "emulator-off"
-    case error, notifications, templates, channels
+    case error, notifications, templates, channels, liveActivities = "live-activities", liveActivity = "live-activity"
 
     static let partials = ["layout", "csrf", "chart", "credential", "option", "explained"]
 }
