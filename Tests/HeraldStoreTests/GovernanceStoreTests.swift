@@ -40,7 +40,8 @@ import Testing
     /// Sends `id` to `audience` of `app` and records every claimed delivery as sent (or as told).
     func sendAndRecord(
         _ store: any HeraldStore, app: String = "demo", id: String, _ audience: Audience, payload: String = "{}",
-        template: NotificationTemplate? = nil, cap: FrequencyCap? = nil, now: Int64, outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
+        template: NotificationTemplate? = nil, cap: FrequencyCap? = nil, now: Int64,
+        outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
     ) async throws {
         var spec = NotificationSpec(audience: audience, payload: Array(payload.utf8))
         spec.template = template
