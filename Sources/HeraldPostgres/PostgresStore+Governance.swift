@@ -26,7 +26,8 @@ extension PostgresStore {
         }
     }
 
-    /// Children first, as in SQLite's; each counts what it deleted.
+    /// Children first, as in SQLite's; each counts what it deleted. frequency_counts has no
+    /// foreign key (migration 16): its rows are deleted here, after the deliveries that write them.
     static let appDeletionSteps = [
         "DELETE FROM deliveries WHERE id IN (SELECT x.id FROM notifications n JOIN deliveries x ON x.notification_id = n.id WHERE n.app_id = $1 LIMIT $2)",
         """
@@ -34,6 +35,10 @@ extension PostgresStore {
             SELECT c.id FROM notifications n JOIN delivery_chunks c ON c.notification_id = n.id WHERE n.app_id = $1 LIMIT $2)
         """,
         "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE app_id = $1 LIMIT $2)",
+        """
+        DELETE FROM frequency_counts WHERE (app_id, subject, category) IN (
+            SELECT app_id, subject, category FROM frequency_counts WHERE app_id = $1 LIMIT $2)
+        """,
         """
         DELETE FROM device_tags WHERE (device_id, tag) IN (
             SELECT t.device_id, t.tag FROM devices d JOIN device_tags t ON t.device_id = d.id WHERE d.app_id = $1 LIMIT $2)
@@ -61,6 +66,10 @@ extension PostgresStore {
             }
             if deleted == 0 {
                 deleted = try await db.query("DELETE FROM apps WHERE id = $1 RETURNING 1", [.text(appID)]).count
+                // A claim that locked the app before (to write its people's frequency-cap rows,
+                // which have no foreign key) has committed now: what it wrote goes too (a claim's
+                // rows at most, per claim that held the lock). A later one finds no app and writes none.
+                try await db.query("DELETE FROM frequency_counts WHERE app_id = $1", [.text(appID)])
             }
             return deleted
         }

@@ -92,11 +92,19 @@ extension PostgresStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
             outcomes = decision.outcomes
+            // The rows have no foreign key to their app (its per-row check cost more than half of
+            // a broadcast's inserts): the apps are locked here instead, once each, as that check
+            // did, so an app's deletion waits for this commit and then deletes what it wrote, and
+            // an app deleted already gets no rows (see `deleteAppRows`).
+            let apps = Set(
+                try await db.query(
+                    "SELECT id FROM apps WHERE id = ANY($1) ORDER BY id FOR KEY SHARE", [.texts(Array(Set(decision.history.map(\.key.appID))))]
+                ).compactMap { $0.string(0) })
             // Under the locks no other claim can write these people's rows: those with none get
             // theirs by a plain insert (no conflict to look for), the others are updated by key.
             var inserted: [(key: FrequencyCap.Key, value: [Int64])] = []
             var updated: [(key: FrequencyCap.Key, value: [Int64])] = []
-            for person in decision.history {
+            for person in decision.history where apps.contains(person.key.appID) {
                 if history[person.key] == nil { inserted.append(person) } else { updated.append(person) }
             }
             for (rows, sql) in [

@@ -445,6 +445,25 @@ package final class PostgresStore: HeraldStore {
             """,
             "CREATE INDEX live_activities_started ON live_activities (app_id, started_at)",
         ],
+        // 16: frequency_counts without its foreign key to apps, as in SQLite's 15: checked row by
+        // row, it cost more than half of the inserts of a capped broadcast's new rows. An app's
+        // rows are deleted with the app, in its chunks (`appDeletionSteps`); a claim writing
+        // rows locks their apps' rows once (see `applyPolicies`). The constraint is looked up
+        // by what it is, whatever its name.
+        [
+            """
+            DO $$
+            DECLARE constraint_name text;
+            BEGIN
+                FOR constraint_name IN
+                    SELECT conname FROM pg_constraint
+                    WHERE conrelid = 'frequency_counts'::regclass AND contype = 'f' AND confrelid = 'apps'::regclass
+                LOOP
+                    EXECUTE format('ALTER TABLE frequency_counts DROP CONSTRAINT %I', constraint_name);
+                END LOOP;
+            END $$
+            """
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

@@ -24,6 +24,8 @@ extension SQLiteStore {
     }
 
     /// Children first, so that each statement deletes what it names and nothing cascades far.
+    /// frequency_counts has no foreign key (migration 15): its rows are deleted here, after the
+    /// deliveries whose claims write them (in the claim's transaction: none once they are gone).
     static let appDeletionSteps = [
         "DELETE FROM deliveries WHERE id IN (SELECT x.id FROM notifications n JOIN deliveries x ON x.notification_id = n.id WHERE n.app_id = ?1 LIMIT ?2)",
         """
@@ -31,6 +33,7 @@ extension SQLiteStore {
             SELECT c.id FROM notifications n JOIN delivery_chunks c ON c.notification_id = n.id WHERE n.app_id = ?1 LIMIT ?2)
         """,
         "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE app_id = ?1 LIMIT ?2)",
+        "DELETE FROM frequency_counts WHERE rowid IN (SELECT rowid FROM frequency_counts WHERE app_id = ?1 LIMIT ?2)",
         """
         DELETE FROM device_tags WHERE (device_id, tag) IN (
             SELECT t.device_id, t.tag FROM devices d JOIN device_tags t ON t.device_id = d.id WHERE d.app_id = ?1 LIMIT ?2)

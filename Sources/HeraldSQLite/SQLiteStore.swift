@@ -205,6 +205,18 @@ package final class SQLiteStore: HeraldStore {
             PRIMARY KEY (app_id, id));
         CREATE INDEX live_activities_started ON live_activities (app_id, started_at);
         """,
+        // 15: frequency_counts without its foreign key to apps, checked on every row a capped
+        // broadcast inserts (in the one writer); an app's rows are deleted with the app, in its
+        // chunks (`appDeletionSteps`). SQLite drops no constraint: the table is rebuilt, with the
+        // same columns and primary key.
+        """
+        CREATE TABLE frequency_counts_new (
+            app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+            PRIMARY KEY (app_id, subject, category));
+        INSERT INTO frequency_counts_new (app_id, subject, category, times) SELECT app_id, subject, category, times FROM frequency_counts;
+        DROP TABLE frequency_counts;
+        ALTER TABLE frequency_counts_new RENAME TO frequency_counts;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

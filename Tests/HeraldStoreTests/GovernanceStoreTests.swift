@@ -40,10 +40,12 @@ import Testing
     /// Sends `id` to `audience` of `app` and records every claimed delivery as sent (or as told).
     func sendAndRecord(
         _ store: any HeraldStore, app: String = "demo", id: String, _ audience: Audience, payload: String = "{}",
-        template: NotificationTemplate? = nil, now: Int64, outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
+        template: NotificationTemplate? = nil, cap: FrequencyCap? = nil, now: Int64,
+        outcome: (ClaimedDelivery) -> DeliveryResult.Outcome = { _ in .sent(apnsID: nil) }
     ) async throws {
         var spec = NotificationSpec(audience: audience, payload: Array(payload.utf8))
         spec.template = template
+        spec.adoptFrequencyCap(cap)
         _ = try await store.createNotification(appID: app, id: id, bundleID: "com.example.app", spec, now: now)
         while true {
             let claimed = try await store.claimDeliveries(limit: 5000, now: now, leaseMilliseconds: 60_000)
@@ -68,7 +70,10 @@ import Testing
             func templated(_ code: String) -> NotificationTemplate {
                 NotificationTemplate(template: greeting, data: .object([("code", .string(code))]))
             }
-            try await self.sendAndRecord(store, id: "all", .all, payload: #"{"aps":{}}"#, template: templated("for everyone"), now: 10)
+            // Capped (with room for all): ann's and bob's frequency-cap history, a row each.
+            try await self.sendAndRecord(
+                store, id: "all", .all, payload: #"{"aps":{}}"#, template: templated("for everyone"),
+                cap: FrequencyCap(limit: 100, windowSeconds: 86_400), now: 10)
             let annOnly = templated("ann-4711")
             try await self.sendAndRecord(store, id: "mine", .users(["ann"]), payload: #"{"aps":{}}"#, template: annOnly, now: 20) { claimed in
                 claimed.token == ann[1] ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
@@ -85,9 +90,12 @@ import Testing
             #expect(before.deliveries.count == 4 && Set(before.deliveries.map(\.token)) == Set(ann))
             #expect(before.invalidations.count == 1 && before.invalidations.first?.reason == "Unregistered")
 
+            #expect(try await self.rows(store, "frequency_counts") == 2)
+
             let erased = try await store.eraseUser(
                 appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: "hk_admin", action: "user.erase", appID: "demo", subject: "ann")
             )
+            #expect(try await self.rows(store, "frequency_counts") == 1, "ann's frequency-cap history is gone, bob's stays")
             #expect(erased == UserErasure(devices: 2, deliveries: 4, notifications: 1, webhookMessages: 1))
 
             let after = try await store.userData(appID: "demo", userID: "ann")
@@ -141,7 +149,7 @@ import Testing
             _ = try await store.register(appID: "other", DeviceRegistration(token: try self.token(1)), now: 1)
             let tables = [
                 "devices", "device_tags", "notifications", "deliveries", "delivery_chunks", "invalidations", "credentials", "api_keys", "webhooks",
-                "webhook_messages",
+                "webhook_messages", "frequency_counts",
             ]
             var otherRows: [String: Int64] = [:]
             for table in tables { otherRows[table] = try await self.rows(store, table) }
@@ -151,7 +159,10 @@ import Testing
                 _ = try await store.register(
                     appID: "demo", DeviceRegistration(token: try self.token(1000 + n), userID: "u\(n % 50)", tags: ["t\(n % 3)", "all"]), now: 2)
             }
-            try await self.sendAndRecord(store, id: "big", .all, now: 10) { claimed in
+            // Capped (with room for all): the frequency-cap history of its 50 users and 100
+            // devices of no user, rows with no foreign key, deleted in the chunks too.
+            for n in 1...100 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(5000 + n)), now: 2) }
+            try await self.sendAndRecord(store, id: "big", .all, cap: FrequencyCap(limit: 100, windowSeconds: 86_400), now: 10) { claimed in
                 claimed.token.hasSuffix("7") ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
             try await store.setCredential(appID: "demo", environment: .production, sealed: [9], now: 3)
@@ -160,7 +171,8 @@ import Testing
                 Webhook(id: "wh", appID: "demo", url: "https://example.com/h", sealedSecret: [1], types: [.sent], createdAt: 5))
             try await store.enqueueWebhookMessages(
                 (0..<20).map { _ in WebhookMessage(webhookID: "wh", body: [0x7B, 0x7D], events: 1) }, now: 30, expiresAt: 10_000)
-            #expect(try await self.rows(store, "deliveries") == Int64(devices))
+            #expect(try await self.rows(store, "deliveries") == Int64(devices + 100))
+            #expect(try await self.rows(store, "frequency_counts") == 150)
             #expect(try await self.rows(store, "invalidations") > 0)
 
             // The deletion and another app's send, at once: each chunk is a short transaction of its own.

@@ -52,8 +52,8 @@ extension StoreDriver {
             #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
             #expect(
                 try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version")
-                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15")
-            #expect(PostgresStore.schemaVersion == 15)
+                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16")
+            #expect(PostgresStore.schemaVersion == 16)
         }
     }
 
