@@ -102,8 +102,11 @@ package struct ActivityToken: Sendable, Hashable {
 
 /// Where the Live Activities Herald started are kept.
 package protocol LiveActivityStore: Sendable {
-    /// Keeps a started activity; false when the app has one with this id already.
+    /// Keeps a started activity (before its start notification is created); false when the app
+    /// has one with this id already, or an active one on its channel.
     func createLiveActivity(_ activity: StoredLiveActivity) async throws -> Bool
+    /// Forgets an activity whose start could not be created; false when there is none.
+    func deleteLiveActivity(appID: String, id: String) async throws -> Bool
     func liveActivity(appID: String, id: String) async throws -> StoredLiveActivity?
     /// The app's activities, newest first (by start, then id), up to `limit`; active ones only
     /// with `activeOnly`.
@@ -114,6 +117,19 @@ package protocol LiveActivityStore: Sendable {
     /// Ends an active activity at `at`, for `reason`, with the notification that carried its
     /// `end` event when one was sent; false when it is not active (ended already, or none).
     func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool
+    /// Claims an update before it is sent: the content state, counted, only while the activity is
+    /// active and has had `expectedUpdates` updates (compare-and-swap); false otherwise.
+    func claimLiveActivityUpdate(appID: String, id: String, expectedUpdates: Int, contentState: String, now: Int64) async throws -> Bool
+    /// Undoes a claimed update whose send failed: back to `previousContentState` and
+    /// `claimedUpdates - 1` updates, only while nothing else has changed the activity since.
+    func undoLiveActivityUpdate(appID: String, id: String, claimedUpdates: Int, contentState: String, previousContentState: String) async throws
+    /// Claims the end (`ended`) before it is sent: ends the activity at `at` only while it is
+    /// active; its newest content state, nil when it was not active.
+    func claimLiveActivityEnd(appID: String, id: String, at: Int64) async throws -> String?
+    /// Undoes a claimed end whose send failed: active again, only if it is still the end claimed at `at`.
+    func undoLiveActivityEnd(appID: String, id: String, at: Int64) async throws
+    /// Notes the notification that carried an update or end already claimed, and when.
+    func setLiveActivityNotification(appID: String, id: String, notificationID: String, now: Int64) async throws
     /// The active update tokens (kind `liveactivity`) registered with this activity id, in id order.
     func activityTokens(appID: String, activityID: String) async throws -> [ActivityToken]
 }

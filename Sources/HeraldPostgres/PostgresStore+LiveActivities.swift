@@ -21,6 +21,12 @@ extension PostgresStore {
         }
     }
 
+    package func deleteLiveActivity(appID: String, id: String) async throws -> Bool {
+        try await self.write { db in
+            try await db.query("DELETE FROM live_activities WHERE app_id = $1 AND id = $2 RETURNING id", [.text(appID), .text(id)]).isEmpty == false
+        }
+    }
+
     package func liveActivity(appID: String, id: String) async throws -> StoredLiveActivity? {
         try await self.read { db in
             try await db.query(
@@ -64,6 +70,68 @@ extension PostgresStore {
                 """,
                 [.int(at), .text(reason.rawValue), .text(notificationID), .text(appID), .text(id)]
             ).isEmpty == false
+        }
+    }
+
+    package func claimLiveActivityUpdate(appID: String, id: String, expectedUpdates: Int, contentState: String, now: Int64) async throws -> Bool {
+        try await self.write { db in
+            try await db.query(
+                """
+                UPDATE live_activities SET content_state = $1, updates = updates + 1, updated_at = greatest(updated_at, $2)
+                WHERE app_id = $3 AND id = $4 AND ended_at IS NULL AND updates = $5 RETURNING id
+                """,
+                [.text(contentState), .int(now), .text(appID), .text(id), .int(Int64(expectedUpdates))]
+            ).isEmpty == false
+        }
+    }
+
+    package func undoLiveActivityUpdate(
+        appID: String, id: String, claimedUpdates: Int, contentState: String, previousContentState: String
+    ) async throws {
+        try await self.write { db in
+            _ = try await db.query(
+                """
+                UPDATE live_activities SET content_state = $1, updates = updates - 1
+                WHERE app_id = $2 AND id = $3 AND ended_at IS NULL AND updates = $4 AND content_state = $5 RETURNING id
+                """,
+                [.text(previousContentState), .text(appID), .text(id), .int(Int64(claimedUpdates)), .text(contentState)]
+            )
+        }
+    }
+
+    package func claimLiveActivityEnd(appID: String, id: String, at: Int64) async throws -> String? {
+        try await self.write { db in
+            try await db.query(
+                """
+                UPDATE live_activities SET ended_at = $1, end_reason = 'ended', updated_at = greatest(updated_at, $1)
+                WHERE app_id = $2 AND id = $3 AND ended_at IS NULL RETURNING content_state
+                """,
+                [.int(at), .text(appID), .text(id)]
+            ).first.map { $0.string(0) ?? "{}" }
+        }
+    }
+
+    package func undoLiveActivityEnd(appID: String, id: String, at: Int64) async throws {
+        try await self.write { db in
+            _ = try await db.query(
+                """
+                UPDATE live_activities SET ended_at = NULL, end_reason = NULL
+                WHERE app_id = $1 AND id = $2 AND ended_at = $3 AND end_reason = 'ended' RETURNING id
+                """,
+                [.text(appID), .text(id), .int(at)]
+            )
+        }
+    }
+
+    package func setLiveActivityNotification(appID: String, id: String, notificationID: String, now: Int64) async throws {
+        try await self.write { db in
+            _ = try await db.query(
+                """
+                UPDATE live_activities SET last_notification_id = $1, updated_at = greatest(updated_at, $2)
+                WHERE app_id = $3 AND id = $4 RETURNING id
+                """,
+                [.text(notificationID), .int(now), .text(appID), .text(id)]
+            )
         }
     }
 

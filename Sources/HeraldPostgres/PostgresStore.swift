@@ -444,6 +444,7 @@ package final class PostgresStore: HeraldStore {
                 PRIMARY KEY (app_id, id))
             """,
             "CREATE INDEX live_activities_started ON live_activities (app_id, started_at)",
+            "CREATE UNIQUE INDEX live_activities_channel ON live_activities (app_id, channel_id) WHERE ended_at IS NULL",
         ],
         // 16: frequency_counts without its foreign key to apps, as in SQLite's 15: checked row by
         // row, it cost more than half of the inserts of a capped broadcast's new rows. An app's

@@ -19,6 +19,13 @@ extension SQLiteStore {
         }
     }
 
+    package func deleteLiveActivity(appID: String, id: String) async throws -> Bool {
+        try await self.database.write { db in
+            try db.query("DELETE FROM live_activities WHERE app_id = ? AND id = ?", [.text(appID), .text(id)])
+            return db.changes > 0
+        }
+    }
+
     package func liveActivity(appID: String, id: String) async throws -> StoredLiveActivity? {
         try await self.database.read { db in
             var found: StoredLiveActivity?
@@ -68,6 +75,65 @@ extension SQLiteStore {
                 [.integer(at), .text(reason.rawValue), .integer(at), notificationID.map(SQLValue.text) ?? .null, .text(appID), .text(id)]
             )
             return db.changes > 0
+        }
+    }
+
+    package func claimLiveActivityUpdate(appID: String, id: String, expectedUpdates: Int, contentState: String, now: Int64) async throws -> Bool {
+        try await self.database.write { db in
+            try db.query(
+                """
+                UPDATE live_activities SET content_state = ?, updates = updates + 1, updated_at = max(updated_at, ?)
+                WHERE app_id = ? AND id = ? AND ended_at IS NULL AND updates = ?
+                """,
+                [.text(contentState), .integer(now), .text(appID), .text(id), .integer(Int64(expectedUpdates))]
+            )
+            return db.changes > 0
+        }
+    }
+
+    package func undoLiveActivityUpdate(
+        appID: String, id: String, claimedUpdates: Int, contentState: String, previousContentState: String
+    ) async throws {
+        try await self.database.write { db in
+            try db.query(
+                """
+                UPDATE live_activities SET content_state = ?, updates = updates - 1
+                WHERE app_id = ? AND id = ? AND ended_at IS NULL AND updates = ? AND content_state = ?
+                """,
+                [.text(previousContentState), .text(appID), .text(id), .integer(Int64(claimedUpdates)), .text(contentState)]
+            )
+        }
+    }
+
+    package func claimLiveActivityEnd(appID: String, id: String, at: Int64) async throws -> String? {
+        try await self.database.write { db in
+            // One write transaction at a time: the row read is the one this statement ended.
+            try db.query(
+                "UPDATE live_activities SET ended_at = ?, end_reason = 'ended', updated_at = max(updated_at, ?) WHERE app_id = ? AND id = ? AND ended_at IS NULL",
+                [.integer(at), .integer(at), .text(appID), .text(id)]
+            )
+            guard db.changes > 0 else { return nil }
+            var state: String?
+            try db.each("SELECT content_state FROM live_activities WHERE app_id = ? AND id = ?", [.text(appID), .text(id)]) { state = $0.string(0) }
+            return state ?? "{}"
+        }
+    }
+
+    package func undoLiveActivityEnd(appID: String, id: String, at: Int64) async throws {
+        try await self.database.write { db in
+            try db.query(
+                "UPDATE live_activities SET ended_at = NULL, end_reason = NULL WHERE app_id = ? AND id = ? AND ended_at = ? AND end_reason = 'ended'",
+                [.text(appID), .text(id), .integer(at)]
+            )
+        }
+    }
+
+    package func setLiveActivityNotification(appID: String, id: String, notificationID: String, now: Int64) async throws {
+        try await self.database.write { db in
+            try db.query(
+                "UPDATE live_activities SET last_notification_id = ?, updated_at = max(updated_at, ?) WHERE app_id = ? AND id = ?",
+                [.text(notificationID), .integer(now), .text(appID), .text(id)]
+            )
         }
     }
 

@@ -195,7 +195,8 @@ package final class SQLiteStore: HeraldStore {
         """,
         // 14: Live Activities started by push-to-start (`StoredLiveActivity`): the start's
         // audience, the channel its updates are broadcast on (NULL: its update tokens), the newest
-        // content state, and when and why it ended (NULL: active).
+        // content state, and when and why it ended (NULL: active). One active activity per channel
+        // (a broadcast names no activity).
         """
         CREATE TABLE live_activities (
             app_id TEXT NOT NULL REFERENCES apps(id) ON DELETE CASCADE, id TEXT NOT NULL, attributes_type TEXT NOT NULL,
@@ -204,6 +205,7 @@ package final class SQLiteStore: HeraldStore {
             updates INTEGER NOT NULL DEFAULT 0, last_notification_id TEXT, ended_at INTEGER, end_reason TEXT,
             PRIMARY KEY (app_id, id));
         CREATE INDEX live_activities_started ON live_activities (app_id, started_at);
+        CREATE UNIQUE INDEX live_activities_channel ON live_activities (app_id, channel_id) WHERE ended_at IS NULL;
         """,
         // 15: frequency_counts without its foreign key to apps, checked on every row a capped
         // broadcast inserts (in the one writer); an app's rows are deleted with the app, in its

@@ -53,6 +53,12 @@ extension ServerTests {
             #expect(started.status == 201, "\(started)")
             let id = try #require(started.body["id"] as? String)
             #expect(started.body["state"] as? String == "active" && started.body["channel"] as? String == channel)
+            let second = try await context.api.call(
+                "POST", "/v1/apps/demo/live-activities", key: send,
+                json:
+                    #"{"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{},"alert":"Go","inputPushChannel":"\#(channel)"}"#
+            )
+            #expect(second.status == 409 && self.code(second) == "channel_in_use", "one active activity per channel: \(second)")
             #expect(started.body["environment"] as? String == "sandbox" && started.body["updates"] as? Int == 0)
 
             let start = self.aps(try await self.received(context, starter, count: 1).first)
@@ -285,6 +291,77 @@ extension ServerTests {
             #expect(self.code(try await context.api.call("GET", "/v1/apps/demo/live-activities?state=gone", key: send)) == "bad_state")
             #expect(
                 try await context.api.call("GET", "/v1/apps/demo/live-activities/\(id)", key: send).body["updates"] as? Int == 0, "nothing changed")
+            let kept = try await context.api.call("GET", "/v1/apps/demo/live-activities", key: send)
+            #expect((kept.body["liveActivities"] as? [Any])?.count == 1, "a start refused keeps no activity: \(kept)")
+        }
+    }
+
+    /// Requests sent at once: each one's status and error code.
+    func concurrently(_ context: Context, key: String, _ requests: [(String, String, String?)]) async throws -> [(Int, String?)] {
+        let api = context.api
+        return try await withThrowingTaskGroup(of: (Int, Int, String?).self) { group in
+            for (index, (method, path, json)) in requests.enumerated() {
+                group.addTask {
+                    let answer = try await api.call(method, path, key: key, json: json)
+                    return (index, answer.status, (answer.body["error"] as? [String: Any])?["code"] as? String)
+                }
+            }
+            var answers: [(Int, Int, String?)] = []
+            for try await answer in group { answers.append(answer) }
+            return answers.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
+        }
+    }
+
+    @Test(
+        "live activity: of concurrent DELETEs one ends it (200) and sends the one end, the others answer 409; a PATCH racing a DELETE sends before the end or not at all",
+        arguments: StoreDriver.enabled)
+    func liveActivityConcurrentEnds(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let (_, send) = try await self.setUp(context)
+            let starter = try await self.pushToStartDevice(context, key: send, user: "ann")
+            var sentBroadcasts = 0
+            for round in 0..<2 {
+                let channel = try #require(
+                    try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#).body["id"] as? String
+                )
+                let started = try await context.api.call(
+                    "POST", "/v1/apps/demo/live-activities", key: send,
+                    json: """
+                        {"audience":{"users":["ann"]},"attributesType":"GameAttributes","attributes":{},"contentState":{"score":0},
+                        "alert":"Go","inputPushChannel":"\(channel)"}
+                        """)
+                #expect(started.status == 201, "\(started)")
+                let id = try #require(started.body["id"] as? String)
+                let path = "/v1/apps/demo/live-activities/\(id)"
+                // Started on the device (it joined the channel) before the race.
+                _ = try await self.received(context, starter, count: round + 1 + sentBroadcasts)
+                if round == 0 {
+                    let answers = try await self.concurrently(context, key: send, Array(repeating: ("DELETE", path, nil), count: 4))
+                    #expect(answers.filter { $0.0 == 200 }.count == 1, "one end: \(answers)")
+                    #expect(answers.filter { $0 == (409, "activity_ended") }.count == 3, "\(answers)")
+                    sentBroadcasts += 1
+                    #expect(try await self.broadcastPaths(context).count == sentBroadcasts, "one end sent")
+                    let inbox = try await self.received(context, starter, count: 2)
+                    #expect(inbox.count == 2 && self.aps(inbox.last)["event"] as? String == "end", "\(inbox)")
+                } else {
+                    let answers = try await self.concurrently(
+                        context, key: send, [("PATCH", path, #"{"contentState":{"score":1}}"#), ("DELETE", path, nil)])
+                    #expect(answers[1].0 == 200, "\(answers)")
+                    let updated = answers[0].0 == 200
+                    #expect(updated || answers[0] == (409, "activity_ended"), "\(answers)")
+                    sentBroadcasts += updated ? 2 : 1
+                    #expect(try await self.broadcastPaths(context).count == sentBroadcasts)
+                    let inbox = try await self.received(context, starter, count: 2 + sentBroadcasts)
+                    #expect(inbox.count == 2 + sentBroadcasts, "two starts and the broadcasts")
+                    let ends = inbox.map { self.aps($0) }.filter { $0["event"] as? String == "end" }
+                    #expect(ends.count == 2, "one end per activity")
+                    let end = ends.last ?? [:]
+                    #expect(
+                        (end["content-state"] as? [String: Any])?["score"] as? Int == (updated ? 1 : 0), "the state of the update claimed before it")
+                    let read = try await context.api.call("GET", path, key: send)
+                    #expect(read.body["state"] as? String == "ended" && read.body["updates"] as? Int == (updated ? 1 : 0), "\(read)")
+                }
+            }
         }
     }
 }

@@ -55,6 +55,51 @@ import Testing
         }
     }
 
+    @Test(
+        "claims: an update compares and swaps its count, an end claims once and returns the newest state; both undone only as claimed",
+        arguments: StoreDriver.enabled)
+    func claims(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            #expect(try await store.createLiveActivity(self.activity("a1", at: 10)))
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 0, contentState: #"{"score":1}"#, now: 20))
+            #expect(
+                try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 0, contentState: #"{"score":9}"#, now: 21) == false,
+                "another update won")
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 1, contentState: #"{"score":2}"#, now: 22))
+            try await store.undoLiveActivityUpdate(
+                appID: "demo", id: "a1", claimedUpdates: 2, contentState: #"{"score":2}"#, previousContentState: #"{"score":1}"#)
+            var read = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
+            #expect(read.updates == 1 && read.contentState == #"{"score":1}"#, "undone")
+            try await store.setLiveActivityNotification(appID: "demo", id: "a1", notificationID: "u1", now: 23)
+            #expect(try await store.liveActivity(appID: "demo", id: "a1")?.lastNotificationID == "u1")
+
+            #expect(try await store.claimLiveActivityEnd(appID: "demo", id: "a1", at: 30) == #"{"score":1}"#)
+            #expect(try await store.claimLiveActivityEnd(appID: "demo", id: "a1", at: 31) == nil, "claimed once")
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 1, contentState: "{}", now: 32) == false)
+            try await store.undoLiveActivityEnd(appID: "demo", id: "a1", at: 31)
+            #expect(try await store.liveActivity(appID: "demo", id: "a1")?.endedAt == 30, "not that claim")
+            try await store.undoLiveActivityEnd(appID: "demo", id: "a1", at: 30)
+            read = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
+            #expect(read.isActive && read.endReason == nil)
+            #expect(try await store.claimLiveActivityEnd(appID: "demo", id: "nope", at: 1) == nil)
+        }
+    }
+
+    @Test("one active activity per channel; an activity deleted (its start not created) is gone", arguments: StoreDriver.enabled)
+    func channelAndDelete(driver: StoreDriver) async throws {
+        try await driver.withStore { store async throws in
+            #expect(try await store.createLiveActivity(self.activity("a1", at: 10, channel: "QQ==")))
+            #expect(try await store.createLiveActivity(self.activity("a2", at: 11, channel: "QQ==")) == false, "the channel is in use")
+            #expect(try await store.createLiveActivity(self.activity("t1", at: 12)))
+            #expect(try await store.createLiveActivity(self.activity("t2", at: 13)), "activities without a channel do not collide")
+            #expect(try await store.claimLiveActivityEnd(appID: "demo", id: "a1", at: 20) != nil)
+            #expect(try await store.createLiveActivity(self.activity("a2", at: 21, channel: "QQ==")), "free once it ended")
+            #expect(try await store.deleteLiveActivity(appID: "demo", id: "a2"))
+            #expect(try await store.deleteLiveActivity(appID: "demo", id: "a2") == false)
+            #expect(try await store.liveActivity(appID: "demo", id: "a2") == nil)
+        }
+    }
+
     @Test("an activity's tokens: the active update tokens registered with its id, with their users", arguments: StoreDriver.enabled)
     func tokens(driver: StoreDriver) async throws {
         try await driver.withStore { store async throws in

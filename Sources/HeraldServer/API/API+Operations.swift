@@ -72,7 +72,7 @@ extension API {
             Operation(method: .delete, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([204, 400, 422])),
             // Live Activities: a start needs push-to-start tokens (422), an ended one takes nothing more
             // (409), a channel's broadcast goes to APNs at once (422 for what it refuses).
-            Operation(method: .post, path: "/v1/apps/{app}/live-activities", statuses: app.union(body).union(limited).union([201, 422])),
+            Operation(method: .post, path: "/v1/apps/{app}/live-activities", statuses: app.union(body).union(limited).union([201, 409, 422])),
             Operation(method: .get, path: "/v1/apps/{app}/live-activities", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/live-activities/{id}", statuses: app.union([200])),
             Operation(method: .patch, path: "/v1/apps/{app}/live-activities/{id}", statuses: app.union(body).union(limited).union([200, 409, 422])),

@@ -35,7 +35,7 @@ extension HeraldError: HTTPResponseError {
         case "not_found", "channel_not_found", "activity_not_found": return .notFound
         case "method_not_allowed": return .methodNotAllowed
         case "body_too_large": return .contentTooLarge
-        case "conflict", "app_exists", "last_admin_key", "activity_ended": return .conflict
+        case "conflict", "app_exists", "last_admin_key", "activity_ended", "activity_busy", "channel_in_use": return .conflict
         case "rate_limited": return .tooManyRequests
         // APNs did not answer, or answered 429 or 5xx: worth trying again later.
         case "database_unavailable", "store_unavailable", "apns_unavailable": return .serviceUnavailable

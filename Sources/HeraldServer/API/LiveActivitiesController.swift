@@ -113,16 +113,32 @@ struct LiveActivitiesController {
         guard starters > 0 else {
             throw HeraldError.unprocessable("the audience has no active push-to-start token", code: "no_push_to_start_tokens")
         }
-        let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
+        // The activity is kept first, then its start: once the start exists the engine may send
+        // it at once (or another process may), and an activity started is one Herald can end.
+        let startID = UUIDText.random()
+        if let channel {
+            // An activity past its 8 hours still holds the channel until it is brought up to date.
+            for active in try await self.store.liveActivities(appID: app.id, activeOnly: true, limit: 500)
+            where active.channelID == channel.channelID {
+                _ = try await self.refreshed(active, app: app, now: now)
+            }
+        }
         let activity = StoredLiveActivity(
             appID: app.id, id: id, attributesType: attributesType,
             audienceJSON: Targeting(audience: audience).jsonString(listsAsCounts: false), channelID: channel?.channelID,
-            environment: channel?.environment, contentState: contentState.jsonString, startNotificationID: created.id, startedAt: now)
+            environment: channel?.environment, contentState: contentState.jsonString, startNotificationID: startID, startedAt: now)
+        guard try await self.store.createLiveActivity(activity) else {
+            guard channel == nil else {
+                throw HeraldError(
+                    code: "channel_in_use", "the channel carries another active Live Activity (a broadcast names no activity): end it first")
+            }
+            throw HeraldError(code: "internal_error", "activity id taken")
+        }
         do {
-            guard try await self.store.createLiveActivity(activity) else { throw HeraldError(code: "internal_error", "activity id taken") }
+            _ = try await self.store.createNotification(appID: app.id, id: startID, bundleID: app.bundleID, spec, now: now)
         } catch {
-            // Not kept, so never updated nor ended through Herald: the start is not sent either.
-            _ = try? await self.store.cancelNotification(appID: app.id, id: created.id, now: now)
+            // Never started, so nothing to update nor end: not kept either.
+            _ = try? await self.store.deleteLiveActivity(appID: app.id, id: id)
             throw error
         }
         self.engine.ring()
@@ -151,11 +167,34 @@ struct LiveActivitiesController {
         var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("update")), ("content-state", contentState)]
         aps += try Self.extras(staleDate: body.staleDate, relevanceScore: body.relevanceScore, now: now)
         if let alert = try Self.alert(body.alert) { aps.append(("alert", alert)) }
-        let activity = try await self.current(id: id, app: app, now: now)
+        // Claimed before it is sent (compare-and-swap on the count of updates): an update that
+        // loses to an end sends nothing; one that loses to another update tries again.
+        let state = contentState.jsonString
+        var activity = try await self.current(id: id, app: app, now: now)
+        var claimed = false
+        for _ in 0..<Self.updateAttempts {
+            guard activity.isActive else { throw Self.ended(activity) }
+            claimed = try await self.store.claimLiveActivityUpdate(
+                appID: app.id, id: activity.id, expectedUpdates: activity.updates, contentState: state, now: now)
+            if claimed { break }
+            activity = try await self.stored(app: app, id: activity.id)
+        }
         guard activity.isActive else { throw Self.ended(activity) }
-        let notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
-        _ = try await self.store.recordLiveActivityUpdate(
-            appID: app.id, id: activity.id, contentState: contentState.jsonString, notificationID: notificationID, now: now)
+        guard claimed else {
+            throw HeraldError(code: "activity_busy", "other updates to this Live Activity won: send it again")
+        }
+        let notificationID: String?
+        do {
+            notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
+        } catch {
+            try? await self.store.undoLiveActivityUpdate(
+                appID: app.id, id: activity.id, claimedUpdates: activity.updates + 1, contentState: state, previousContentState: activity.contentState
+            )
+            throw error
+        }
+        if let notificationID {
+            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
+        }
         return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
     }
 
@@ -180,11 +219,24 @@ struct LiveActivitiesController {
         }
         let activity = try await self.current(id: id, app: app, now: now)
         guard activity.isActive else { throw Self.ended(activity) }
-        let state = (try? JSONValue.parse(activity.contentState)) ?? .object([])
+        // Claimed before it is sent: of concurrent ends one sends, the others answer 409; the end
+        // carries the content state of the last update claimed.
+        guard let claimed = try await self.store.claimLiveActivityEnd(appID: app.id, id: activity.id, at: now) else {
+            throw Self.ended(try await self.stored(app: app, id: activity.id))
+        }
+        let state = (try? JSONValue.parse(claimed)) ?? .object([])
         var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state)]
         if let dismissal { aps.append(("dismissal-date", .int(dismissal))) }
-        let notificationID = try await self.send(aps, priority: .immediate, to: activity, app: app, now: now)
-        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: .ended, notificationID: notificationID, at: now)
+        let notificationID: String?
+        do {
+            notificationID = try await self.send(aps, priority: .immediate, to: activity, app: app, now: now)
+        } catch {
+            try? await self.store.undoLiveActivityEnd(appID: app.id, id: activity.id, at: now)
+            throw error
+        }
+        if let notificationID {
+            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
+        }
         return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
     }
 
@@ -311,6 +363,9 @@ struct LiveActivitiesController {
     }
 
     // MARK: checks
+
+    /// How often an update tries to claim its turn while other updates win.
+    static let updateAttempts = 3
 
     /// How far ahead a stale or dismissal date may be: 30 days (s).
     static let horizonSeconds: Int64 = 30 * 86_400
