@@ -110,6 +110,23 @@ extension ServerTests {
         }
     }
 
+    @Test("a start for listed tokens keeps how many there were, not the tokens (no user's erasure would reach them)", arguments: StoreDriver.enabled)
+    func liveActivityTokenList(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let (_, send) = try await self.setUp(context)
+            let starter = try await self.pushToStartDevice(context, key: send, user: "ann")
+            let started = try await context.api.call(
+                "POST", "/v1/apps/demo/live-activities", key: send,
+                json:
+                    #"{"audience":{"tokens":["\#(starter)"]},"attributesType":"GameAttributes","attributes":{},"contentState":{},"alert":"Go","inputPushToken":true}"#
+            )
+            #expect(started.status == 201, "\(started)")
+            let id = try #require(started.body["id"] as? String)
+            let stored = try #require(try await context.server.store.liveActivity(appID: "demo", id: id))
+            #expect(!stored.audienceJSON.contains(starter) && stored.audienceJSON.contains("tokenCount"), "\(stored.audienceJSON)")
+        }
+    }
+
     @Test(
         "live activity with input-push-token: updates go to the update token registered with its id; a token moved to another user ends it",
         arguments: StoreDriver.enabled)
@@ -278,6 +295,9 @@ extension ServerTests {
                 (id, "{}", 400, "missing_contentState"), (id, #"{"contentState":[]}"#, 400, "bad_contentState"),
                 (id, #"{"contentState":{},"priority":1}"#, 422, "bad_priority"), (id, #"{"contentState":{},"staleDate":-5}"#, 400, "bad_staleDate"),
                 (id, #"{"contentState":{},"alert":[]}"#, 400, "bad_alert"), ("nope", #"{"contentState":{}}"#, 404, "activity_not_found"),
+                (id, #"{"contentState":{},"alert":{"foo":1}}"#, 400, "bad_alert"),
+                (id, #"{"contentState":{},"alert":{"sound":"a"}}"#, 400, "bad_alert"),
+                (id, #"{"contentState":{},"alert":{"title":"Goal","sound":3}}"#, 400, "bad_alert"),
             ]
             for (target, json, status, expected) in updates {
                 let answer = try await context.api.call("PATCH", "/v1/apps/demo/live-activities/\(target)", key: send, json: json)

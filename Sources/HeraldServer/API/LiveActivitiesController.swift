@@ -125,7 +125,7 @@ struct LiveActivitiesController {
         }
         let activity = StoredLiveActivity(
             appID: app.id, id: id, attributesType: attributesType,
-            audienceJSON: Targeting(audience: audience).jsonString(listsAsCounts: false), channelID: channel?.channelID,
+            audienceJSON: Self.storedAudience(audience), channelID: channel?.channelID,
             environment: channel?.environment, contentState: contentState.jsonString, startNotificationID: startID, startedAt: now)
         guard try await self.store.createLiveActivity(activity) else {
             guard channel == nil else {
@@ -370,6 +370,14 @@ struct LiveActivitiesController {
     /// How far ahead a stale or dismissal date may be: 30 days (s).
     static let horizonSeconds: Int64 = 30 * 86_400
 
+    /// The audience as the activity keeps it: a list of users as written (it decides whose
+    /// update tokens the activity reaches, and a user's erasure finds it); a list of tokens only
+    /// as its length, so that no push-to-start token stays in a row no erasure reads.
+    static func storedAudience(_ audience: Audience) -> String {
+        if case .users = audience { return Targeting(audience: audience).jsonString(listsAsCounts: false) }
+        return Targeting(audience: audience).jsonString(listsAsCounts: true)
+    }
+
     static func ended(_ activity: StoredLiveActivity) -> HeraldError {
         HeraldError(code: "activity_ended", "the Live Activity has ended (\(activity.endReason?.rawValue ?? "ended")): nothing more is sent to it")
     }
@@ -386,8 +394,24 @@ struct LiveActivitiesController {
         switch value {
         case nil: return nil
         case .string(let text)? where !text.isEmpty: return .string(text)
-        case .object(let members)? where !members.isEmpty: return JSONValue(.object(members))
-        default: throw HeraldError.invalid("alert is a string or an object with title, body and sound", code: "bad_alert")
+        case .object(let members)? where Self.isAlert(members): return JSONValue(.object(members))
+        default:
+            throw HeraldError.invalid(
+                "alert is a string, or an object of title and/or body (strings or localization objects) and an optional sound (a string)",
+                code: "bad_alert")
+        }
+    }
+
+    /// A Live Activity's alert object as Apple reads it: `title` and `body` (at least one), each
+    /// a text or a localization object (`loc-key`, `loc-args`), and a `sound` name.
+    static func isAlert(_ members: [JSON.Member]) -> Bool {
+        guard members.contains(where: { $0.key == "title" || $0.key == "body" }) else { return false }
+        return members.allSatisfy { member in
+            switch (member.key, member.value) {
+            case ("title", .string(let text)), ("body", .string(let text)), ("sound", .string(let text)): !text.isEmpty
+            case ("title", .object), ("body", .object): true
+            default: false
+            }
         }
     }
 
