@@ -150,10 +150,18 @@ extension PostgresStore {
             }
             // The user's frequency-cap history (the times of their recent alerts).
             try await db.query("DELETE FROM frequency_counts WHERE app_id = $1 AND subject = $2", [.text(appID), .text("u:" + userID)])
-            // The Live Activities started for users among whom they are (the audience names them).
+            // The Live Activities started for users among whom they are: the user leaves their
+            // audience, and one started for no one else is deleted.
             try await db.query(
-                "DELETE FROM live_activities WHERE app_id = $1 AND (audience::jsonb -> 'users') @> jsonb_build_array($2::text)",
-                [.text(appID), .text(userID)])
+                """
+                UPDATE live_activities SET audience = jsonb_set(audience::jsonb, '{users}', (audience::jsonb -> 'users') - $2::text)::text
+                WHERE app_id = $1 AND (audience::jsonb -> 'users') @> jsonb_build_array($2::text)
+                """, [.text(appID), .text(userID)])
+            try await db.query(
+                """
+                DELETE FROM live_activities
+                WHERE app_id = $1 AND jsonb_typeof(audience::jsonb -> 'users') = 'array' AND jsonb_array_length(audience::jsonb -> 'users') = 0
+                """, [.text(appID)])
             try await Self.insertAudit(db, audit)
             return erasure
         }

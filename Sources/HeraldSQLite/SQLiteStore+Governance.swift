@@ -157,10 +157,17 @@ extension SQLiteStore {
             }
             // The user's frequency-cap history (the times of their recent alerts).
             try db.query("DELETE FROM frequency_counts WHERE app_id = ? AND subject = ?", [.text(appID), .text("u:" + userID)])
-            // The Live Activities started for users among whom they are (the audience names them).
+            // The Live Activities started for users among whom they are: the user leaves their
+            // audience, and one started for no one else is deleted.
             try db.query(
-                "DELETE FROM live_activities WHERE app_id = ?1 AND EXISTS (SELECT 1 FROM json_each(audience, '$.users') WHERE value = ?2)",
-                [.text(appID), .text(userID)])
+                """
+                UPDATE live_activities
+                SET audience = json_set(audience, '$.users', json((SELECT json_group_array(value) FROM json_each(audience, '$.users') WHERE value != ?2)))
+                WHERE app_id = ?1 AND EXISTS (SELECT 1 FROM json_each(audience, '$.users') WHERE value = ?2)
+                """, [.text(appID), .text(userID)])
+            try db.query(
+                "DELETE FROM live_activities WHERE app_id = ? AND json_type(audience, '$.users') = 'array' AND json_array_length(audience, '$.users') = 0",
+                [.text(appID)])
             try Self.insertAudit(db, audit)
             return erasure
         }

@@ -120,18 +120,25 @@ import Testing
         }
     }
 
-    @Test("erasing a user deletes the activities started for users among whom they are; others stay", arguments: StoreDriver.enabled)
+    @Test(
+        "erasing a user takes them out of the activities started for them: one of theirs alone is deleted, a shared one stays for the others",
+        arguments: StoreDriver.enabled)
     func erasure(driver: StoreDriver) async throws {
         try await driver.withStore { store async throws in
             var bobs = self.activity("b1", at: 10)
             bobs.audienceJSON = Targeting(audience: .users(["bob", "annie"])).jsonString
+            var shared = self.activity("s1", at: 10)
+            shared.audienceJSON = Targeting(audience: .users(["ann", "bob"])).jsonString
             var tagged = self.activity("t1", at: 10)
             tagged.audienceJSON = Targeting(audience: .tags(["ann"], matchAll: false)).jsonString
-            for activity in [self.activity("a1", at: 10), bobs, tagged] { #expect(try await store.createLiveActivity(activity)) }
+            for activity in [self.activity("a1", at: 10), bobs, shared, tagged] { #expect(try await store.createLiveActivity(activity)) }
             _ = try await store.eraseUser(
                 appID: "demo", userID: "ann", audit: AuditRecord(at: 40, keyID: "hk_admin", action: "user.erase", appID: "demo", subject: "ann"))
             #expect(try await store.liveActivity(appID: "demo", id: "a1") == nil)
-            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id).sorted() == ["b1", "t1"])
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id).sorted() == ["b1", "s1", "t1"])
+            let left = try #require(try await store.liveActivity(appID: "demo", id: "s1"))
+            #expect(left.users == ["bob"] && !left.audienceJSON.contains("ann"), "\(left.audienceJSON)")
+            #expect(try await store.liveActivity(appID: "demo", id: "b1")?.users == ["bob", "annie"])
         }
     }
 }
