@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import Foundation
+import HeraldCore
 import HeraldServer
 import HeraldTesting
 import Testing
