@@ -135,10 +135,17 @@ import Testing
         .enabled(if: available || required, Comment(rawValue: skipMessage))
     )
     func channelsInBrowser() async throws {
+        try await self.walkOnEmulator(
+            prefix: "herald-channels", script: "dashboard_test.py", environment: ["HERALD_WALK=channels"], passed: "dashboard channels passed")
+    }
+
+    /// Runs a browser walk (`Tests/Browser/<script>`) against `herald serve` on a new data
+    /// directory with an app "live" without credentials, so its pushes and channels go to the
+    /// built-in emulator, whose control API the walk is given too.
+    func walkOnEmulator(prefix: String, script name: String, environment: [String] = [], passed: String) async throws {
         try #require(Self.available, Comment(rawValue: Self.skipMessage))
-        let directory = try TemporaryDirectory(prefix: "herald-channels")
+        let directory = try TemporaryDirectory(prefix: prefix)
         defer { directory.remove() }
-        // An app without credentials: its channels and broadcasts go to the built-in emulator.
         let server = try BackgroundProcess(
             BackgroundProcess.heraldExecutable,
             [
@@ -161,18 +168,18 @@ import Testing
             ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
             ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
-            "Browser/dashboard_test.py"
+            "Browser/" + name
         ).path
         let browser = try BackgroundProcess(
             "/usr/bin/env",
-            [
-                "HERALD_WALK=channels", "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=live", "HERALD_BUNDLE=com.example.live",
+            environment + [
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=live", "HERALD_BUNDLE=com.example.live",
                 "HERALD_EMULATOR_CONTROL=\(control)", "HERALD_ARTIFACTS=\(artifacts)", "HERALD_CHROMIUM=\(Self.chromium)",
                 "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
             ])
         let status = try await browser.stop(signal: 0, timeout: 300)
         #expect(status == 0, "\(browser.printed)")
-        #expect(browser.printed.contains("dashboard channels passed"))
+        #expect(browser.printed.contains(passed))
         _ = try await server.stop()
     }
 }
