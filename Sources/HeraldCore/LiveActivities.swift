@@ -111,12 +111,9 @@ package protocol LiveActivityStore: Sendable {
     /// The app's activities, newest first (by start, then id), up to `limit`; active ones only
     /// with `activeOnly`.
     func liveActivities(appID: String, activeOnly: Bool, limit: Int) async throws -> [StoredLiveActivity]
-    /// Notes an update sent to an active activity (its content state, its notification); false
-    /// when it is not active (ended, or none).
-    func recordLiveActivityUpdate(appID: String, id: String, contentState: String, notificationID: String?, now: Int64) async throws -> Bool
-    /// Ends an active activity at `at`, for `reason`, with the notification that carried its
-    /// `end` event when one was sent; false when it is not active (ended already, or none).
-    func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool
+    /// Ends an active activity at `at`, for `reason`, sending nothing (an end that is sent is
+    /// claimed with ``claimLiveActivityEnd(appID:id:at:)``); false when it is not active.
+    func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, at: Int64) async throws -> Bool
     /// Claims an update before it is sent: the content state, counted, only while the activity is
     /// active and has had `expectedUpdates` updates (compare-and-swap); false otherwise.
     func claimLiveActivityUpdate(appID: String, id: String, expectedUpdates: Int, contentState: String, now: Int64) async throws -> Bool

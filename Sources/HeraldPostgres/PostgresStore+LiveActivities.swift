@@ -47,28 +47,14 @@ extension PostgresStore {
         }
     }
 
-    package func recordLiveActivityUpdate(appID: String, id: String, contentState: String, notificationID: String?, now: Int64) async throws -> Bool {
+    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, at: Int64) async throws -> Bool {
         try await self.write { db in
             try await db.query(
                 """
-                UPDATE live_activities SET content_state = $1, updates = updates + 1, updated_at = $2,
-                    last_notification_id = coalesce($3, last_notification_id)
-                WHERE app_id = $4 AND id = $5 AND ended_at IS NULL RETURNING id
+                UPDATE live_activities SET ended_at = $1, end_reason = $2, updated_at = greatest(updated_at, $1)
+                WHERE app_id = $3 AND id = $4 AND ended_at IS NULL RETURNING id
                 """,
-                [.text(contentState), .int(now), .text(notificationID), .text(appID), .text(id)]
-            ).isEmpty == false
-        }
-    }
-
-    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool {
-        try await self.write { db in
-            try await db.query(
-                """
-                UPDATE live_activities SET ended_at = $1, end_reason = $2, updated_at = greatest(updated_at, $1),
-                    last_notification_id = coalesce($3, last_notification_id)
-                WHERE app_id = $4 AND id = $5 AND ended_at IS NULL RETURNING id
-                """,
-                [.int(at), .text(reason.rawValue), .text(notificationID), .text(appID), .text(id)]
+                [.int(at), .text(reason.rawValue), .text(appID), .text(id)]
             ).isEmpty == false
         }
     }

@@ -50,29 +50,14 @@ extension SQLiteStore {
         }
     }
 
-    package func recordLiveActivityUpdate(appID: String, id: String, contentState: String, notificationID: String?, now: Int64) async throws -> Bool {
+    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, at: Int64) async throws -> Bool {
         try await self.database.write { db in
             try db.query(
                 """
-                UPDATE live_activities SET content_state = ?, updates = updates + 1, updated_at = ?,
-                    last_notification_id = coalesce(?, last_notification_id)
+                UPDATE live_activities SET ended_at = ?, end_reason = ?, updated_at = max(updated_at, ?)
                 WHERE app_id = ? AND id = ? AND ended_at IS NULL
                 """,
-                [.text(contentState), .integer(now), notificationID.map(SQLValue.text) ?? .null, .text(appID), .text(id)]
-            )
-            return db.changes > 0
-        }
-    }
-
-    package func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, notificationID: String?, at: Int64) async throws -> Bool {
-        try await self.database.write { db in
-            try db.query(
-                """
-                UPDATE live_activities SET ended_at = ?, end_reason = ?, updated_at = max(updated_at, ?),
-                    last_notification_id = coalesce(?, last_notification_id)
-                WHERE app_id = ? AND id = ? AND ended_at IS NULL
-                """,
-                [.integer(at), .text(reason.rawValue), .integer(at), notificationID.map(SQLValue.text) ?? .null, .text(appID), .text(id)]
+                [.integer(at), .text(reason.rawValue), .integer(at), .text(appID), .text(id)]
             )
             return db.changes > 0
         }

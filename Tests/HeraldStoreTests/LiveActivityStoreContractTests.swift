@@ -37,20 +37,21 @@ import Testing
             #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id) == ["a2", "a1"])
             #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 1).map(\.id) == ["a2"])
 
-            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: #"{"score":1}"#, notificationID: "u1", now: 30))
-            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: #"{"score":2}"#, notificationID: nil, now: 40))
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 0, contentState: #"{"score":1}"#, now: 30))
+            try await store.setLiveActivityNotification(appID: "demo", id: "a1", notificationID: "u1", now: 30)
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 1, contentState: #"{"score":2}"#, now: 40))
             let updated = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
             #expect(updated.updates == 2 && updated.updatedAt == 40 && updated.contentState == #"{"score":2}"#)
             #expect(updated.lastNotificationID == "u1", "an update no token received keeps the last notification")
 
-            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .userChanged, notificationID: nil, at: 50))
-            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .ended, notificationID: "e1", at: 60) == false, "ended once")
-            #expect(try await store.recordLiveActivityUpdate(appID: "demo", id: "a1", contentState: "{}", notificationID: "u2", now: 70) == false)
+            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .userChanged, at: 50))
+            #expect(try await store.endLiveActivity(appID: "demo", id: "a1", reason: .ended, at: 60) == false, "ended once")
+            #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 2, contentState: "{}", now: 70) == false)
             let ended = try #require(try await store.liveActivity(appID: "demo", id: "a1"))
             #expect(!ended.isActive && ended.endedAt == 50 && ended.endReason == .userChanged && ended.updates == 2)
             #expect(ended.lastNotificationID == "u1" && ended.contentState == #"{"score":2}"#)
             #expect(try await store.liveActivities(appID: "demo", activeOnly: true, limit: 10).map(\.id) == ["a2"])
-            #expect(try await store.endLiveActivity(appID: "demo", id: "nope", reason: .ended, notificationID: nil, at: 1) == false)
+            #expect(try await store.endLiveActivity(appID: "demo", id: "nope", reason: .ended, at: 1) == false)
             #expect(try await store.liveActivity(appID: "other", id: "a1")?.isActive == true, "per app")
         }
     }

@@ -349,7 +349,7 @@ struct LiveActivitiesController {
             }
         }
         guard let ending else { return activity }
-        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, notificationID: nil, at: ending.1)
+        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, at: ending.1)
         return try await self.stored(app: app, id: activity.id)
     }
 
