@@ -4,6 +4,14 @@ import HeraldAPI
 import HeraldCore
 
 extension NotificationRequest {
+    /// A checked notification as the app takes it, by the API or the dashboard, stored or
+    /// broadcast: its receipt id's room reserved (``reserveReceipt(_:app:)``) and the app's
+    /// delivery policies adopted.
+    static func admit(_ spec: inout NotificationSpec, app: App) throws {
+        try Self.reserveReceipt(spec, app: app)
+        spec.adoptPolicies(app.security)
+    }
+
     /// For an app whose pushes carry receipt ids: the id's bytes (`,"hr":"…"`, 35) must fit
     /// within the payload limit too, checked at acceptance like every other size rule.
     static func reserveReceipt(_ spec: NotificationSpec, app: App) throws {

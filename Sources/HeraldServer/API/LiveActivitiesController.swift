@@ -211,7 +211,7 @@ struct LiveActivitiesController {
         let now = self.clock.nowMilliseconds
         var dismissal: Int64?
         if let text = dismissalDate {
-            guard let value = Int64(String(text)), value >= 0, value <= now / 1000 + Self.horizonSeconds else {
+            guard let value = Int64(text), value >= 0, value <= now / 1000 + Self.horizonSeconds else {
                 throw HeraldError.invalid(
                     "dismissalDate is UNIX seconds, at most 30 days ahead (in the past: removed at once)", code: "bad_dismissalDate")
             }

@@ -31,8 +31,7 @@ struct NotificationsController {
         let body = try await request.decode(as: SendRequest.self, context: context)
         var spec = try NotificationRequest.spec(body, now: now)
         try await NotificationRequest.applyTemplate(body, to: &spec, appID: app.id, store: self.store)
-        try NotificationRequest.reserveReceipt(spec, app: app)
-        spec.adoptPolicies(app.security)
+        try NotificationRequest.admit(&spec, app: app)
         if case .channel(let channelID) = spec.audience {
             return try await self.broadcast(spec, channelID: channelID, app: app).response(from: request, context: context)
         }

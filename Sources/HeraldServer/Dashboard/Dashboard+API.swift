@@ -74,9 +74,8 @@ struct DashboardBackend: Sendable {
 
     /// Stores a notification and wakes the delivery engine: its id.
     func send(_ spec: NotificationSpec, app: App, now: Int64) async throws -> String {
-        try NotificationRequest.reserveReceipt(spec, app: app)
         var spec = spec
-        spec.adoptPolicies(app.security)
+        try NotificationRequest.admit(&spec, app: app)
         let created = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now)
         self.api.engine.ring()
         return created.id
@@ -124,9 +123,8 @@ struct DashboardBackend: Sendable {
     /// then recorded; its id.
     func broadcast(_ spec: NotificationSpec, app: App) async throws -> String {
         guard case .channel(let channelID) = spec.audience else { throw ChannelsController.notFound }
-        try NotificationRequest.reserveReceipt(spec, app: app)
         var spec = spec
-        spec.adoptPolicies(app.security)
+        try NotificationRequest.admit(&spec, app: app)
         let controller = NotificationsController(store: self.api.store, engine: self.api.engine, clients: self.api.clients, clock: self.api.clock)
         return try await controller.broadcast(spec, channelID: channelID, app: app).body.id
     }
