@@ -113,10 +113,23 @@ extension FrequencyCap {
     }
 
     /// What a claim decided: each capped delivery's fate (by index), and the history each person
-    /// it admitted alerts to has now (the times of their alerts still in the window).
+    /// it admitted alerts to has now (the times of their alerts still in the window), in the
+    /// order of the claim's deliveries: a broadcast's chunk is in device order, so its people's
+    /// rows are written next to each other in the key's index instead of all over it.
     package struct Decision: Sendable, Hashable {
         package var outcomes: [Int: Outcome] = [:]
-        package var history: [Key: [Int64]] = [:]
+        package var history: [Counted] = []
+    }
+
+    /// A person's history as a claim leaves it.
+    package struct Counted: Sendable, Hashable {
+        package var key: Key
+        package var times: [Int64]
+
+        package init(key: Key, times: [Int64]) {
+            self.key = key
+            self.times = times
+        }
     }
 
     /// The devices of `claimed` whose user the claim needs: those of alerts whose notification
@@ -125,35 +138,66 @@ extension FrequencyCap {
         claimed.compactMap { $0.frequencyCap != nil && $0.pushType == .alert ? $0.deviceID : nil }
     }
 
-    /// The person each capped delivery of `claimed` counts against (by index), from its
-    /// device's user (`users`; a device missing from it has none).
-    package static func keys(_ claimed: [ClaimedDelivery], users: [Int64: String]) -> [Int: Key] {
-        var keys: [Int: Key] = [:]
+    /// A capped delivery (by its index in the claim) and the person it counts against.
+    package struct Capped: Sendable, Hashable {
+        package var index: Int
+        package var key: Key
+
+        package init(index: Int, key: Key) {
+            self.index = index
+            self.key = key
+        }
+    }
+
+    /// The person each capped delivery of `claimed` counts against, in the claim's order, from
+    /// its device's user (`users`; a device missing from it has none).
+    package static func keys(_ claimed: [ClaimedDelivery], users: [Int64: String]) -> [Capped] {
+        var keys: [Capped] = []
         for (index, delivery) in claimed.enumerated() {
             guard let cap = delivery.frequencyCap, delivery.pushType == .alert else { continue }
             let subject = users[delivery.deviceID].map { "u:" + $0 } ?? "d:\(delivery.deviceID)"
-            keys[index] = Key(appID: delivery.appID, subject: subject, category: cap.category)
+            keys.append(Capped(index: index, key: Key(appID: delivery.appID, subject: subject, category: cap.category)))
         }
         return keys
+    }
+
+    /// The people of `keys`, each once, in the order of their first delivery: a broadcast's
+    /// chunk is in device order, so their rows are looked up and written in the key's order too
+    /// (next to each other in its index instead of all over it).
+    package static func inClaimOrder(_ keys: [Capped]) -> [Key] {
+        var seen = Set<Key>(minimumCapacity: keys.count)
+        var people: [Key] = []
+        people.reserveCapacity(keys.count)
+        for capped in keys where seen.insert(capped.key).inserted { people.append(capped.key) }
+        return people
     }
 
     /// Admits the capped deliveries of `claimed` in order, at `now`, against each person's
     /// `history` (the times of their alerts, as stored; older than a window is ignored): one
     /// with room is admitted and counted, one without is capped or deferred.
-    package static func decide(_ claimed: [ClaimedDelivery], keys: [Int: Key], history stored: [Key: [Int64]], now: Int64) -> Decision {
+    package static func decide(_ claimed: [ClaimedDelivery], keys: [Capped], history stored: [Key: [Int64]], now: Int64) -> Decision {
         var decision = Decision()
-        // Each person's times so far in this claim, and as they were at the last alert admitted.
-        var people: [Key: Person] = [:]
+        // Each person's times so far in this claim, and as they were at the last alert admitted:
+        // each person once, in the order of their first delivery; `slots` finds them.
+        var slots: [Key: Int] = [:]
+        slots.reserveCapacity(keys.count)
+        var people: [(key: Key, person: Person)] = []
         people.reserveCapacity(keys.count)
-        for (index, key) in keys.sorted(by: { $0.key < $1.key }) {
-            guard let cap = claimed[index].frequencyCap else { continue }
-            if let outcome = people[key, default: Person(times: stored[key] ?? [])].admit(cap, now: now) {
-                decision.outcomes[index] = outcome
+        for capped in keys {
+            guard let cap = claimed[capped.index].frequencyCap else { continue }
+            let slot: Int
+            if let known = slots[capped.key] {
+                slot = known
+            } else {
+                slot = people.count
+                slots[capped.key] = slot
+                people.append((capped.key, Person(times: stored[capped.key] ?? [])))
             }
+            if let outcome = people[slot].person.admit(cap, now: now) { decision.outcomes[capped.index] = outcome }
         }
         decision.history.reserveCapacity(people.count)
         for (key, person) in people {
-            if let admitted = person.admitted { decision.history[key] = admitted }
+            if let admitted = person.admitted { decision.history.append(Counted(key: key, times: admitted)) }
         }
         return decision
     }

@@ -465,6 +465,17 @@ package final class PostgresStore: HeraldStore {
             END $$
             """
         ],
+        // 17: frequency_counts' key compared byte by byte (`COLLATE "C"`): a capped broadcast
+        // looks up and inserts one key per person, and under a database's language collation
+        // (even C.UTF-8) each comparison in the index goes through strcoll. The key is an
+        // identifier, never sorted for people. Rebuilds the primary key's index (the table is
+        // locked meanwhile).
+        [
+            """
+            ALTER TABLE frequency_counts ALTER COLUMN app_id TYPE text COLLATE "C", ALTER COLUMN subject TYPE text COLLATE "C",
+                ALTER COLUMN category TYPE text COLLATE "C"
+            """
+        ],
     ]
 
     /// The version the database is at after `migrate()`.

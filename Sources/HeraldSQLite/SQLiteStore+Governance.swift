@@ -33,7 +33,10 @@ extension SQLiteStore {
             SELECT c.id FROM notifications n JOIN delivery_chunks c ON c.notification_id = n.id WHERE n.app_id = ?1 LIMIT ?2)
         """,
         "DELETE FROM notifications WHERE id IN (SELECT id FROM notifications WHERE app_id = ?1 LIMIT ?2)",
-        "DELETE FROM frequency_counts WHERE rowid IN (SELECT rowid FROM frequency_counts WHERE app_id = ?1 LIMIT ?2)",
+        """
+        DELETE FROM frequency_counts WHERE (app_id, subject, category) IN (
+            SELECT app_id, subject, category FROM frequency_counts WHERE app_id = ?1 LIMIT ?2)
+        """,
         """
         DELETE FROM device_tags WHERE (device_id, tag) IN (
             SELECT t.device_id, t.tag FROM devices d JOIN device_tags t ON t.device_id = d.id WHERE d.app_id = ?1 LIMIT ?2)

@@ -57,12 +57,12 @@ extension SQLiteStore {
             )
         }
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
-        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.key] == nil && slotted[$0.key] == nil }
+        let keys = FrequencyCap.keys(result, users: users).filter { held[$0.index] == nil && slotted[$0.index] == nil }
         if !keys.isEmpty {
             // Each person's history by key, and the new ones written in statements of many rows,
             // their values bound (SQLite's one writer makes the read and the write exact).
             var history: [FrequencyCap.Key: [Int64]] = [:]
-            for person in Set(keys.values) {
+            for person in FrequencyCap.inClaimOrder(keys) {
                 try db.each(
                     "SELECT times FROM frequency_counts WHERE app_id = ? AND subject = ? AND category = ?",
                     [.text(person.appID), .text(person.subject), .text(person.category)]
@@ -70,14 +70,16 @@ extension SQLiteStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
             outcomes = decision.outcomes
-            let changed = Array(decision.history)
+            let changed = decision.history
             var start = changed.startIndex
             while start < changed.endIndex {
                 let batch = changed[start..<min(start + Self.countsPerInsert, changed.endIndex)]
                 var values: [SQLValue] = []
                 values.reserveCapacity(batch.count * 4)
-                for (key, times) in batch {
-                    values += [.text(key.appID), .text(key.subject), .text(key.category), .text(FrequencyCap.encode(times))]
+                for person in batch {
+                    values += [
+                        .text(person.key.appID), .text(person.key.subject), .text(person.key.category), .text(FrequencyCap.encode(person.times)),
+                    ]
                 }
                 try db.query(
                     """

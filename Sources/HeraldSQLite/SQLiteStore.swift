@@ -219,6 +219,17 @@ package final class SQLiteStore: HeraldStore {
         DROP TABLE frequency_counts;
         ALTER TABLE frequency_counts_new RENAME TO frequency_counts;
         """,
+        // 16: frequency_counts as one b-tree (`WITHOUT ROWID`): a capped delivery's row is
+        // looked up and written by its key, which a rowid table keeps twice (the table and its
+        // primary-key index), each insert touching both.
+        """
+        CREATE TABLE frequency_counts_new (
+            app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+            PRIMARY KEY (app_id, subject, category)) WITHOUT ROWID;
+        INSERT INTO frequency_counts_new (app_id, subject, category, times) SELECT app_id, subject, category, times FROM frequency_counts;
+        DROP TABLE frequency_counts;
+        ALTER TABLE frequency_counts_new RENAME TO frequency_counts;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

@@ -40,8 +40,12 @@ import Testing
         #expect(FrequencyCap.devices(batch) == [1, 2])
         #expect(FrequencyCap.devices([self.delivery(1, cap: nil)]).isEmpty, "no cap, nothing to read")
         let keys = FrequencyCap.keys(batch, users: [1: "ann"])
-        #expect(keys == [0: .init(appID: "demo", subject: "u:ann", category: "news"), 1: .init(appID: "demo", subject: "d:2", category: "news")])
-        #expect(keys[0]?.lockKey != keys[1]?.lockKey)
+        #expect(
+            keys == [
+                .init(index: 0, key: .init(appID: "demo", subject: "u:ann", category: "news")),
+                .init(index: 1, key: .init(appID: "demo", subject: "d:2", category: "news")),
+            ])
+        #expect(keys[0].key.lockKey != keys[1].key.lockKey)
     }
 
     @Test("a claim admits up to the limit in the rolling window, then fails or defers until the oldest alert leaves it")
@@ -52,12 +56,14 @@ import Testing
         let batch = [self.delivery(1, cap: fail), self.delivery(2, cap: fail), self.delivery(3, cap: wait), self.delivery(4, cap: fail)]
         let ann = FrequencyCap.Key(appID: "demo", subject: "u:ann", category: "")
         let bob = FrequencyCap.Key(appID: "demo", subject: "u:bob", category: "")
-        let keys = [0: ann, 1: ann, 2: ann, 3: bob]
+        let keys = [ann, ann, ann, bob].enumerated().map { FrequencyCap.Capped(index: $0.offset, key: $0.element) }
         // Ann had one alert 10 minutes ago and one older than the window.
         let now: Int64 = 10_000_000
         let decision = FrequencyCap.decide(batch, keys: keys, history: [ann: [now - 600_000, now - 3_700_000]], now: now)
         #expect(decision.outcomes == [1: .capped, 2: .deferred(until: now - 600_000 + 3_600_000)])
-        #expect(decision.history == [ann: [now - 600_000, now], bob: [now]])
+        #expect(decision.history == [.init(key: ann, times: [now - 600_000, now]), .init(key: bob, times: [now])])
+        #expect(FrequencyCap.inClaimOrder(keys) == [ann, bob], "each person once, by their first delivery")
+        #expect(FrequencyCap.inClaimOrder([.init(index: 0, key: bob), .init(index: 1, key: ann), .init(index: 2, key: bob)]) == [bob, ann])
         #expect(FrequencyCap.decode(FrequencyCap.encode([1, 2, 3])) == [1, 2, 3])
         let merged = SetAside.merge(held: [0: 5], capped: decision.outcomes, now: now)
         #expect(merged[0] == SetAside(state: .pending, nextAttemptAt: 5, reason: QuietHours.reason))

@@ -255,3 +255,37 @@ import Testing
         #expect(try await store.devices(appID: "demo", DeviceQuery(limit: 500)).count == 200)
     }
 }
+
+extension GovernanceStoreTests {
+    @Test("SQLite migration 16: a schema-15 file's frequency counts are kept in a table without rowids")
+    func sqliteCountsWithoutRowid() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-counts")
+        defer { directory.remove() }
+        let path = directory.path + "/herald.sqlite"
+        // A file as schema 15 left it: the counts table with its rowid, one person's row in it.
+        do {
+            let old = try SQLiteDatabase(path: path)
+            try await old.write { db in
+                try db.execute(
+                    """
+                    CREATE TABLE schema_version (version INTEGER NOT NULL);
+                    INSERT INTO schema_version (version) VALUES (15);
+                    CREATE TABLE frequency_counts (
+                        app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+                        PRIMARY KEY (app_id, subject, category));
+                    INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
+                    """)
+            }
+        }
+        let store = try await SQLiteStore(path: path)
+        #expect(try await store.schemaVersion() == 16)
+        let (sql, rows) = try await store.database.read { db in
+            (
+                try db.query("SELECT sql FROM sqlite_master WHERE name = 'frequency_counts'").first?.first?.string ?? "",
+                try db.query("SELECT app_id, subject, category, times FROM frequency_counts")
+            )
+        }
+        #expect(sql.hasSuffix("WITHOUT ROWID"))
+        #expect(rows == [[.text("demo"), .text("u:ann"), .text(""), .text("1000,2000")]])
+    }
+}
