@@ -19,8 +19,7 @@ struct APIKeyAuthenticator: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else { return try await next(request, context) }
-        guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { throw HeraldError.unauthorized }
-        let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        guard let token = APIKeySecret.bearerToken(header) else { throw HeraldError.unauthorized }
         guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
             throw HeraldError.unauthorized
         }
