@@ -321,8 +321,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
                 // start carries one in its attributes (`heraldActivityId`), as an app reads it.
                 var id = "activity-" + UUID().uuidString.prefix(8).lowercased()
                 if case .object(let attributes)? = received.attributes, let herald = attributes["heraldActivityId"]?.string { id = herald }
-                let aps = ((try? JSONSerialization.jsonObject(with: payload)) as? [String: Any])?["aps"] as? [String: Any]
-                if let channel = aps?["input-push-channel"] as? String {
+                if let channel = received.payload.object?["aps"]?.object?["input-push-channel"]?.string {
                     // Updated by broadcast: the activity has no update token.
                     tally.channels.withLock { $0[channel] = id }
                     return ("[Live Activity \(id)] started: \(state)\(alert) — updates on channel \(channel)", nil, false)

@@ -8,10 +8,12 @@ Environment: HERALD_URL, HERALD_ADMIN_KEY, HERALD_APP (an existing app id), HERA
 (a directory for screenshots). Exits non-zero, with the reason, on the first failed check.
 """
 import datetime
+import json
 import os
 import re
 import sys
 import time
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -52,6 +54,23 @@ def shot(driver, name):
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
+
+
+def check_fits(driver, path, width=390):
+    """The page loaded from `path` is no wider than the `width` px viewport."""
+    wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    check(wide <= 1, f"{path} is {wide}px wider than the {width}px viewport")
+
+
+def call_json(base, method, path, body=None, key=None):
+    """A JSON request to Herald's API or the emulator's control API; the JSON answered."""
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"content-type": "application/json"}
+    if key:
+        headers["authorization"] = "Bearer " + key
+    request = urllib.request.Request(base + path, data=data, headers=headers, method=method)
+    with urllib.request.urlopen(request) as answer:
+        return json.loads(answer.read())
 
 
 def submit(driver, element):
@@ -293,8 +312,7 @@ def main():
             driver.set_window_size(width, height)
             for name, path in pages.items():
                 driver.get(BASE + path)
-                wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-                check(wide <= 1, f"{path} is {wide}px wider than the {width}px viewport")
+                check_fits(driver, path, width)
                 titles[name] = driver.title
                 shot(driver, f"page-{size}-{name}")
         repeated = {t for t in titles.values() if list(titles.values()).count(t) > 1}
@@ -494,8 +512,7 @@ def walk():
         driver.set_window_size(390, 844)
         for path in ("/dashboard/apps/walk/templates", "/dashboard/apps/walk/send", "/dashboard/emulator"):
             driver.get(BASE + path)
-            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            check(wide <= 1, f"{path} is {wide}px wider than the 390px viewport")
+            check_fits(driver, path)
             shot(driver, "walk-phone-" + path.rstrip("/").split("/")[-1])
         driver.set_window_size(1280, 1000)
         driver.get(BASE + "/dashboard/apps/walk")
@@ -519,16 +536,11 @@ def channels():
     """Live Activity broadcast channels on the dashboard, against the built-in emulator: a refusal
     shown with its code, a channel made and listed, a broadcast to it from the send page that the
     emulator's control API shows received once on that channel, and a delete that asks first."""
-    import json
-    import urllib.request
     control = os.environ["HERALD_EMULATOR_CONTROL"].rstrip("/")
     bundle = os.environ["HERALD_BUNDLE"]
 
     def emulator(method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(control + path, data=data, headers={"content-type": "application/json"}, method=method)
-        with urllib.request.urlopen(request) as answer:
-            return json.loads(answer.read())
+        return call_json(control, method, path, body)
 
     driver = browser()
     wait = WebDriverWait(driver, HANG_GUARD)
@@ -612,8 +624,7 @@ def channels():
         driver.set_window_size(390, 844)
         for path in (f"/dashboard/apps/{APP}/channels", f"/dashboard/apps/{APP}/send?to=channel"):
             driver.get(BASE + path)
-            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            check(wide <= 1, f"{path} is {wide}px wider than the 390px viewport")
+            check_fits(driver, path)
         shot(driver, "channels-06-phone")
     except Exception:
         shot(driver, "channels-failure")

@@ -6,29 +6,17 @@ a confirmation; the emulator's control API shows the start, the update and the e
 
 Environment: as dashboard_test.py, with HERALD_EMULATOR_CONTROL and HERALD_BUNDLE.
 """
-import json
 import os
 import sys
-import urllib.request
 
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from dashboard_test import APP, BASE, HANG_GUARD, KEY, browser, check, shot, sign_in, submit
+from dashboard_test import APP, BASE, HANG_GUARD, KEY, browser, call_json as call, check, check_fits, shot, sign_in, submit
 
 CONTROL = os.environ["HERALD_EMULATOR_CONTROL"].rstrip("/")
 BUNDLE = os.environ["HERALD_BUNDLE"]
-
-
-def call(base, method, path, body=None, key=None):
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"content-type": "application/json"}
-    if key:
-        headers["authorization"] = "Bearer " + key
-    request = urllib.request.Request(base + path, data=data, headers=headers, method=method)
-    with urllib.request.urlopen(request) as answer:
-        return json.loads(answer.read())
 
 
 def virtual_device(kind, registration):
@@ -134,8 +122,7 @@ def live_activities():
         driver.set_window_size(390, 844)
         for path in (f"/dashboard/apps/{APP}/live-activities", f"/dashboard/apps/{APP}/live-activities/{activity}"):
             driver.get(BASE + path)
-            wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-            check(wide <= 1, f"{path} is {wide}px wider than the 390px viewport")
+            check_fits(driver, path)
         shot(driver, "live-activities-06-phone")
     except Exception:
         shot(driver, "live-activities-failure")

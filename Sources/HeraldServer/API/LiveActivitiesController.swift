@@ -183,19 +183,11 @@ struct LiveActivitiesController {
         guard claimed else {
             throw HeraldError(code: "activity_busy", "other updates to this Live Activity won: send it again")
         }
-        let notificationID: String?
-        do {
-            notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
-        } catch {
+        return try await self.sendClaimed(aps, priority: priority, to: activity, app: app, now: now) {
             try? await self.store.undoLiveActivityUpdate(
                 appID: app.id, id: activity.id, claimedUpdates: activity.updates + 1, contentState: state, previousContentState: activity.contentState
             )
-            throw error
         }
-        if let notificationID {
-            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
-        }
-        return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
     }
 
     /// An `end` event with the newest content state (`?dismissalDate=` UNIX seconds: when the
@@ -227,17 +219,9 @@ struct LiveActivitiesController {
         let state = (try? JSONValue.parse(claimed)) ?? .object([])
         var aps: [(String, JSONValue)] = [("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state)]
         if let dismissal { aps.append(("dismissal-date", .int(dismissal))) }
-        let notificationID: String?
-        do {
-            notificationID = try await self.send(aps, priority: .immediate, to: activity, app: app, now: now)
-        } catch {
+        return try await self.sendClaimed(aps, priority: .immediate, to: activity, app: app, now: now) {
             try? await self.store.undoLiveActivityEnd(appID: app.id, id: activity.id, at: now)
-            throw error
         }
-        if let notificationID {
-            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
-        }
-        return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
     }
 
     /// The app's activities, newest first; `?state=active` for the active ones only.
@@ -269,12 +253,38 @@ struct LiveActivitiesController {
         return try await self.read(id: context.parameters.get("id") ?? "", app: app)
     }
 
-    /// The activity `id`, brought up to date; 404 `activity_not_found` (the API's and the dashboard's read).
+    /// The activity `id`, brought up to date; 404 `activity_not_found`.
     func read(id: String, app: App) async throws -> LiveActivityResponse {
-        try await self.response(try await self.current(id: id, app: app, now: self.clock.nowMilliseconds), app: app)
+        try await self.readWithState(id: id, app: app).activity
+    }
+
+    /// The activity `id`, brought up to date, and its newest content state (JSON text) for the
+    /// dashboard's update form; 404 `activity_not_found`.
+    func readWithState(id: String, app: App) async throws -> (activity: LiveActivityResponse, contentState: String) {
+        let activity = try await self.current(id: id, app: app, now: self.clock.nowMilliseconds)
+        return (try await self.response(activity, app: app), activity.contentState)
     }
 
     // MARK: sending
+
+    /// Sends an update or end already claimed in the store; `undo` gives the claim back if the
+    /// send fails. The activity as it is after, with the notification that carried it noted.
+    private func sendClaimed(
+        _ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64,
+        undo: () async -> Void
+    ) async throws -> LiveActivityResponse {
+        let notificationID: String?
+        do {
+            notificationID = try await self.send(aps, priority: priority, to: activity, app: app, now: now)
+        } catch {
+            await undo()
+            throw error
+        }
+        if let notificationID {
+            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
+        }
+        return try await self.response(try await self.stored(app: app, id: activity.id), app: app)
+    }
 
     /// Sends one Live Activity event to the activity; the notification it is recorded as, nil
     /// when no update token receives it (none registered yet, or none of its users').
@@ -308,11 +318,7 @@ struct LiveActivitiesController {
 
     // MARK: state
 
-    /// The activity named by the path, brought up to date (``refreshed(_:app:now:)``); 404 `activity_not_found`.
-    private func current(_ context: APIRequestContext, app: App, now: Int64) async throws -> StoredLiveActivity {
-        try await self.current(id: context.parameters.get("id") ?? "", app: app, now: now)
-    }
-
+    /// The activity `id`, brought up to date (``refreshed(_:app:now:)``); 404 `activity_not_found`.
     private func current(id: String, app: App, now: Int64) async throws -> StoredLiveActivity {
         try await self.refreshed(try await self.stored(app: app, id: id), app: app, now: now)
     }
@@ -374,8 +380,9 @@ struct LiveActivitiesController {
     /// update tokens the activity reaches, and a user's erasure finds it); a list of tokens only
     /// as its length, so that no push-to-start token stays in a row no erasure reads.
     static func storedAudience(_ audience: Audience) -> String {
-        if case .users = audience { return Targeting(audience: audience).jsonString(listsAsCounts: false) }
-        return Targeting(audience: audience).jsonString(listsAsCounts: true)
+        var users = false
+        if case .users = audience { users = true }
+        return Targeting(audience: audience).jsonString(listsAsCounts: !users)
     }
 
     static func ended(_ activity: StoredLiveActivity) -> HeraldError {

@@ -143,8 +143,7 @@ struct DashboardBackend: Sendable {
     /// The app's activity `id` as `GET …/live-activities/{id}` answers it, and its newest content
     /// state (JSON text); 404 `activity_not_found`.
     func liveActivity(_ app: App, id: String) async throws -> (activity: LiveActivityResponse, contentState: String) {
-        let activity = try await self.liveActivities.read(id: id, app: app)
-        return (activity, try await self.store.liveActivity(appID: app.id, id: activity.id)?.contentState ?? "{}")
+        try await self.liveActivities.readWithState(id: id, app: app)
     }
 
     /// Starts an activity from a `POST …/live-activities` body, checked as the API checks it.

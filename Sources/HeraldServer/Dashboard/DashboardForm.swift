@@ -34,6 +34,12 @@ enum DashboardForm {
         return nil
     }
 
+    /// A field's value without the blanks and line breaks around it; nil when missing or blank.
+    static func field(_ form: [String: String], _ name: String) -> String? {
+        guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
+        return value
+    }
+
     /// File fields whose content is binary (a `.p12`): their value is the content in base64.
     static let binaryFields: Set<String> = ["pkcs12File"]
 

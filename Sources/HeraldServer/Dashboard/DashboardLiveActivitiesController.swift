@@ -161,7 +161,7 @@ struct DashboardLiveActivitiesController: Sendable {
             let session = try await self.dashboard.sessions.authorized(request, form: form)
             let app = try await self.dashboard.app(context.parameters.get("app"))
             let id = context.parameters.get("id") ?? ""
-            let typed = form["dismissalDate"]?.trimmingCharacters(in: .whitespaces) ?? ""
+            let typed = DashboardForm.field(form, "dismissalDate") ?? ""
             do {
                 var dismissal: Int64?
                 if !typed.isEmpty {
@@ -253,7 +253,7 @@ struct DashboardLiveActivitiesController: Sendable {
         }
         let key = ["tag": "tags", "token": "tokens"][form["to"] ?? "user"] ?? "users"
         var members: [(String, JSONValue)] = [("audience", .object([(key, .array(targets))]))]
-        if let type = Self.field(form, "attributesType") { members.append(("attributesType", .string(type))) }
+        if let type = DashboardForm.field(form, "attributesType") { members.append(("attributesType", .string(type))) }
         if let attributes = try Self.object(form, "attributes", code: "bad_attributes", what: "the attributes") {
             members.append(("attributes", attributes))
         }
@@ -261,7 +261,7 @@ struct DashboardLiveActivitiesController: Sendable {
             members.append(("contentState", state))
         }
         if let alert = Self.alert(form) { members.append(("alert", alert)) }
-        let input = Self.field(form, "input") ?? "token"
+        let input = DashboardForm.field(form, "input") ?? "token"
         if input == "token" {
             members.append(("inputPushToken", true))
         } else {
@@ -277,33 +277,28 @@ struct DashboardLiveActivitiesController: Sendable {
         if let state = try Self.object(form, "contentState", code: "bad_contentState", what: "the content state") {
             members.append(("contentState", state))
         }
-        if let text = Self.field(form, "staleDate") {
+        if let text = DashboardForm.field(form, "staleDate") {
             guard let seconds = DashboardSendController.utcSeconds(text) else {
                 throw HeraldError.invalid("the stale date must be a date and time (UTC), like 2026-11-24T21:30", code: "bad_staleDate")
             }
             members.append(("staleDate", .int(seconds)))
         }
-        if let text = Self.field(form, "relevanceScore") {
+        if let text = DashboardForm.field(form, "relevanceScore") {
             guard let score = Double(text) else { throw HeraldError.invalid("the relevance score must be a number", code: "bad_relevanceScore") }
             members.append(("relevanceScore", .double(score)))
         }
         if let alert = Self.alert(form) { members.append(("alert", alert)) }
-        if let text = Self.field(form, "priority") {
+        if let text = DashboardForm.field(form, "priority") {
             guard let priority = Int64(text) else { throw HeraldError.invalid("priority is 5 or 10", code: "bad_priority") }
             members.append(("priority", .int(priority)))
         }
         return .object(members)
     }
 
-    private static func field(_ form: [String: String], _ name: String) -> String? {
-        guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
-        return value
-    }
-
     /// A JSON text field as typed; what is not JSON is refused here with the API's code, the rest
     /// (not an object) by the API; nil when empty (the API says what is missing).
     private static func object(_ form: [String: String], _ name: String, code: String, what: String) throws -> JSONValue? {
-        guard let text = Self.field(form, name) else { return nil }
+        guard let text = DashboardForm.field(form, name) else { return nil }
         guard let value = try? JSONValue.parse(Array(text.utf8)) else {
             throw HeraldError.invalid("\(what) must be a JSON object, like {\"score\": 1}: this is not JSON", code: code)
         }
@@ -313,7 +308,7 @@ struct DashboardLiveActivitiesController: Sendable {
     private static func alert(_ form: [String: String]) -> JSONValue? {
         var members: [(String, JSONValue)] = []
         for name in ["title", "body"] {
-            if let value = Self.field(form, name) { members.append((name, .string(value))) }
+            if let value = DashboardForm.field(form, name) { members.append((name, .string(value))) }
         }
         return members.isEmpty ? nil : .object(members)
     }

@@ -114,10 +114,7 @@ struct DashboardSendController: Sendable {
 
     /// The API's notification body from the form's fields; `now` (ms) is a broadcast's timestamp.
     static func notificationBody(_ form: [String: String], now: Int64) throws -> JSONValue {
-        func field(_ name: String) -> String? {
-            guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
-            return value
-        }
+        func field(_ name: String) -> String? { DashboardForm.field(form, name) }
         if form["to"] == "channel" { return try Self.broadcastBody(form, now: now) }
         guard let target = field("target") else {
             throw HeraldError.invalid("name a device token, user id or tag to send to", code: "missing_audience")
@@ -171,10 +168,7 @@ struct DashboardSendController: Sendable {
     /// a `datetime-local` input gives them), the optional alert, and the priority; the timestamp
     /// is `now`. What the API would refuse is left to it (the same codes).
     static func broadcastBody(_ form: [String: String], now: Int64) throws -> JSONValue {
-        func field(_ name: String) -> String? {
-            guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
-            return value
-        }
+        func field(_ name: String) -> String? { DashboardForm.field(form, name) }
         guard let channel = field("channel") else {
             throw HeraldError.invalid("choose one of the app's channels to broadcast on (make one on the channels page)", code: "missing_audience")
         }

@@ -103,12 +103,7 @@ struct DashboardSetupController: Sendable {
     /// The API's credential body from the form: a `.p8` key (a file or pasted), a certificate
     /// and its key in PEM form, or a `.p12` and its passphrase.
     static func credentialRequest(_ form: [String: String]) throws -> CredentialRequest {
-        func field(_ names: String...) -> String? {
-            for name in names {
-                if let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty { return value }
-            }
-            return nil
-        }
+        func field(_ names: String...) -> String? { names.lazy.compactMap { DashboardForm.field(form, $0) }.first }
         if form["kind"] == "pkcs12" {
             guard let bundle = field("pkcs12File") else {
                 throw HeraldError.invalid("choose the .p12 file", code: "missing_pkcs12")

@@ -73,10 +73,7 @@ struct DashboardTemplatesController: Sendable {
     /// The API's template body from the form: the default's title and body, and each other
     /// locale whose name is given.
     static func saveRequest(_ form: [String: String]) -> SaveTemplateRequest {
-        func text(_ name: String) -> String? {
-            guard let value = form[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return nil }
-            return value
-        }
+        func text(_ name: String) -> String? { DashboardForm.field(form, name) }
         var locales: [String: TemplateVariantBody] = [:]
         for index in 0..<Self.formLocales {
             guard let locale = text("locale-\(index)") else { continue }
