@@ -8,7 +8,7 @@ import APNSModels
 /// A delivery over the cap is not sent: it fails with reason ``reason``, or, if its send asked to
 /// defer, waits (pending, the same reason) until the oldest alert in the window leaves it. The
 /// drivers apply it in the claim's own transaction (PostgreSQL: under an advisory lock per
-/// person, taken in key order), so it is exact however many claims run at once, in however many
+/// stored row, taken in key order), so it is exact however many claims run at once, in however many
 /// processes. Plain values in, decisions out.
 package struct FrequencyCap: Sendable, Hashable, CustomStringConvertible {
     package var limit: Int
@@ -88,6 +88,11 @@ extension FrequencyCap {
 
         package static func < (lhs: Key, rhs: Key) -> Bool {
             (lhs.appID, lhs.subject, lhs.category) < (rhs.appID, rhs.subject, rhs.category)
+        }
+
+        /// The device of a person who is a device without a user (`d:<id>`).
+        package var device: Int64? {
+            self.subject.hasPrefix("d:") ? Int64(self.subject.dropFirst(2)) : nil
         }
 
         /// A 64-bit lock key (FNV-1a of the three parts, each followed by a zero byte but the
@@ -225,6 +230,91 @@ extension FrequencyCap {
             }
             // Room comes when the oldest alerts leave the window: the count drops below the limit.
             return cap.deferring ? .deferred(until: self.times[self.times.count - cap.cap.limit] + window) : .capped
+        }
+    }
+
+    /// How many consecutive device ids share a row: devices without a user are stored by the
+    /// row-full (``row(of:)``). A broadcast's chunk is in device order, so a chunk of 1,000
+    /// devices reads, locks and writes about 16 rows instead of 1,000 (on PostgreSQL each row
+    /// written is a tuple, an index entry and their WAL).
+    package static let devicesPerRow: Int64 = 64
+
+    /// The row `person`'s history is stored in: a user's own (`u:<user id>`), or for a device
+    /// without one its row-full's (`b:<device id / 64>`), which holds each of those devices'
+    /// times as `id:t,t;id:t`. Rows, not people, are what the drivers lock, read and write.
+    package static func row(of person: Key) -> Key {
+        guard let device = person.device else { return person }
+        return Key(appID: person.appID, subject: "b:\(device / Self.devicesPerRow)", category: person.category)
+    }
+
+    /// The rows of `people`, each once, in the order of their first person.
+    package static func rows(of people: [Key]) -> [Key] {
+        var seen = Set<Key>(minimumCapacity: people.count)
+        return people.map(Self.row(of:)).filter { seen.insert($0).inserted }
+    }
+
+    /// The people's histories in `stored` (rows' texts by row): a user's row is their own; a
+    /// row-full's holds its devices'.
+    package static func history(stored: [Key: String]) -> [Key: [Int64]] {
+        var history: [Key: [Int64]] = [:]
+        for (row, text) in stored {
+            guard row.subject.hasPrefix("b:") else {
+                history[row] = Self.decode(text)
+                continue
+            }
+            for (device, times) in Self.devices(text) {
+                history[Key(appID: row.appID, subject: "d:\(device)", category: row.category)] = times
+            }
+        }
+        return history
+    }
+
+    /// A row as a claim leaves it: its text, and whether it was read (else it is new).
+    package struct Written: Sendable, Hashable {
+        package var key: Key
+        package var text: String
+        package var existed: Bool
+
+        package init(key: Key, text: String, existed: Bool) {
+            self.key = key
+            self.text = text
+            self.existed = existed
+        }
+    }
+
+    /// The rows `counted` (a decision's people) are in, as the claim leaves them, in the order
+    /// of their first person: a user's row is their history; a row-full keeps its other
+    /// devices as `stored`, but those with no alert within the longest window (30 days), and
+    /// takes the counted devices' new histories.
+    package static func written(_ counted: [Counted], stored: [Key: String], now: Int64) -> [Written] {
+        var order: [Key] = []
+        var buckets: [Key: [Int64: [Int64]]] = [:]
+        var written: [Key: String] = [:]
+        for person in counted {
+            let row = Self.row(of: person.key)
+            guard let device = person.key.device else {
+                if written.updateValue(Self.encode(person.times), forKey: row) == nil { order.append(row) }
+                continue
+            }
+            if buckets[row] == nil {
+                order.append(row)
+                let oldest = now - Self.windows.upperBound * 1000
+                buckets[row] = Dictionary(
+                    Self.devices(stored[row] ?? "").filter { $0.times.contains { $0 > oldest } }, uniquingKeysWith: { _, last in last })
+            }
+            buckets[row]?[device] = person.times
+        }
+        for (row, devices) in buckets {
+            written[row] = devices.sorted { $0.key < $1.key }.map { "\($0.key):" + Self.encode($0.value) }.joined(separator: ";")
+        }
+        return order.map { Written(key: $0, text: written[$0] ?? "", existed: stored[$0] != nil) }
+    }
+
+    /// A row-full's devices and their times, as stored (`id:t,t;id:t`).
+    static func devices(_ text: String) -> [(device: Int64, times: [Int64])] {
+        text.split(separator: ";").compactMap { entry in
+            guard let colon = entry.firstIndex(of: ":"), let device = Int64(entry[..<colon]) else { return nil }
+            return (device, entry[entry.index(after: colon)...].split(separator: ",").compactMap { Int64($0) })
         }
     }
 

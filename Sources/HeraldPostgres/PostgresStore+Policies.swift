@@ -8,10 +8,10 @@ import PostgresNIO
 /// then frequency caps fail or defer alerts over the cap. The decisions are HeraldCore's
 /// (`QuietHours`, `FrequencyCap`); a claim with no policy active reads nothing more.
 ///
-/// Caps are exact across processes: before reading a person's history the claim takes an
-/// advisory lock per person (`pg_advisory_xact_lock`, in key order, so two claims never wait on
-/// each other in a cycle), held until it commits; a claim in another process for the same
-/// person waits for that commit and then reads what it wrote.
+/// Caps are exact across processes: before reading the rows its people's histories are in, the
+/// claim takes an advisory lock per row (`pg_advisory_xact_lock`, in key order, so two claims
+/// never wait on each other in a cycle), held until it commits; a claim in another process for
+/// the same row waits for that commit and then reads what it wrote.
 extension PostgresStore {
     /// Whether any delivery of `claimed` has a policy to apply (``applyPolicies(_:to:now:)`` does nothing otherwise).
     static func hasPolicies(_ claimed: [ClaimedDelivery]) -> Bool {
@@ -69,17 +69,19 @@ extension PostgresStore {
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
         let keys = FrequencyCap.keys(result, users: users).filter { held[$0.index] == nil && slotted[$0.index] == nil }
         if !keys.isEmpty {
-            let people = FrequencyCap.inClaimOrder(keys)
-            // unnest yields the array's order: the locks are taken in lock-key order. Under them no
-            // other claim reads or writes these people's rows; they are read and written in the
-            // claim's order (a broadcast's chunk is in device order: neighbours in the key's index).
+            // People are stored in rows (a user's own; devices without one, 64 to a row: see
+            // `FrequencyCap.row(of:)`). unnest yields the array's order: the locks are taken in
+            // lock-key order. Under them no other claim reads or writes these rows; they are
+            // read and written in the claim's order (a broadcast's chunk is in device order:
+            // neighbours in the key's index).
+            let rows = FrequencyCap.rows(of: FrequencyCap.inClaimOrder(keys))
             try await db.query(
-                "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(people.map(\.lockKey))).sorted())])
-            // Each person's row looked up by key: the LIMIT keeps the subquery apart, so the
-            // planner cannot join the table as a whole (it hashed all of it, each claim, while a
+                "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(rows.map(\.lockKey))).sorted())])
+            // Each row looked up by key: the LIMIT keeps the subquery apart, so the planner
+            // cannot join the table as a whole (it hashed all of it, each claim, while a
             // broadcast's first claims filled it faster than its statistics followed). A search
             // by `subject = ANY(…)` was no better planned: 3.7× slower in a capped broadcast.
-            var history: [FrequencyCap.Key: [Int64]] = [:]
+            var stored: [FrequencyCap.Key: String] = [:]
             for row in try await db.query(
                 """
                 SELECT k.app_id, k.subject, k.category, f.times FROM unnest($1::text[], $2::text[], $3::text[]) AS k(app_id, subject, category)
@@ -87,37 +89,35 @@ extension PostgresStore {
                     SELECT times FROM frequency_counts WHERE app_id = k.app_id AND subject = k.subject AND category = k.category LIMIT 1
                 ) f
                 """,
-                [.texts(people.map(\.appID)), .texts(people.map(\.subject)), .texts(people.map(\.category))]
+                [.texts(rows.map(\.appID)), .texts(rows.map(\.subject)), .texts(rows.map(\.category))]
             ) {
-                history[FrequencyCap.Key(appID: row.string(0) ?? "", subject: row.string(1) ?? "", category: row.string(2) ?? "")] =
-                    FrequencyCap.decode(row.string(3))
+                stored[FrequencyCap.Key(appID: row.string(0) ?? "", subject: row.string(1) ?? "", category: row.string(2) ?? "")] =
+                    row.string(3) ?? ""
             }
-            let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
+            let decision = FrequencyCap.decide(result, keys: keys, history: FrequencyCap.history(stored: stored), now: now)
             outcomes = decision.outcomes
+            let written = FrequencyCap.written(decision.history, stored: stored, now: now)
             // The rows have no foreign key to their app (its per-row check cost more than half of
             // a broadcast's inserts): the apps are locked here instead, once each, as that check
             // did, so an app's deletion waits for this commit and then deletes what it wrote, and
             // an app deleted already gets no rows (see `deleteAppRows`).
             let apps = Set(
                 try await db.query(
-                    "SELECT id FROM apps WHERE id = ANY($1) ORDER BY id FOR KEY SHARE", [.texts(Array(Set(decision.history.map(\.key.appID))))]
+                    "SELECT id FROM apps WHERE id = ANY($1) ORDER BY id FOR KEY SHARE", [.texts(Array(Set(written.map(\.key.appID))))]
                 ).compactMap { $0.string(0) })
-            // Under the locks no other claim can write these people's rows: those with none get
-            // theirs by a plain insert (no conflict to look for), the others are updated by key.
-            // (By COPY instead, the new rows took longer: 6.5 s of statement time in a 1M capped
-            // broadcast against 4.8 s.)
-            var inserted: [FrequencyCap.Counted] = []
-            var updated: [FrequencyCap.Counted] = []
-            for person in decision.history where apps.contains(person.key.appID) {
-                if history[person.key] == nil { inserted.append(person) } else { updated.append(person) }
-            }
+            // Under the locks no other claim can write these rows: new ones by a plain insert (no
+            // conflict to look for), the others updated by key (an upsert: a join
+            // could be planned as a hash of the whole table). (By COPY instead, the new rows
+            // took longer: 6.5 s of statement time in a 1M capped broadcast against 4.8 s, with
+            // a row per device then.)
+            let kept = written.filter { apps.contains($0.key.appID) }
             for (rows, sql) in [
                 (
-                    inserted,
+                    kept.filter { !$0.existed },
                     "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"
                 ),
                 (
-                    updated,
+                    kept.filter(\.existed),
                     """
                     INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
                     ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
@@ -126,10 +126,7 @@ extension PostgresStore {
             ] where !rows.isEmpty {
                 try await db.query(
                     sql,
-                    [
-                        .texts(rows.map(\.key.appID)), .texts(rows.map(\.key.subject)), .texts(rows.map(\.key.category)),
-                        .texts(rows.map { FrequencyCap.encode($0.times) }),
-                    ]
+                    [.texts(rows.map(\.key.appID)), .texts(rows.map(\.key.subject)), .texts(rows.map(\.key.category)), .texts(rows.map(\.text))]
                 )
             }
         }

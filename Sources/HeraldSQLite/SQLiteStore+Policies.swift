@@ -59,28 +59,25 @@ extension SQLiteStore {
         var outcomes: [Int: FrequencyCap.Outcome] = [:]
         let keys = FrequencyCap.keys(result, users: users).filter { held[$0.index] == nil && slotted[$0.index] == nil }
         if !keys.isEmpty {
-            // Each person's history by key, and the new ones written in statements of many rows,
-            // their values bound (SQLite's one writer makes the read and the write exact).
-            var history: [FrequencyCap.Key: [Int64]] = [:]
-            for person in FrequencyCap.inClaimOrder(keys) {
+            // The rows the people are stored in (a user's own; devices without one, 64 to a
+            // row: see `FrequencyCap.row(of:)`) read by key, and written in statements of many
+            // rows, their values bound (SQLite's one writer makes the read and the write exact).
+            var stored: [FrequencyCap.Key: String] = [:]
+            for row in FrequencyCap.rows(of: FrequencyCap.inClaimOrder(keys)) {
                 try db.each(
                     "SELECT times FROM frequency_counts WHERE app_id = ? AND subject = ? AND category = ?",
-                    [.text(person.appID), .text(person.subject), .text(person.category)]
-                ) { row in history[person] = FrequencyCap.decode(row.string(0)) }
+                    [.text(row.appID), .text(row.subject), .text(row.category)]
+                ) { found in stored[row] = found.string(0) ?? "" }
             }
-            let decision = FrequencyCap.decide(result, keys: keys, history: history, now: now)
+            let decision = FrequencyCap.decide(result, keys: keys, history: FrequencyCap.history(stored: stored), now: now)
             outcomes = decision.outcomes
-            let changed = decision.history
+            let changed = FrequencyCap.written(decision.history, stored: stored, now: now)
             var start = changed.startIndex
             while start < changed.endIndex {
                 let batch = changed[start..<min(start + Self.countsPerInsert, changed.endIndex)]
                 var values: [SQLValue] = []
                 values.reserveCapacity(batch.count * 4)
-                for person in batch {
-                    values += [
-                        .text(person.key.appID), .text(person.key.subject), .text(person.key.category), .text(FrequencyCap.encode(person.times)),
-                    ]
-                }
+                for row in batch { values += [.text(row.key.appID), .text(row.key.subject), .text(row.key.category), .text(row.text)] }
                 try db.query(
                     """
                     INSERT INTO frequency_counts (app_id, subject, category, times) VALUES \(Self.rowPlaceholders(batch.count))
@@ -94,7 +91,7 @@ extension SQLiteStore {
         try Self.setAside(db, SetAside.merge(held: held, throttled: slotted, capped: outcomes, now: now), in: &result, now: now)
     }
 
-    /// The most people's rows one statement writes (four values each).
+    /// The most rows one statement writes (four values each).
     private static let countsPerInsert = 100
 
     /// `(?, ?, ?, ?), …`: `count` rows of four values.

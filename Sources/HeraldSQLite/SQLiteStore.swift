@@ -230,6 +230,17 @@ package final class SQLiteStore: HeraldStore {
         DROP TABLE frequency_counts;
         ALTER TABLE frequency_counts_new RENAME TO frequency_counts;
         """,
+        // 17: devices without a user share a frequency-count row per 64 consecutive ids
+        // (`FrequencyCap.row(of:)`: `b:<id / 64>`, times `id:t,t;id:t`): a capped broadcast's
+        // chunk writes about 16 rows instead of 1,000. Each device's own row (`d:<id>`) moves
+        // into its row-full's.
+        """
+        INSERT INTO frequency_counts (app_id, subject, category, times)
+            SELECT app_id, 'b:' || (CAST(substr(subject, 3) AS INTEGER) / 64), category, group_concat(substr(subject, 3) || ':' || times, ';')
+            FROM (SELECT * FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:' ORDER BY app_id, category, CAST(substr(subject, 3) AS INTEGER))
+            GROUP BY app_id, CAST(substr(subject, 3) AS INTEGER) / 64, category;
+        DELETE FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:';
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {

@@ -173,7 +173,9 @@ extension DeliveryPolicyContractTests {
         return perUser
     }
 
-    func audience(_ store: any HeraldStore, users: Int, devicesEach: Int) async throws -> [Int64: String] {
+    /// `users` users with `devicesEach` devices each, then `anonymous` devices without a user
+    /// (consecutive ids: they share rows of the counts); each device's person.
+    func audience(_ store: any HeraldStore, users: Int, devicesEach: Int, anonymous: Int = 0) async throws -> [Int64: String] {
         var byDevice: [Int64: String] = [:]
         for user in 0..<users {
             for device in 0..<devicesEach {
@@ -182,6 +184,10 @@ extension DeliveryPolicyContractTests {
                 byDevice[registered.id] = "user\(user)"
             }
         }
+        for n in 0..<anonymous {
+            let registered = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(50_000 + n)), now: 1)
+            byDevice[registered.id] = "device\(registered.id)"
+        }
         return byDevice
     }
 
@@ -189,11 +195,13 @@ extension DeliveryPolicyContractTests {
     func capUnderConcurrency(driver: Driver) async throws {
         try await driver.withStore { store async throws in
             try await self.capped(store, limit: 3)
-            let users = try await self.audience(store, users: 20, devicesEach: 3)
+            // Devices without a user too: 70 of them share two or three rows, which claims of 7
+            // deliveries write side by side.
+            let users = try await self.audience(store, users: 20, devicesEach: 3, anonymous: 70)
             let now: Int64 = 1_000_000
             for n in 0..<5 { try await self.send(store, "n\(n)", now: now) }
             let perUser = try await self.claimAll([store], claimers: 8, now: now, users: users)
-            #expect(perUser.count == 20 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
+            #expect(perUser.count == 90 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
         }
     }
 
@@ -208,11 +216,11 @@ extension DeliveryPolicyContractTests {
                     try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { third in
                         try await first.createApp(App(id: "demo", bundleID: "com.example.app", createdAt: 1))
                         try await self.capped(first, limit: 3)
-                        let users = try await self.audience(first, users: 20, devicesEach: 3)
+                        let users = try await self.audience(first, users: 20, devicesEach: 3, anonymous: 70)
                         let now: Int64 = 1_000_000
                         for n in 0..<5 { try await self.send(first, "n\(n)", now: now) }
                         let perUser = try await self.claimAll([first, second, third], claimers: 3, now: now, users: users)
-                        #expect(perUser.count == 20 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
+                        #expect(perUser.count == 90 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
                     }
                 }
             }

@@ -71,4 +71,35 @@ import Testing
         #expect(merged[2] == SetAside(state: .pending, nextAttemptAt: now + 3_000_000, reason: FrequencyCap.reason))
         #expect(QuietHours.apiState(.pending, reason: FrequencyCap.reason) == "held")
     }
+
+    @Test("devices without a user are stored 64 to a row: read from it, and written back with the others of it (stale ones dropped)")
+    func rowFulls() throws {
+        let ann = FrequencyCap.Key(appID: "demo", subject: "u:ann", category: "")
+        let d5 = FrequencyCap.Key(appID: "demo", subject: "d:5", category: "")
+        let d63 = FrequencyCap.Key(appID: "demo", subject: "d:63", category: "")
+        let d64 = FrequencyCap.Key(appID: "demo", subject: "d:64", category: "")
+        let rowFull0 = FrequencyCap.Key(appID: "demo", subject: "b:0", category: "")
+        let rowFull1 = FrequencyCap.Key(appID: "demo", subject: "b:1", category: "")
+        #expect(FrequencyCap.row(of: ann) == ann && FrequencyCap.row(of: d5) == rowFull0 && FrequencyCap.row(of: d64) == rowFull1)
+        #expect(FrequencyCap.rows(of: [d5, ann, d64, d63]) == [rowFull0, ann, rowFull1], "each row once, by its first person")
+        let now: Int64 = 40 * 86_400_000
+        // Device 2 of row-full 0 had its last alert 31 days ago (older than any window); device
+        // 9's is recent; device 5 has an alert in the row too.
+        let stored = [ann: "1000,2000", rowFull0: "2:\(now - 31 * 86_400_000);5:\(now - 60_000);9:\(now - 1000)"]
+        #expect(
+            FrequencyCap.history(stored: stored) == [
+                ann: [1000, 2000], d5: [now - 60_000], .init(appID: "demo", subject: "d:2", category: ""): [now - 31 * 86_400_000],
+                .init(appID: "demo", subject: "d:9", category: ""): [now - 1000],
+            ])
+        let written = FrequencyCap.written(
+            [.init(key: d63, times: [now]), .init(key: ann, times: [2000, now]), .init(key: d5, times: [now - 60_000, now]), .init(key: d64, times: [now])],
+            stored: stored, now: now)
+        #expect(
+            written == [
+                .init(key: rowFull0, text: "5:\(now - 60_000),\(now);9:\(now - 1000);63:\(now)", existed: true),
+                .init(key: ann, text: "2000,\(now)", existed: true),
+                .init(key: rowFull1, text: "64:\(now)", existed: false),
+            ])
+    }
 }
+

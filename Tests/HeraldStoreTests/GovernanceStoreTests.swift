@@ -160,8 +160,12 @@ import Testing
                     appID: "demo", DeviceRegistration(token: try self.token(1000 + n), userID: "u\(n % 50)", tags: ["t\(n % 3)", "all"]), now: 2)
             }
             // Capped (with room for all): the frequency-cap history of its 50 users and 100
-            // devices of no user, rows with no foreign key, deleted in the chunks too.
-            for n in 1...100 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(5000 + n)), now: 2) }
+            // devices of no user (in rows of 64), rows with no foreign key, deleted in the chunks too.
+            var rowFulls = Set<Int64>()
+            for n in 1...100 {
+                let device = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(5000 + n)), now: 2)
+                rowFulls.insert(device.id / FrequencyCap.devicesPerRow)
+            }
             try await self.sendAndRecord(store, id: "big", .all, cap: FrequencyCap(limit: 100, windowSeconds: 86_400), now: 10) { claimed in
                 claimed.token.hasSuffix("7") ? .failed(status: 410, reason: "Unregistered", invalidate: true, timestamp: nil) : .sent(apnsID: nil)
             }
@@ -172,7 +176,7 @@ import Testing
             try await store.enqueueWebhookMessages(
                 (0..<20).map { _ in WebhookMessage(webhookID: "wh", body: [0x7B, 0x7D], events: 1) }, now: 30, expiresAt: 10_000)
             #expect(try await self.rows(store, "deliveries") == Int64(devices + 100))
-            #expect(try await self.rows(store, "frequency_counts") == 150)
+            #expect(try await self.rows(store, "frequency_counts") == Int64(50 + rowFulls.count), "a row per user, and per 64 devices of none")
             #expect(try await self.rows(store, "invalidations") > 0)
 
             // The deletion and another app's send, at once: each chunk is a short transaction of its own.
@@ -278,7 +282,7 @@ extension GovernanceStoreTests {
             }
         }
         let store = try await SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 16)
+        #expect(try await store.schemaVersion() >= 16)
         let (sql, rows) = try await store.database.read { db in
             (
                 try db.query("SELECT sql FROM sqlite_master WHERE name = 'frequency_counts'").first?.first?.string ?? "",
@@ -287,5 +291,50 @@ extension GovernanceStoreTests {
         }
         #expect(sql.hasSuffix("WITHOUT ROWID"))
         #expect(rows == [[.text("demo"), .text("u:ann"), .text(""), .text("1000,2000")]])
+    }
+
+    @Test("SQLite migration 17: each device's own frequency-count row moves into its row-full's, with its times")
+    func sqliteCountsByRowFull() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-counts")
+        defer { directory.remove() }
+        let path = directory.path + "/herald.sqlite"
+        // A file as schema 16 left it: a user's row, three devices' rows (two of them in the same
+        // row-full), one of them in a category.
+        do {
+            let old = try SQLiteDatabase(path: path)
+            try await old.write { db in
+                try db.execute(
+                    """
+                    CREATE TABLE schema_version (version INTEGER NOT NULL);
+                    INSERT INTO schema_version (version) VALUES (16);
+                    CREATE TABLE frequency_counts (
+                        app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+                        PRIMARY KEY (app_id, subject, category)) WITHOUT ROWID;
+                    INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
+                    INSERT INTO frequency_counts VALUES ('demo', 'd:70', '', '3000');
+                    INSERT INTO frequency_counts VALUES ('demo', 'd:65', '', '1000,4000');
+                    INSERT INTO frequency_counts VALUES ('demo', 'd:7', 'news', '5000');
+                    """)
+            }
+        }
+        let store = try await SQLiteStore(path: path)
+        #expect(try await store.schemaVersion() == 17)
+        let rows = try await store.database.read { db in
+            try db.query("SELECT app_id, subject, category, times FROM frequency_counts ORDER BY subject, category")
+        }
+        var stored: [FrequencyCap.Key: String] = [:]
+        for row in rows {
+            guard case .text(let app) = row[0], case .text(let subject) = row[1], case .text(let category) = row[2], case .text(let times) = row[3]
+            else { continue }
+            stored[FrequencyCap.Key(appID: app, subject: subject, category: category)] = times
+        }
+        #expect(stored.keys.map(\.subject).sorted() == ["b:0", "b:1", "u:ann"], "devices 65 and 70 share row-full 1")
+        #expect(
+            FrequencyCap.history(stored: stored) == [
+                .init(appID: "demo", subject: "u:ann", category: ""): [1000, 2000],
+                .init(appID: "demo", subject: "d:65", category: ""): [1000, 4000],
+                .init(appID: "demo", subject: "d:70", category: ""): [3000],
+                .init(appID: "demo", subject: "d:7", category: "news"): [5000],
+            ])
     }
 }

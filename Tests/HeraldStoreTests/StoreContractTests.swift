@@ -52,12 +52,25 @@ extension StoreDriver {
             #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
             #expect(
                 try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version")
-                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17")
-            #expect(PostgresStore.schemaVersion == 17)
+                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18")
+            #expect(PostgresStore.schemaVersion == 18)
             #expect(
                 try await database.psql(
                     "SELECT string_agg(collation_name, ',' ORDER BY column_name) FROM information_schema.columns WHERE table_name = 'frequency_counts' AND data_type = 'text' AND column_name <> 'times'"
                 ) == "C,C,C", "the counts' key is compared byte by byte (17)")
+            // Migration 18 again, over rows as 17 kept them: each device's own row moves into its
+            // row-full's (64 ids to a row), a user's stays.
+            _ = try await database.psql(
+                """
+                INSERT INTO apps (id, bundle_id, created_at) VALUES ('demo', 'com.example.app', 1);
+                INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000'), ('demo', 'd:70', '', '3000'),
+                    ('demo', 'd:65', '', '1000,4000'), ('demo', 'd:7', 'news', '5000');
+                DELETE FROM schema_version WHERE version = 18;
+                """)
+            let again = try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { _ in
+                try await database.psql("SELECT string_agg(subject || '=' || category || '=' || times, ' ' ORDER BY subject, category) FROM frequency_counts")
+            }
+            #expect(again == "b:0=news=7:5000 b:1==65:1000,4000;70:3000 u:ann==1000,2000")
         }
     }
 
