@@ -140,7 +140,13 @@ extension FrequencyCap {
     /// The devices of `claimed` whose user the claim needs: those of alerts whose notification
     /// has a cap. Empty (and nothing read) when no cap is active.
     package static func devices(_ claimed: [ClaimedDelivery]) -> [Int64] {
-        claimed.compactMap { $0.frequencyCap != nil && $0.pushType == .alert ? $0.deviceID : nil }
+        // By index, here and below: a loop over the elements copies each delivery (a retain per
+        // string and array of it), for a field or two.
+        var devices: [Int64] = []
+        for index in claimed.indices where claimed[index].pushType == .alert && claimed[index].frequencyCap != nil {
+            devices.append(claimed[index].deviceID)
+        }
+        return devices
     }
 
     /// A capped delivery (by its index in the claim) and the person it counts against.
@@ -158,10 +164,11 @@ extension FrequencyCap {
     /// its device's user (`users`; a device missing from it has none).
     package static func keys(_ claimed: [ClaimedDelivery], users: [Int64: String]) -> [Capped] {
         var keys: [Capped] = []
-        for (index, delivery) in claimed.enumerated() {
-            guard let cap = delivery.frequencyCap, delivery.pushType == .alert else { continue }
-            let subject = users[delivery.deviceID].map { "u:" + $0 } ?? "d:\(delivery.deviceID)"
-            keys.append(Capped(index: index, key: Key(appID: delivery.appID, subject: subject, category: cap.category)))
+        for index in claimed.indices where claimed[index].pushType == .alert {
+            guard let category = claimed[index].frequencyCap?.category else { continue }
+            let device = claimed[index].deviceID
+            let subject = users[device].map { "u:" + $0 } ?? "d:\(device)"
+            keys.append(Capped(index: index, key: Key(appID: claimed[index].appID, subject: subject, category: category)))
         }
         return keys
     }
@@ -269,16 +276,14 @@ extension FrequencyCap {
         return history
     }
 
-    /// A row as a claim leaves it: its text, and whether it was read (else it is new).
+    /// A row as a claim leaves it.
     package struct Written: Sendable, Hashable {
         package var key: Key
         package var text: String
-        package var existed: Bool
 
-        package init(key: Key, text: String, existed: Bool) {
+        package init(key: Key, text: String) {
             self.key = key
             self.text = text
-            self.existed = existed
         }
     }
 
@@ -288,26 +293,40 @@ extension FrequencyCap {
     /// takes the counted devices' new histories.
     package static func written(_ counted: [Counted], stored: [Key: String], now: Int64) -> [Written] {
         var order: [Key] = []
-        var buckets: [Key: [Int64: [Int64]]] = [:]
-        var written: [Key: String] = [:]
+        var users: [Key: String] = [:]
+        // Each row-full's counted devices, in the order counted (a broadcast's: ascending).
+        var buckets: [Key: [(device: Int64, times: [Int64])]] = [:]
         for person in counted {
             let row = Self.row(of: person.key)
             guard let device = person.key.device else {
-                if written.updateValue(Self.encode(person.times), forKey: row) == nil { order.append(row) }
+                if users.updateValue(Self.encode(person.times), forKey: row) == nil { order.append(row) }
                 continue
             }
-            if buckets[row] == nil {
-                order.append(row)
-                let oldest = now - Self.windows.upperBound * 1000
-                buckets[row] = Dictionary(
-                    Self.devices(stored[row] ?? "").filter { $0.times.contains { $0 > oldest } }, uniquingKeysWith: { _, last in last })
+            if buckets[row] == nil { order.append(row) }
+            buckets[row, default: []].append((device, person.times))
+        }
+        let oldest = now - Self.windows.upperBound * 1000
+        return order.map { row in
+            guard var devices = buckets[row] else { return Written(key: row, text: users[row] ?? "") }
+            if let text = stored[row] {
+                // The row's other devices, as stored, but those with no alert in the longest window.
+                let counted = Set(devices.map(\.device))
+                devices += Self.devices(text).filter { !counted.contains($0.device) && $0.times.contains { $0 > oldest } }
             }
-            buckets[row]?[device] = person.times
+            if !devices.isSorted(by: \.device) { devices.sort { $0.device < $1.device } }
+            var text = ""
+            text.reserveCapacity(devices.count * 24)
+            for (position, entry) in devices.enumerated() {
+                if position > 0 { text += ";" }
+                text += String(entry.device)
+                text += ":"
+                for (number, time) in entry.times.enumerated() {
+                    if number > 0 { text += "," }
+                    text += String(time)
+                }
+            }
+            return Written(key: row, text: text)
         }
-        for (row, devices) in buckets {
-            written[row] = devices.sorted { $0.key < $1.key }.map { "\($0.key):" + Self.encode($0.value) }.joined(separator: ";")
-        }
-        return order.map { Written(key: $0, text: written[$0] ?? "", existed: stored[$0] != nil) }
     }
 
     /// A row-full's devices and their times, as stored (`id:t,t;id:t`).
@@ -327,9 +346,14 @@ extension FrequencyCap {
 }
 
 extension Array where Element == Int64 {
-    fileprivate var isSorted: Bool {
+    fileprivate var isSorted: Bool { self.isSorted(by: \.self) }
+}
+
+extension Array {
+    /// Whether the elements are in ascending order of `key` (none out of place).
+    fileprivate func isSorted(by key: (Element) -> Int64) -> Bool {
         guard self.count > 1 else { return true }
-        for index in 1..<self.count where self[index - 1] > self[index] { return false }
+        for index in 1..<self.count where key(self[index - 1]) > key(self[index]) { return false }
         return true
     }
 }

@@ -100,7 +100,12 @@ package struct QuietHours: Sendable, Hashable, CustomStringConvertible {
     /// The devices of `claimed` whose time zone the claim needs: those of alerts whose
     /// notification has quiet hours. Empty (and nothing read) when no policy is active.
     package static func devices(_ claimed: [ClaimedDelivery]) -> [Int64] {
-        claimed.compactMap { $0.quietHours != nil && Self.holds($0.pushType) ? $0.deviceID : nil }
+        // By index: a loop over the elements copies each delivery, for two fields.
+        var devices: [Int64] = []
+        for index in claimed.indices where claimed[index].quietHours != nil && Self.holds(claimed[index].pushType) {
+            devices.append(claimed[index].deviceID)
+        }
+        return devices
     }
 
     /// Of `claimed`, those to hold at `now` (by index) and until when, given the time zones of

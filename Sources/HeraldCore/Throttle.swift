@@ -21,8 +21,9 @@ package enum Throttle {
     /// slots, in id order (the order PostgreSQL locks their rows in).
     package static func notifications(_ claimed: [ClaimedDelivery], skipping: Set<Int> = []) -> [String] {
         var ids: Set<String> = []
-        for (index, delivery) in claimed.enumerated() where delivery.throttlePerMinute != nil && !delivery.throttleSlotted {
-            if !skipping.contains(index) { ids.insert(delivery.notificationID) }
+        // By index: a loop over the elements copies each delivery, for two fields.
+        for index in claimed.indices where claimed[index].throttlePerMinute != nil && !claimed[index].throttleSlotted {
+            if !skipping.contains(index) { ids.insert(claimed[index].notificationID) }
         }
         return ids.sorted()
     }

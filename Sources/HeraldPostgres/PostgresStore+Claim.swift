@@ -32,9 +32,9 @@ extension PostgresStore {
         // Delivery policies in a transaction of their own, once the claim has committed: the claim
         // holds the lock on the notification it expands (the next chunk of a broadcast waits for
         // it), the policies only the claimed deliveries' leases and the locks they take themselves
-        // (per person, per throttled notification), so another worker expands the next chunk
-        // meanwhile. Exact all the same: each person's history is read and written under their
-        // lock in one transaction. Should it fail, the claimed deliveries stay leased, unsent,
+        // (per row of frequency counts, per throttled notification), so another worker expands
+        // the next chunk meanwhile. Exact all the same: each row of histories is read and
+        // written under its lock in one transaction. Should it fail, the claimed deliveries stay leased, unsent,
         // and are claimed again when their lease runs out, as after a crash.
         guard Self.hasPolicies(claimed) else { return claimed }
         return try await self.write { db in

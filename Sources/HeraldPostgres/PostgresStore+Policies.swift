@@ -73,10 +73,22 @@ extension PostgresStore {
             // `FrequencyCap.row(of:)`). unnest yields the array's order: the locks are taken in
             // lock-key order. Under them no other claim reads or writes these rows; they are
             // read and written in the claim's order (a broadcast's chunk is in device order:
-            // neighbours in the key's index).
+            // neighbours in the key's index). The rows have no foreign key to their app (its
+            // per-row check cost more than half of a broadcast's inserts): the apps are locked
+            // in the same statement instead, once each, as that check did, so an app's deletion
+            // waits for this commit and then deletes what it wrote, and an app deleted already
+            // gets no rows (see `deleteAppRows`). The rows are read by a statement of their own:
+            // its snapshot is taken after the locks are granted, so it sees what the claim that
+            // held them wrote.
             let rows = FrequencyCap.rows(of: FrequencyCap.inClaimOrder(keys))
-            try await db.query(
-                "SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) AS k", [.ints(Array(Set(rows.map(\.lockKey))).sorted())])
+            let apps = Set(
+                try await db.query(
+                    """
+                    WITH locked AS (SELECT count(pg_advisory_xact_lock(k)) AS n FROM unnest($1::bigint[]) AS k)
+                    SELECT a.id FROM locked, apps a WHERE a.id = ANY($2) AND locked.n >= 0 ORDER BY a.id FOR KEY SHARE OF a
+                    """,
+                    [.ints(Array(Set(rows.map(\.lockKey))).sorted()), .texts(Array(Set(rows.map(\.appID))))]
+                ).compactMap { $0.string(0) })
             // Each row looked up by key: the LIMIT keeps the subquery apart, so the planner
             // cannot join the table as a whole (it hashed all of it, each claim, while a
             // broadcast's first claims filled it faster than its statistics followed). A search
@@ -96,37 +108,19 @@ extension PostgresStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: FrequencyCap.history(stored: stored), now: now)
             outcomes = decision.outcomes
-            let written = FrequencyCap.written(decision.history, stored: stored, now: now)
-            // The rows have no foreign key to their app (its per-row check cost more than half of
-            // a broadcast's inserts): the apps are locked here instead, once each, as that check
-            // did, so an app's deletion waits for this commit and then deletes what it wrote, and
-            // an app deleted already gets no rows (see `deleteAppRows`).
-            let apps = Set(
+            // Under the locks no other claim can write these rows: all in one upsert by key (a
+            // join could be planned as a hash of the whole table).
+            let written = FrequencyCap.written(decision.history, stored: stored, now: now).filter { apps.contains($0.key.appID) }
+            if !written.isEmpty {
                 try await db.query(
-                    "SELECT id FROM apps WHERE id = ANY($1) ORDER BY id FOR KEY SHARE", [.texts(Array(Set(written.map(\.key.appID))))]
-                ).compactMap { $0.string(0) })
-            // Under the locks no other claim can write these rows: new ones by a plain insert (no
-            // conflict to look for), the others updated by key (an upsert: a join
-            // could be planned as a hash of the whole table). (By COPY instead, the new rows
-            // took longer: 6.5 s of statement time in a 1M capped broadcast against 4.8 s, with
-            // a row per device then.)
-            let kept = written.filter { apps.contains($0.key.appID) }
-            for (rows, sql) in [
-                (
-                    kept.filter { !$0.existed },
-                    "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"
-                ),
-                (
-                    kept.filter(\.existed),
                     """
                     INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
                     ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
-                    """
-                ),
-            ] where !rows.isEmpty {
-                try await db.query(
-                    sql,
-                    [.texts(rows.map(\.key.appID)), .texts(rows.map(\.key.subject)), .texts(rows.map(\.key.category)), .texts(rows.map(\.text))]
+                    """,
+                    [
+                        .texts(written.map(\.key.appID)), .texts(written.map(\.key.subject)), .texts(written.map(\.key.category)),
+                        .texts(written.map(\.text)),
+                    ]
                 )
             }
         }

@@ -96,9 +96,9 @@ import Testing
             stored: stored, now: now)
         #expect(
             written == [
-                .init(key: rowFull0, text: "5:\(now - 60_000),\(now);9:\(now - 1000);63:\(now)", existed: true),
-                .init(key: ann, text: "2000,\(now)", existed: true),
-                .init(key: rowFull1, text: "64:\(now)", existed: false),
+                .init(key: rowFull0, text: "5:\(now - 60_000),\(now);9:\(now - 1000);63:\(now)"),
+                .init(key: ann, text: "2000,\(now)"),
+                .init(key: rowFull1, text: "64:\(now)"),
             ])
     }
 }
