@@ -108,19 +108,28 @@ extension PostgresStore {
             }
             let decision = FrequencyCap.decide(result, keys: keys, history: FrequencyCap.history(stored: stored), now: now)
             outcomes = decision.outcomes
-            // Under the locks no other claim can write these rows: all in one upsert by key (a
-            // join could be planned as a hash of the whole table).
+            // Under the locks no other claim can write these rows: new ones by a plain insert (no
+            // conflict to look for: with a row per user, one upsert for all made PostgreSQL's CPU
+            // in a 1M-user capped broadcast 18–21 s against 15–18 s), the others updated by key
+            // (an upsert: a join could be planned as a hash of the whole table). A broadcast's
+            // claim mostly has one kind or the other: one statement.
             let written = FrequencyCap.written(decision.history, stored: stored, now: now).filter { apps.contains($0.key.appID) }
-            if !written.isEmpty {
-                try await db.query(
+            for (rows, sql) in [
+                (
+                    written.filter { stored[$0.key] == nil },
+                    "INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])"
+                ),
+                (
+                    written.filter { stored[$0.key] != nil },
                     """
                     INSERT INTO frequency_counts (app_id, subject, category, times) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
                     ON CONFLICT (app_id, subject, category) DO UPDATE SET times = excluded.times
-                    """,
-                    [
-                        .texts(written.map(\.key.appID)), .texts(written.map(\.key.subject)), .texts(written.map(\.key.category)),
-                        .texts(written.map(\.text)),
-                    ]
+                    """
+                ),
+            ] where !rows.isEmpty {
+                try await db.query(
+                    sql,
+                    [.texts(rows.map(\.key.appID)), .texts(rows.map(\.key.subject)), .texts(rows.map(\.key.category)), .texts(rows.map(\.text))]
                 )
             }
         }

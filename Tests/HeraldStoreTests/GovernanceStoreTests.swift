@@ -261,27 +261,30 @@ import Testing
 }
 
 extension GovernanceStoreTests {
-    @Test("SQLite migration 16: a schema-15 file's frequency counts are kept in a table without rowids")
-    func sqliteCountsWithoutRowid() async throws {
+    /// A store opened (so migrated) on a file that `schema` made, as an older version left it.
+    func migrated(from schema: String) async throws -> (SQLiteStore, TemporaryDirectory) {
         let directory = try TemporaryDirectory(prefix: "herald-counts")
-        defer { directory.remove() }
         let path = directory.path + "/herald.sqlite"
-        // A file as schema 15 left it: the counts table with its rowid, one person's row in it.
         do {
             let old = try SQLiteDatabase(path: path)
-            try await old.write { db in
-                try db.execute(
-                    """
-                    CREATE TABLE schema_version (version INTEGER NOT NULL);
-                    INSERT INTO schema_version (version) VALUES (15);
-                    CREATE TABLE frequency_counts (
-                        app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
-                        PRIMARY KEY (app_id, subject, category));
-                    INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
-                    """)
-            }
+            try await old.write { db in try db.execute(schema) }
         }
-        let store = try await SQLiteStore(path: path)
+        return (try await SQLiteStore(path: path), directory)
+    }
+
+    @Test("SQLite migration 16: a schema-15 file's frequency counts are kept in a table without rowids")
+    func sqliteCountsWithoutRowid() async throws {
+        // A file as schema 15 left it: the counts table with its rowid, one person's row in it.
+        let (store, directory) = try await self.migrated(
+            from: """
+                CREATE TABLE schema_version (version INTEGER NOT NULL);
+                INSERT INTO schema_version (version) VALUES (15);
+                CREATE TABLE frequency_counts (
+                    app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+                    PRIMARY KEY (app_id, subject, category));
+                INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
+                """)
+        defer { directory.remove() }
         #expect(try await store.schemaVersion() >= 16)
         let (sql, rows) = try await store.database.read { db in
             (
@@ -295,29 +298,21 @@ extension GovernanceStoreTests {
 
     @Test("SQLite migration 17: each device's own frequency-count row moves into its row-full's, with its times")
     func sqliteCountsByRowFull() async throws {
-        let directory = try TemporaryDirectory(prefix: "herald-counts")
-        defer { directory.remove() }
-        let path = directory.path + "/herald.sqlite"
         // A file as schema 16 left it: a user's row, three devices' rows (two of them in the same
         // row-full), one of them in a category.
-        do {
-            let old = try SQLiteDatabase(path: path)
-            try await old.write { db in
-                try db.execute(
-                    """
-                    CREATE TABLE schema_version (version INTEGER NOT NULL);
-                    INSERT INTO schema_version (version) VALUES (16);
-                    CREATE TABLE frequency_counts (
-                        app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
-                        PRIMARY KEY (app_id, subject, category)) WITHOUT ROWID;
-                    INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
-                    INSERT INTO frequency_counts VALUES ('demo', 'd:70', '', '3000');
-                    INSERT INTO frequency_counts VALUES ('demo', 'd:65', '', '1000,4000');
-                    INSERT INTO frequency_counts VALUES ('demo', 'd:7', 'news', '5000');
-                    """)
-            }
-        }
-        let store = try await SQLiteStore(path: path)
+        let (store, directory) = try await self.migrated(
+            from: """
+                CREATE TABLE schema_version (version INTEGER NOT NULL);
+                INSERT INTO schema_version (version) VALUES (16);
+                CREATE TABLE frequency_counts (
+                    app_id TEXT NOT NULL, subject TEXT NOT NULL, category TEXT NOT NULL, times TEXT NOT NULL,
+                    PRIMARY KEY (app_id, subject, category)) WITHOUT ROWID;
+                INSERT INTO frequency_counts VALUES ('demo', 'u:ann', '', '1000,2000');
+                INSERT INTO frequency_counts VALUES ('demo', 'd:70', '', '3000');
+                INSERT INTO frequency_counts VALUES ('demo', 'd:65', '', '1000,4000');
+                INSERT INTO frequency_counts VALUES ('demo', 'd:7', 'news', '5000');
+                """)
+        defer { directory.remove() }
         #expect(try await store.schemaVersion() == 17)
         let rows = try await store.database.read { db in
             try db.query("SELECT app_id, subject, category, times FROM frequency_counts ORDER BY subject, category")
