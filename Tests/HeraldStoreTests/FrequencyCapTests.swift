@@ -92,7 +92,10 @@ import Testing
                 .init(appID: "demo", subject: "d:9", category: ""): [now - 1000],
             ])
         let written = FrequencyCap.written(
-            [.init(key: d63, times: [now]), .init(key: ann, times: [2000, now]), .init(key: d5, times: [now - 60_000, now]), .init(key: d64, times: [now])],
+            [
+                .init(key: d63, times: [now]), .init(key: ann, times: [2000, now]), .init(key: d5, times: [now - 60_000, now]),
+                .init(key: d64, times: [now]),
+            ],
             stored: stored, now: now)
         #expect(
             written == [
@@ -102,4 +105,3 @@ import Testing
             ])
     }
 }
-

@@ -68,7 +68,8 @@ extension StoreDriver {
                 DELETE FROM schema_version WHERE version = 18;
                 """)
             let again = try await PostgresStore.withStore(url: database.url, logger: Logger(label: "test")) { _ in
-                try await database.psql("SELECT string_agg(subject || '=' || category || '=' || times, ' ' ORDER BY subject, category) FROM frequency_counts")
+                try await database.psql(
+                    "SELECT string_agg(subject || '=' || category || '=' || times, ' ' ORDER BY subject, category) FROM frequency_counts")
             }
             #expect(again == "b:0=news=7:5000 b:1==65:1000,4000;70:3000 u:ann==1000,2000")
         }
