@@ -292,48 +292,45 @@ extension FrequencyCap {
     /// devices as `stored`, but those with no alert within the longest window (30 days), and
     /// takes the counted devices' new histories.
     package static func written(_ counted: [Counted], stored: [Key: String], now: Int64) -> [Written] {
-        var order: [Key] = []
-        var users: [Key: String] = [:]
-        // Each row-full's counted devices, in the order counted (a broadcast's: ascending).
+        // A user's row, in place; each row-full's counted devices, in the order counted (a
+        // broadcast's: ascending), its text made once all are known. (A decision counts each
+        // person once.)
+        var rows: [Written] = []
         var buckets: [Key: [(device: Int64, times: [Int64])]] = [:]
         for person in counted {
-            let row = Self.row(of: person.key)
             guard let device = person.key.device else {
-                if users.updateValue(Self.encode(person.times), forKey: row) == nil { order.append(row) }
+                rows.append(Written(key: person.key, text: Self.encode(person.times)))
                 continue
             }
-            if buckets[row] == nil { order.append(row) }
+            let row = Self.row(of: person.key)
+            if buckets[row] == nil { rows.append(Written(key: row, text: "")) }
             buckets[row, default: []].append((device, person.times))
         }
         let oldest = now - Self.windows.upperBound * 1000
-        return order.map { row in
-            guard var devices = buckets[row] else { return Written(key: row, text: users[row] ?? "") }
-            if let text = stored[row] {
+        for position in rows.indices {
+            guard var devices = buckets[rows[position].key] else { continue }
+            if let text = stored[rows[position].key] {
                 // The row's other devices, as stored, but those with no alert in the longest window.
-                let counted = Set(devices.map(\.device))
-                devices += Self.devices(text).filter { !counted.contains($0.device) && $0.times.contains { $0 > oldest } }
+                let fresh = Set(devices.map(\.device))
+                devices += Self.devices(text).filter { !fresh.contains($0.device) && $0.times.contains { $0 > oldest } }
             }
             if !devices.isSorted(by: \.device) { devices.sort { $0.device < $1.device } }
             var text = ""
             text.reserveCapacity(devices.count * 24)
-            for (position, entry) in devices.enumerated() {
-                if position > 0 { text += ";" }
-                text += String(entry.device)
-                text += ":"
-                for (number, time) in entry.times.enumerated() {
-                    if number > 0 { text += "," }
-                    text += String(time)
-                }
+            for entry in devices {
+                if !text.isEmpty { text += ";" }
+                text += String(entry.device) + ":" + Self.encode(entry.times)
             }
-            return Written(key: row, text: text)
+            rows[position].text = text
         }
+        return rows
     }
 
     /// A row-full's devices and their times, as stored (`id:t,t;id:t`).
     static func devices(_ text: String) -> [(device: Int64, times: [Int64])] {
         text.split(separator: ";").compactMap { entry in
             guard let colon = entry.firstIndex(of: ":"), let device = Int64(entry[..<colon]) else { return nil }
-            return (device, entry[entry.index(after: colon)...].split(separator: ",").compactMap { Int64($0) })
+            return (device, Self.decode(entry[entry.index(after: colon)...]))
         }
     }
 
@@ -342,7 +339,9 @@ extension FrequencyCap {
         times.count == 1 ? String(times[0]) : times.map(String.init).joined(separator: ",")
     }
 
-    package static func decode(_ text: String?) -> [Int64] { (text ?? "").split(separator: ",").compactMap { Int64($0) } }
+    package static func decode(_ text: (some StringProtocol)?) -> [Int64] {
+        text?.split(separator: ",").compactMap { Int64($0) } ?? []
+    }
 }
 
 extension Array where Element == Int64 {

@@ -34,8 +34,8 @@ extension PostgresStore {
         // it), the policies only the claimed deliveries' leases and the locks they take themselves
         // (per row of frequency counts, per throttled notification), so another worker expands
         // the next chunk meanwhile. Exact all the same: each row of histories is read and
-        // written under its lock in one transaction. Should it fail, the claimed deliveries stay leased, unsent,
-        // and are claimed again when their lease runs out, as after a crash.
+        // written under its lock in one transaction. Should it fail, the claimed deliveries stay
+        // leased, unsent, and are claimed again when their lease runs out, as after a crash.
         guard Self.hasPolicies(claimed) else { return claimed }
         return try await self.write { db in
             var result = claimed

@@ -233,11 +233,11 @@ package final class SQLiteStore: HeraldStore {
         // 17: devices without a user share a frequency-count row per 64 consecutive ids
         // (`FrequencyCap.row(of:)`: `b:<id / 64>`, times `id:t,t;id:t`): a capped broadcast's
         // chunk writes about 16 rows instead of 1,000. Each device's own row (`d:<id>`) moves
-        // into its row-full's.
+        // into its row-full's (in any order: a row is read in any order and written sorted).
         """
         INSERT INTO frequency_counts (app_id, subject, category, times)
             SELECT app_id, 'b:' || (CAST(substr(subject, 3) AS INTEGER) / 64), category, group_concat(substr(subject, 3) || ':' || times, ';')
-            FROM (SELECT * FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:' ORDER BY app_id, category, CAST(substr(subject, 3) AS INTEGER))
+            FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:'
             GROUP BY app_id, CAST(substr(subject, 3) AS INTEGER) / 64, category;
         DELETE FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:';
         """,
