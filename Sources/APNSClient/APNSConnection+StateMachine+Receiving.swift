@@ -2,7 +2,6 @@
 import APNSModels
 import APNSTransport
 import NIOCore
-import NIOHPACK
 
 extension APNSConnection.StateMachine {
     /// Frame received: applies it and says what the handler does next. Replies the protocol
@@ -118,25 +117,30 @@ extension APNSConnection.StateMachine {
 
     @inline(__always)
     private mutating func headersComplete(streamID: UInt32, block: ByteBuffer, endStream: Bool) -> FrameAction {
-        var block = block
-        let headers: HPACKHeaders
+        var status: Int?
+        var apnsID: String?
+        var uniqueID: String?
+        var channelID: String?
         do {
-            headers = try self.decoder.decodeHeaders(from: &block)
+            try self.decoder.decode(block) { name, value, _ in
+                switch name {
+                case ":status": status = Int(value) ?? 0
+                case "apns-id": apnsID = value
+                case "apns-unique-id": uniqueID = value
+                case "apns-request-id": apnsID = value  // broadcast and channel management
+                case "apns-channel-id": channelID = value
+                default: break
+                }
+            }
         } catch {
             return self.connectionError(.compression, "undecodable header block")
         }
         // Taken out of the table (not copied): most answers end here, with END_STREAM.
         guard var stream = self.streams.removeValue(forKey: streamID) else { return .none }  // reset by us; decoded to keep HPACK in step
-        for (name, value, _) in headers {
-            switch name {
-            case ":status": stream.status = Int(value) ?? 0
-            case "apns-id": stream.apnsID = value
-            case "apns-unique-id": stream.uniqueID = value
-            case "apns-request-id": stream.apnsID = value  // broadcast and channel management
-            case "apns-channel-id": stream.pending.fixed.extra?.received(channelID: value)
-            default: break
-            }
-        }
+        if let status { stream.status = status }
+        if let apnsID { stream.apnsID = apnsID }
+        if let uniqueID { stream.uniqueID = uniqueID }
+        if let channelID { stream.pending.fixed.extra?.received(channelID: channelID) }
         if (100..<200).contains(stream.status), !endStream {
             stream.status = 0
             self.streams[streamID] = stream

@@ -2,7 +2,6 @@
 import APNSModels
 import APNSTransport
 import NIOCore
-import NIOHPACK
 
 extension APNSConnection {
     /// The client side of RFC 9113 for one APNs connection, on plain values: frames and requests
@@ -99,7 +98,7 @@ extension APNSConnection {
         var peerMaxFrameSize = 16_384
         var sendWindow = 65_535
         var encoder = APNSHeaderEncoder()
-        var decoder: HPACKDecoder
+        var decoder: HeaderBlockDecoder
         var continuing: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
         var unacknowledgedBytes = 0
         var out: ByteBuffer
@@ -116,7 +115,7 @@ extension APNSConnection {
         init(usesToken: Bool, streamCap: Int = .max, allocator: ByteBufferAllocator) {
             self.ramped = !usesToken
             self.streamCap = streamCap
-            self.decoder = HPACKDecoder(allocator: allocator, maxDynamicTableSize: 4096, maxHeaderListSize: 16_384)
+            self.decoder = HeaderBlockDecoder(maxTableSize: 4096, maxHeaderListSize: 16_384)
             self.allocator = allocator
             self.out = allocator.buffer(capacity: 16_384)
         }

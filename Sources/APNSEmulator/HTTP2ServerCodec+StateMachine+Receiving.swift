@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSTransport
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -116,10 +117,11 @@ extension HTTP2ServerCodec.StateMachine {
     }
 
     private mutating func headersComplete(streamID: HTTP2StreamID, block: ByteBuffer, endStream: Bool) -> InboundAction {
-        var block = block
-        let headers: HPACKHeaders
+        var headers = HPACKHeaders()
         do {
-            headers = try self.decoder.decodeHeaders(from: &block)
+            try self.decoder.decode(block) { name, value, neverIndexed in
+                headers.add(name: name, value: value, indexing: neverIndexed ? .neverIndexed : .indexable)
+            }
         } catch {
             return self.connectionError(.compressionError)
         }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSTransport
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -46,7 +47,7 @@ extension HTTP2ServerCodec {
         let initialSettings: [(UInt16, Int)]
         let streamCap: Int
         let allocator: ByteBufferAllocator
-        var decoder: HPACKDecoder
+        var decoder: HeaderBlockDecoder
         var streams: [HTTP2StreamID: Stream] = [:]
         var lastClientStreamID: HTTP2StreamID = .rootStream
         var continuing: PendingHeaders?
@@ -76,7 +77,7 @@ extension HTTP2ServerCodec {
         ///     the first SETTINGS (until then it cannot know the announced limit).
         init(settings: [(UInt16, Int)], streamCap: Int, allocator: ByteBufferAllocator) {
             self.initialSettings = settings
-            self.decoder = HPACKDecoder(allocator: allocator, maxDynamicTableSize: 4096, maxHeaderListSize: Self.maxHeaderListSize)
+            self.decoder = HeaderBlockDecoder(maxTableSize: 4096, maxHeaderListSize: Self.maxHeaderListSize)
             self.streamCap = max(1, streamCap)
             self.streamLimit = max(1, streamCap)
             self.allocator = allocator
