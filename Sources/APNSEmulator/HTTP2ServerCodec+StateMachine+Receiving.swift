@@ -117,14 +117,15 @@ extension HTTP2ServerCodec.StateMachine {
     }
 
     private mutating func headersComplete(streamID: HTTP2StreamID, block: ByteBuffer, endStream: Bool) -> InboundAction {
-        var headers = HPACKHeaders()
+        var fields: [(String, String)] = []
+        fields.reserveCapacity(12)
         do {
-            try self.decoder.decode(block) { name, value, neverIndexed in
-                headers.add(name: name, value: value, indexing: neverIndexed ? .neverIndexed : .indexable)
-            }
+            try self.decoder.decode(block) { name, value, _ in fields.append((name, value)) }
         } catch {
             return self.connectionError(.compressionError)
         }
+        // Not `HPACKHeaders.add`: it traps on a name that is not ASCII, and names come from the client.
+        let headers = HPACKHeaders(fields)
         if self.recentlyReset.contains(streamID) { return .none }  // decoded (HPACK stays in step), then ignored
         if var stream = self.streams[streamID] {
             // Trailers: only to end a stream that is still open.

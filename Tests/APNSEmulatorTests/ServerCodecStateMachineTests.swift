@@ -168,6 +168,16 @@ import Testing
         #expect(harness.machine.failed)
     }
 
+    @Test("header names that are not lowercase ASCII reach the handler as sent; they do not stop the connection")
+    func unusualHeaderNames() {
+        var harness = ServerConnectionHarness()
+        // Literal without indexing, new names: "\u{e9}t\u{e9}" (UTF-8), "X-Upper", and bytes that are not UTF-8.
+        let names: [[UInt8]] = [Array("\u{e9}t\u{e9}".utf8), Array("X-Upper".utf8), [0xFF, 0xFE]]
+        let block = ClientFrames.requestBlock + names.flatMap { [0x00, UInt8($0.count)] + $0 + [0x01, UInt8(ascii: "v")] }
+        #expect(harness.receive(ClientFrames.frame(1, flags: 0x5, stream: 1, payload: block)) == [.headers(stream: 1, endStream: true)])
+        #expect(!harness.machine.failed)
+    }
+
     @Test("the preface may arrive in pieces; nothing is read before it is whole")
     func prefaceInPieces() {
         var harness = ServerConnectionHarness(preface: false)
