@@ -35,31 +35,40 @@ extension EmulatorState {
         rateLimit: (count: Int, seconds: Int)?
     ) -> TokenVerdict {
         self.storage.withLock { storage in
-            guard let key = Self.key(for: token, in: storage), let record = storage.devices[key] else { return .unknown }
-            guard record.snapshot.environment == environment else { return .wrongEnvironment }
-            guard record.snapshot.topic == topic else { return .notForTopic }
-            if let at = record.snapshot.uninstalledAtMilliseconds { return .unregistered(atMilliseconds: at) }
-            if record.snapshot.tokenExpiredAtMilliseconds != nil { return .expired }
-            if let rateLimit {
-                let windowStart = now - Int64(rateLimit.seconds) * 1000
-                var window = record.rateWindow.filter { $0 > windowStart }
-                guard window.count < rateLimit.count else {
-                    storage.devices[key]!.rateWindow = window
-                    return .rateLimited
-                }
-                window.append(now)
-                storage.devices[key]!.rateWindow = window
-            }
-            return .deliverable
+            guard let index = Self.index(of: token, in: storage) else { return .unknown }
+            return Self.verdict(
+                &storage.devices.values[index], environment: environment, topic: topic, now: now, rateLimit: rateLimit
+            )
         }
     }
 
-    /// The registry key of a token as sent: tokens are stored in lowercase, clients may send either.
-    static func key(for token: Substring, in storage: Storage) -> String? {
+    /// The record is read and written in place, not copied out of the registry and back.
+    private static func verdict(
+        _ record: inout DeviceRecord,
+        environment: APNSEnvironment,
+        topic: Substring,
+        now: Int64,
+        rateLimit: (count: Int, seconds: Int)?
+    ) -> TokenVerdict {
+        guard record.snapshot.environment == environment else { return .wrongEnvironment }
+        guard record.snapshot.topic == topic else { return .notForTopic }
+        if let at = record.snapshot.uninstalledAtMilliseconds { return .unregistered(atMilliseconds: at) }
+        if record.snapshot.tokenExpiredAtMilliseconds != nil { return .expired }
+        if let rateLimit {
+            let windowStart = now - Int64(rateLimit.seconds) * 1000
+            record.rateWindow.removeAll { $0 <= windowStart }
+            guard record.rateWindow.count < rateLimit.count else { return .rateLimited }
+            record.rateWindow.append(now)
+        }
+        return .deliverable
+    }
+
+    /// Where a token as sent is in the registry: tokens are stored in lowercase, clients may send either.
+    static func index(of token: Substring, in storage: Storage) -> Dictionary<String, DeviceRecord>.Index? {
         let exact = String(token)
-        if storage.devices[exact] != nil { return exact }
+        if let index = storage.devices.index(forKey: exact) { return index }
         let lower = exact.lowercased()
-        return storage.devices[lower] != nil ? lower : nil
+        return lower == exact ? nil : storage.devices.index(forKey: lower)
     }
 
     /// Records an accepted device push and delivers it: at once to an online device, into the
@@ -67,11 +76,11 @@ extension EmulatorState {
     func accept(_ push: AcceptedPush, token: Substring?, now: Int64) {
         let calls = self.storage.withLock { storage -> [(Listener, ReceivedNotification)] in
             storage.counters.accepted += 1
-            guard let token, let key = Self.key(for: token, in: storage) else {
+            guard let token, let index = Self.index(of: token, in: storage) else {
                 storage.counters.acceptedForUnknownTokens += 1
                 return []
             }
-            let snapshot = storage.devices[key]!.snapshot
+            let snapshot = storage.devices.values[index].snapshot
             let (online, notificationsEnabled) = (snapshot.online, snapshot.notificationsEnabled)
             // The app may have been removed between the token check and now: APNs accepted it, the
             // device never shows it.
@@ -93,13 +102,13 @@ extension EmulatorState {
                 let record = storage.channels[channel], record.channel.bundleID == snapshot.bundleID,
                 record.channel.environment == snapshot.environment
             {
-                storage.devices[key]!.channels.insert(channel)
+                storage.devices.values[index].channels.insert(channel)
             }
             guard online else {
-                Self.store(notification, token: key, storage: &storage, now: now)
+                Self.store(notification, token: storage.devices.keys[index], storage: &storage, now: now)
                 return []
             }
-            return Self.deliver(notification, token: key, storage: &storage, inboxCapacity: self.inboxCapacity)
+            return Self.deliver(notification, at: index, storage: &storage, inboxCapacity: self.inboxCapacity)
         }
         for (listener, notification) in calls { listener(notification) }
     }
@@ -144,22 +153,43 @@ extension EmulatorState {
         storage: inout Storage,
         inboxCapacity: Int
     ) -> [(Listener, ReceivedNotification)] {
-        // Mutate the record in place: a copy held across the mutation would copy the whole inbox.
-        if let collapseID = notification.collapseID,
-            let index = storage.devices[token]!.inbox.firstIndex(where: { $0.collapseID == collapseID && $0.topic == notification.topic })
-        {
-            storage.devices[token]!.inbox.remove(at: index)
-            storage.counters.collapsed += 1
+        guard let index = storage.devices.index(forKey: token) else { return [] }
+        return Self.deliver(notification, at: index, storage: &storage, inboxCapacity: inboxCapacity)
+    }
+
+    static func deliver(
+        _ notification: ReceivedNotification,
+        at index: Dictionary<String, DeviceRecord>.Index,
+        storage: inout Storage,
+        inboxCapacity: Int
+    ) -> [(Listener, ReceivedNotification)] {
+        Self.receive(notification, into: &storage.devices.values[index], counters: &storage.counters, inboxCapacity: inboxCapacity)
+        guard !storage.listeners.isEmpty, let listeners = storage.listeners[storage.devices.keys[index]], !listeners.isEmpty else {
+            return []
         }
-        storage.devices[token]!.inbox.append(notification)
-        if storage.devices[token]!.inbox.count > inboxCapacity { storage.devices[token]!.inbox.removeFirst() }
-        storage.devices[token]!.snapshot.receivedCount += 1
-        if let channel = notification.channelID {
-            storage.devices[token]!.lastChannelMessage[channel] = notification.uniqueID
-        }
-        storage.counters.delivered += 1
-        guard let listeners = storage.listeners[token], !listeners.isEmpty else { return [] }
         return listeners.sorted { $0.key < $1.key }.map { ($0.value, notification) }
+    }
+
+    /// The record is changed in place: a copy held across the change would copy the whole inbox.
+    private static func receive(
+        _ notification: ReceivedNotification,
+        into record: inout DeviceRecord,
+        counters: inout EmulatorCounters,
+        inboxCapacity: Int
+    ) {
+        if let collapseID = notification.collapseID,
+            let index = record.inbox.firstIndex(where: { $0.collapseID == collapseID && $0.topic == notification.topic })
+        {
+            record.inbox.remove(at: index)
+            counters.collapsed += 1
+        }
+        record.inbox.append(notification)
+        if record.inbox.count > inboxCapacity { record.inbox.removeFirst() }
+        record.snapshot.receivedCount += 1
+        if let channel = notification.channelID {
+            record.lastChannelMessage[channel] = notification.uniqueID
+        }
+        counters.delivered += 1
     }
 
     /// Delivers the stored notification (and stored channel messages) to a device that came online.

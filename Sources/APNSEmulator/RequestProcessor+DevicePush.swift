@@ -49,12 +49,12 @@ extension RequestProcessor {
                         return fail(.badPriority, 400)
                     }
                 }
-                if WirePushType.suffixes[pushType] == nil { return fail(.invalidPushType, 400) }
+                if !WirePushType.isPushType(pushType) { return fail(.invalidPushType, 400) }
                 if let collapseID = headers.collapseID, collapseID.utf8.count > 64 { return fail(.badCollapseId, 400) }
             case .topic:
                 guard let topic else { return fail(.missingTopic, 400) }
                 guard Self.isWellFormedTopic(topic) else { return fail(.badTopic, 400) }
-                if WirePushType.suffixes[pushType] != nil, !WirePushType.topicFits(topic, pushType: pushType) {
+                if WirePushType.isPushType(pushType), !WirePushType.topicFits(topic, pushType: pushType) {
                     let reason = self.configuration.topicSuffixMismatchReason
                     return fail(reason, reason.status ?? 400)
                 }
@@ -116,11 +116,13 @@ extension RequestProcessor {
 
     /// Letters, digits, `.`, `-` and `_`, as bundle ids (plus suffixes) are made of.
     static func isWellFormedTopic(_ topic: Substring) -> Bool {
-        !topic.isEmpty && topic.utf8.count <= 255 && !topic.hasPrefix(".") && !topic.hasSuffix(".")
-            && topic.utf8.allSatisfy { byte in
-                (0x61...0x7A).contains(byte | 0x20) || (0x30...0x39).contains(byte) || byte == 0x2E || byte == 0x2D
-                    || byte == 0x5F
-            }
+        let utf8 = topic.utf8
+        guard let first = utf8.first, let last = utf8.last, first != 0x2E, last != 0x2E, utf8.count <= 255 else { return false }
+        func allowed(_ byte: UInt8) -> Bool {
+            (0x61...0x7A).contains(byte | 0x20) || (0x30...0x39).contains(byte) || byte == 0x2E || byte == 0x2D || byte == 0x5F
+        }
+        // In place when the bytes are contiguous (they are for a decoded header), else one by one.
+        return utf8.withContiguousStorageIfAvailable { $0.allSatisfy(allowed) } ?? utf8.allSatisfy(allowed)
     }
 
     /// Whether the body is one JSON object (validated without building it).

@@ -26,18 +26,32 @@ struct RequestHeaders {
             field = value
         }
         for (name, value, _) in headers {
-            switch name {
-            case ":method": set(&self.method, value)
-            case ":path": set(&self.path, value)
-            case "authorization": set(&self.authorization, value)
-            case "apns-id": set(&self.apnsID, value)
-            case "apns-expiration": set(&self.expiration, value)
-            case "apns-priority": set(&self.priority, value)
-            case "apns-topic": set(&self.topic, value)
-            case "apns-collapse-id": set(&self.collapseID, value)
-            case "apns-push-type": set(&self.pushType, value)
-            case "apns-channel-id": set(&self.channelID, value)
-            case "apns-request-id": set(&self.requestID, value)
+            // By length first: a name is then compared with one or two candidates, not eleven.
+            switch name.utf8.count {
+            case 5: if name == ":path" { set(&self.path, value) }
+            case 7:
+                if name == ":method" {
+                    set(&self.method, value)
+                } else if name == "apns-id" {
+                    set(&self.apnsID, value)
+                }
+            case 10: if name == "apns-topic" { set(&self.topic, value) }
+            case 13:
+                if name == "authorization" {
+                    set(&self.authorization, value)
+                } else if name == "apns-priority" {
+                    set(&self.priority, value)
+                }
+            case 14: if name == "apns-push-type" { set(&self.pushType, value) }
+            case 15:
+                if name == "apns-expiration" {
+                    set(&self.expiration, value)
+                } else if name == "apns-channel-id" {
+                    set(&self.channelID, value)
+                } else if name == "apns-request-id" {
+                    set(&self.requestID, value)
+                }
+            case 16: if name == "apns-collapse-id" { set(&self.collapseID, value) }
             default: continue
             }
         }

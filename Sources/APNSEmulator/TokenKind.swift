@@ -54,26 +54,37 @@ public enum TokenKind: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// The emulator's own reading of `apns-push-type` values and the topic suffix each needs.
 enum WirePushType {
-    /// push type → required topic suffix (`nil`: any topic, as for MDM).
-    static let suffixes: [String: String?] = [
-        "alert": "",
-        "background": "",
-        "complication": ".complication",
-        "controls": ".push-type.controls",
-        "fileprovider": ".pushkit.fileprovider",
-        "liveactivity": ".push-type.liveactivity",
-        "location": ".location-query",
-        "mdm": nil,
-        "pushtotalk": ".voip-ptt",
-        "voip": ".voip",
-        "widgets": ".push-type.widgets",
+    static let all = [
+        "alert", "background", "complication", "controls", "fileprovider", "liveactivity", "location", "mdm", "pushtotalk",
+        "voip", "widgets",
     ]
 
-    static let allSuffixes: [String] = suffixes.values.compactMap { $0 }.filter { !$0.isEmpty }
+    /// The topic suffix `pushType` needs: `""` for the bare bundle id, `.some(nil)` for any topic
+    /// (as for MDM); `nil` when it is not a push type. A switch, not a dictionary: it runs on
+    /// every request, and hashing the value costs more than comparing it.
+    static func suffix(of pushType: String) -> String?? {
+        switch pushType {
+        case "alert", "background": ""
+        case "complication": ".complication"
+        case "controls": ".push-type.controls"
+        case "fileprovider": ".pushkit.fileprovider"
+        case "liveactivity": ".push-type.liveactivity"
+        case "location": ".location-query"
+        case "mdm": .some(nil)
+        case "pushtotalk": ".voip-ptt"
+        case "voip": ".voip"
+        case "widgets": ".push-type.widgets"
+        default: nil
+        }
+    }
+
+    static func isPushType(_ pushType: String) -> Bool { Self.suffix(of: pushType) != nil }
+
+    static let allSuffixes: [String] = all.compactMap { Self.suffix(of: $0) ?? nil }.filter { !$0.isEmpty }
 
     /// Whether `topic` has the shape `pushType` needs.
     static func topicFits(_ topic: Substring, pushType: String) -> Bool {
-        guard let entry = suffixes[pushType] else { return false }
+        guard let entry = Self.suffix(of: pushType) else { return false }
         guard let suffix = entry else { return true }
         if suffix.isEmpty {
             return !allSuffixes.contains(where: { hasSuffix(topic, $0) })
@@ -85,7 +96,8 @@ enum WirePushType {
     static func hasSuffix(_ text: Substring, _ suffix: String) -> Bool {
         let textBytes = text.utf8
         let suffixBytes = suffix.utf8
-        guard textBytes.count >= suffixBytes.count else { return false }
+        // The last bytes first: most suffixes end differently, so most tests stop here.
+        guard textBytes.count >= suffixBytes.count, textBytes.last == suffixBytes.last else { return false }
         return textBytes.suffix(suffixBytes.count).elementsEqual(suffixBytes)
     }
 

@@ -131,22 +131,28 @@ public enum UUIDText {
     public static func random<G: RandomNumberGenerator>(using generator: inout G) -> String {
         let high = generator.next()
         let low = generator.next()
-        var bytes = [UInt8](repeating: 0, count: 16)
-        for index in 0..<8 {
-            bytes[index] = UInt8(truncatingIfNeeded: high >> (UInt64(index) * 8))
-            bytes[index + 8] = UInt8(truncatingIfNeeded: low >> (UInt64(index) * 8))
+        // Written straight into the string's storage: no arrays on the way.
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var written = 0
+            for index in 0..<16 {
+                var byte = UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (UInt64(index % 8) * 8))
+                if index == 6 { byte = byte & 0x0F | 0x40 }  // version 4
+                if index == 8 { byte = byte & 0x3F | 0x80 }  // RFC 4122 variant
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    out[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                out[written] = Self.hexDigit(byte >> 4)
+                out[written + 1] = Self.hexDigit(byte & 0x0F)
+                written += 2
+            }
+            return written
         }
-        bytes[6] = bytes[6] & 0x0F | 0x40
-        bytes[8] = bytes[8] & 0x3F | 0x80
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 
     public static func random() -> String {

@@ -91,6 +91,13 @@ import Testing
         #expect(Expiration.after(60, from: 1_700_000_000).headerValue == "1700000060")
         var generator = SystemRandomNumberGenerator()
         #expect(UUIDText.isCanonical(UUIDText.random(using: &generator)))
+        // The generator's two words, little end first, with the version and variant bits set.
+        struct Words: RandomNumberGenerator {
+            var words: [UInt64]
+            mutating func next() -> UInt64 { self.words.removeFirst() }
+        }
+        var words = Words(words: [0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210])
+        #expect(UUIDText.random(using: &words) == "efcdab89-6745-4301-9032-547698badcfe")
     }
 
     @Test("device tokens are hex of any even length, kept lowercase")
