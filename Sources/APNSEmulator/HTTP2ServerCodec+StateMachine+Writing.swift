@@ -98,7 +98,7 @@ extension HTTP2ServerCodec.StateMachine {
                     out.writeInteger(UInt8(0x88))  // static table entry 8
                     continue
                 }
-                if let index = Self.staticNames[name] {
+                if let index = Self.staticNameIndex(name) {
                     Self.writeHPACKInteger(index, prefixBits: 4, flags: 0x00, into: &out)
                 } else {
                     out.writeInteger(UInt8(0x00))
@@ -109,7 +109,15 @@ extension HTTP2ServerCodec.StateMachine {
         }
     }
 
-    private static let staticNames: [String: Int] = [":status": 8, "content-type": 31, "content-length": 28]
+    /// The static-table names an answer uses (a switch: no hashing per field).
+    private static func staticNameIndex(_ name: String) -> Int? {
+        switch name {
+        case ":status": 8
+        case "content-type": 31
+        case "content-length": 28
+        default: nil
+        }
+    }
 
     private static func writeHPACKInteger(_ value: Int, prefixBits: Int, flags: UInt8, into out: inout ByteBuffer) {
         let limit = (1 << prefixBits) - 1
