@@ -136,11 +136,13 @@ package struct ReceiptID: Sendable {
     /// What it adds to a payload: `,"hr":"<27>"`.
     package static let payloadOverhead = 8 + length
 
-    /// The first signs; any verifies (a change of master key under way).
-    private let keys: [SymmetricKey]
+    /// The first signs; any verifies (a change of master key under way). Each with its key
+    /// already absorbed (the inner and outer pads hashed once, here), so an id costs the hashing
+    /// of its own message only: a broadcast makes one per delivery.
+    private let keys: [HMAC<SHA256>]
 
     package init(keys: [[UInt8]]) {
-        self.keys = keys.map { SymmetricKey(data: $0) }
+        self.keys = keys.map { HMAC<SHA256>(key: SymmetricKey(data: $0)) }
     }
 
     package init(secrets: SecretBox) {
@@ -155,8 +157,10 @@ package struct ReceiptID: Sendable {
         (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: value) >> (56 - 8 * UInt64($0))) }
     }
 
-    private static func mac(_ message: [UInt8], key: SymmetricKey) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: message, using: key).prefix(Self.macBytes))
+    private static func mac(_ message: [UInt8], key: HMAC<SHA256>) -> [UInt8] {
+        var hmac = key  // a copy: the keyed state stays as it was for the next id
+        hmac.update(data: message)
+        return Array(hmac.finalize().prefix(Self.macBytes))
     }
 
     /// The id of `deliveryID` of `appID`.

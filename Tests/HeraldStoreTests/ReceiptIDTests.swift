@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import Crypto
 import HeraldCore
 import Testing
 
@@ -25,6 +26,16 @@ import Testing
         // A key replaced (a change of master key): ids signed before still verify.
         let rotated = ReceiptID(keys: [Array(repeating: 9, count: 32), Array(repeating: 7, count: 32)])
         #expect(rotated.deliveryID(id, appID: "demo") == 42)
+    }
+
+    @Test("an id is the delivery id and the first 12 bytes of HMAC-SHA256 over the app id, a zero and the delivery id")
+    func knownAnswer() {
+        let key = SymmetricKey(data: Array(repeating: UInt8(7), count: 32))
+        for deliveryID: Int64 in [42, 43, 42, 1 << 40] {
+            let bytes = (0..<8).map { UInt8(truncatingIfNeeded: UInt64(deliveryID) >> (56 - 8 * UInt64($0))) }
+            let mac = HMAC<SHA256>.authenticationCode(for: Array("demo".utf8) + [0] + bytes, using: key)
+            #expect(self.ids.id(appID: "demo", deliveryID: deliveryID) == Base64URL.encode(bytes + Array(mac.prefix(12))))
+        }
     }
 
     @Test("the id is spliced into the encoded payload as hr, with exactly the overhead reserved at acceptance")
