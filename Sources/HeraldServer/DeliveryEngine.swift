@@ -149,13 +149,22 @@ package final class DeliveryEngine: Service, Sendable {
         if batch.count >= self.configuration.batchSize { self.ring() }
         // Usually one app and environment per batch: a short list beats hashing every delivery.
         // A resend of an unknown outcome goes on its own lane (``ClientLane/resend``).
+        // A batch that is one group already (a broadcast's chunk) is sent as it is: no delivery is copied.
         var groups: [(appID: String, environment: APNSEnvironment, lane: ClientLane, deliveries: [ClaimedDelivery])] = []
-        for delivery in batch {
-            let lane = UnknownOutcomePolicy.isResend(delivery.unknownOutcomes) ? ClientLane.resend : .main
-            if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment && $0.lane == lane }) {
-                groups[index].deliveries.append(delivery)
-            } else {
-                groups.append((delivery.appID, delivery.environment, lane, [delivery]))
+        func lane(_ delivery: ClaimedDelivery) -> ClientLane {
+            UnknownOutcomePolicy.isResend(delivery.unknownOutcomes) ? .resend : .main
+        }
+        let first = batch[0]
+        if batch.allSatisfy({ $0.appID == first.appID && $0.environment == first.environment && lane($0) == lane(first) }) {
+            groups.append((first.appID, first.environment, lane(first), batch))
+        } else {
+            for delivery in batch {
+                let lane = lane(delivery)
+                if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment && $0.lane == lane }) {
+                    groups[index].deliveries.append(delivery)
+                } else {
+                    groups.append((delivery.appID, delivery.environment, lane, [delivery]))
+                }
             }
         }
         let outcomes = await withTaskGroup(of: GroupOutcome.self) { group in
@@ -169,12 +178,15 @@ package final class DeliveryEngine: Service, Sendable {
         // Each result names the claim it answers, so a record that comes after the lease ran out
         // (and another worker claimed the delivery) changes nothing.
         // A chunk's deliveries carry what their rows are created from.
-        let claims = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        // By position in the batch: the deliveries themselves are not copied into the table.
+        var positions: [Int64: Int] = [:]
+        positions.reserveCapacity(batch.count)
+        for position in batch.indices where positions[batch[position].id] == nil { positions[batch[position].id] = position }
         var results = outcomes.flatMap(\.results)
         for index in results.indices {
-            guard let claimed = claims[results[index].deliveryID] else { continue }
-            results[index].attempt = claimed.attempts
-            results[index].created = NewDelivery(claimed)
+            guard let position = positions[results[index].deliveryID] else { continue }
+            results[index].attempt = batch[position].attempts
+            results[index].created = NewDelivery(batch[position])
         }
         let recorded = try await self.recordPatiently(results, claimedAt: now)
         await self.events?.recorded(batch, results, recorded)
