@@ -8,41 +8,59 @@ public enum Base64URL {
     )
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
-        String(decoding: Self.encode(bytes, alphabet: Self.alphabet, pad: false), as: UTF8.self)
+        Self.encode(bytes, alphabet: Self.alphabet, pad: false)
     }
 
     /// Standard base64 with padding, for PEM bodies and channel ids.
     public static func encodeStandard(_ bytes: some Collection<UInt8>) -> String {
-        String(decoding: Self.encode(bytes, alphabet: Self.standardAlphabet, pad: true), as: UTF8.self)
+        Self.encode(bytes, alphabet: Self.standardAlphabet, pad: true)
     }
 
-    private static func encode(_ bytes: some Collection<UInt8>, alphabet: [UInt8], pad: Bool) -> [UInt8] {
-        let input = Array(bytes)
-        var output: [UInt8] = []
-        output.reserveCapacity((input.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= input.count {
-            let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
-            output.append(alphabet[Int(n >> 18 & 63)])
-            output.append(alphabet[Int(n >> 12 & 63)])
-            output.append(alphabet[Int(n >> 6 & 63)])
-            output.append(alphabet[Int(n & 63)])
-            i += 3
+    private static func encode(_ bytes: some Collection<UInt8>, alphabet: [UInt8], pad: Bool) -> String {
+        if let text = bytes.withContiguousStorageIfAvailable({ Self.encode($0, alphabet: alphabet, pad: pad) }) { return text }
+        return Array(bytes).withUnsafeBufferPointer { Self.encode($0, alphabet: alphabet, pad: pad) }
+    }
+
+    /// Written straight into the string's storage (a receipt id is made per delivery).
+    private static func encode(_ input: UnsafeBufferPointer<UInt8>, alphabet: [UInt8], pad: Bool) -> String {
+        let length = pad ? (input.count + 2) / 3 * 4 : (input.count * 4 + 2) / 3
+        guard length > 0 else { return "" }
+        return alphabet.withUnsafeBufferPointer { alphabet in
+            String(unsafeUninitializedCapacity: length) { output in
+                var written = 0
+                func put(_ sextet: UInt32) {
+                    output[written] = alphabet[Int(sextet & 63)]
+                    written += 1
+                }
+                var i = 0
+                while i + 3 <= input.count {
+                    let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8 | UInt32(input[i + 2])
+                    put(n >> 18)
+                    put(n >> 12)
+                    put(n >> 6)
+                    put(n)
+                    i += 3
+                }
+                switch input.count - i {
+                case 1:
+                    let n = UInt32(input[i]) << 16
+                    put(n >> 18)
+                    put(n >> 12)
+                case 2:
+                    let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
+                    put(n >> 18)
+                    put(n >> 12)
+                    put(n >> 6)
+                default:
+                    break
+                }
+                while written < length {
+                    output[written] = UInt8(ascii: "=")
+                    written += 1
+                }
+                return written
+            }
         }
-        let rest = input.count - i
-        if rest == 1 {
-            let n = UInt32(input[i]) << 16
-            output.append(alphabet[Int(n >> 18 & 63)])
-            output.append(alphabet[Int(n >> 12 & 63)])
-            if pad { output.append(contentsOf: "==".utf8) }
-        } else if rest == 2 {
-            let n = UInt32(input[i]) << 16 | UInt32(input[i + 1]) << 8
-            output.append(alphabet[Int(n >> 18 & 63)])
-            output.append(alphabet[Int(n >> 12 & 63)])
-            output.append(alphabet[Int(n >> 6 & 63)])
-            if pad { output.append(UInt8(ascii: "=")) }
-        }
-        return output
     }
 
     /// Decodes base64url or standard base64, with or without padding; `nil` for anything else.

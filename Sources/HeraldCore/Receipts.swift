@@ -163,11 +163,32 @@ package struct ReceiptID: Sendable {
         return Array(hmac.finalize().prefix(Self.macBytes))
     }
 
-    /// The id of `deliveryID` of `appID`.
+    /// The id of `deliveryID` of `appID`. Made once per delivery sent: the message and the id's
+    /// bytes are put together on the stack, not in arrays.
     package func id(appID: String, deliveryID: Int64) -> String {
         guard let key = self.keys.first else { return "" }
-        let message = Self.message(appID: appID, deliveryID: deliveryID)
-        return Base64URL.encode(Self.bytes(deliveryID) + Self.mac(message, key: key))
+        var appID = appID
+        return appID.withUTF8 { app in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: app.count + 9 + 8 + Self.macBytes) { scratch in
+                // The message: app id, a zero, the delivery id (big-endian); then the id: the
+                // delivery id and the MAC's first bytes.
+                let idStart = app.count + 9
+                _ = scratch.initialize(from: app)
+                scratch[app.count] = 0
+                for index in 0..<8 {
+                    let byte = UInt8(truncatingIfNeeded: UInt64(bitPattern: deliveryID) >> (56 - 8 * UInt64(index)))
+                    scratch[app.count + 1 + index] = byte
+                    scratch[idStart + index] = byte
+                }
+                var hmac = key  // a copy: the keyed state stays as it was for the next id
+                hmac.update(data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: scratch[..<idStart])))
+                let mac = hmac.finalize()
+                mac.withUnsafeBytes { bytes in
+                    for index in 0..<Self.macBytes { scratch[idStart + 8 + index] = bytes[index] }
+                }
+                return Base64URL.encode(UnsafeBufferPointer(rebasing: scratch[idStart...]))
+            }
+        }
     }
 
     /// The delivery `receipt` names, if it is a valid id of `appID`'s; nil for anything else

@@ -53,6 +53,17 @@ import Testing
         #expect(Base64URL.decode("aGVsbG8_Pg") == Array("hello?>".utf8))
         #expect(Base64URL.decode("aGVsbG8/Pg==") == Array("hello?>".utf8))
         #expect(Base64URL.encodeStandard([0xfb, 0xff]) == "+/8=")
+        // Every length from 0 to 40, both alphabets, through a decode and the padding rules.
+        for count in 0...40 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 97 &+ 251) }
+            let url = Base64URL.encode(bytes)
+            let standard = Base64URL.encodeStandard(bytes)
+            #expect(url.utf8.count == (count * 4 + 2) / 3 && !url.contains("="))
+            #expect(standard.utf8.count == (count + 2) / 3 * 4)
+            #expect(Base64URL.decode(url) == bytes && Base64URL.decode(standard) == bytes)
+            #expect(standard.filter { $0 != "=" }.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 } == Array(url))
+        }
+        #expect(Base64URL.encode(ArraySlice([0xfb, 0xff, 0x00]).dropFirst()) == "_wA")  // not from offset 0
         #expect(Base64URL.decode("a") == nil)
         #expect(Base64URL.decode("ab$c") == nil)
         #expect(Base64URL.decode("ab=c") == nil)
