@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import APNSTransport
 import NIOCore
 
 extension RequestProcessor {
@@ -61,7 +62,7 @@ extension RequestProcessor {
             case .payload:
                 if body.readableBytes == 0 { return fail(.payloadEmpty, 400) }
                 if body.readableBytes > WirePushType.maximumPayload(pushType) { return fail(.payloadTooLarge, 413) }
-                if !Self.isJSONObject(body) {
+                if !Self.isJSONObject(body, lastValid: &connection.lastJSONObject) {
                     let reason = self.configuration.invalidJSONReason
                     return fail(reason, reason.status ?? 400)
                 }
@@ -123,6 +124,15 @@ extension RequestProcessor {
         }
         // In place when the bytes are contiguous (they are for a decoded header), else one by one.
         return utf8.withContiguousStorageIfAvailable { $0.allSatisfy(allowed) } ?? utf8.allSatisfy(allowed)
+    }
+
+    /// `isJSONObject(_:)`, remembering the last body that passed.
+    static func isJSONObject(_ body: ByteBuffer, lastValid: inout [UInt8]) -> Bool {
+        if !lastValid.isEmpty, body.withUnsafeReadableBytes({ raw in lastValid.withUnsafeBytes { sameBytes($0, raw) } }) { return true }
+        guard Self.isJSONObject(body) else { return false }
+        lastValid.removeAll(keepingCapacity: true)
+        lastValid.append(contentsOf: body.readableBytesView)
+        return true
     }
 
     /// Whether the body is one JSON object (validated without building it).

@@ -78,6 +78,9 @@ struct ConnectionContext {
     /// A request has been authenticated on this connection (APNs then raises the stream limit).
     var authenticated = false
     var random: Xoshiro256
+    /// The last body that passed as a JSON object: a provider sending one campaign to many
+    /// devices sends the same bytes each time, and they are then compared, not parsed again.
+    var lastJSONObject: [UInt8] = []
 
     init(id: Int, environment: APNSEnvironment, certificate: ProviderCertificateInfo?, seed: UInt64) {
         self.id = id

@@ -172,9 +172,7 @@ package struct HeaderBlockDecoder: Sendable {
         let (bytes, huffman) = try Self.literal(raw, &position)
         guard bytes.count >= Self.rememberedLength else { return try Self.text(bytes, huffman: huffman) }
         let sent = UnsafeRawBufferPointer(rebasing: raw[start..<position])
-        let same = self.remembered[slot].raw.withUnsafeBytes { last in
-            last.count == sent.count && memcmp(last.baseAddress!, sent.baseAddress!, sent.count) == 0
-        }
+        let same = self.remembered[slot].raw.withUnsafeBytes { sameBytes($0, sent) }
         if same { return self.remembered[slot].value }
         let value = try Self.text(bytes, huffman: huffman)
         self.remembered[slot].raw.removeAll(keepingCapacity: true)
@@ -239,4 +237,11 @@ package struct HeaderBlockDecoder: Sendable {
         ("strict-transport-security", ""), ("transfer-encoding", ""), ("user-agent", ""), ("vary", ""), ("via", ""),
         ("www-authenticate", ""),
     ]
+}
+
+/// Whether two byte ranges hold the same bytes (`memcmp`).
+package func sameBytes(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> Bool {
+    guard first.count == second.count else { return false }
+    guard let a = first.baseAddress, let b = second.baseAddress else { return true }
+    return memcmp(a, b, first.count) == 0
 }

@@ -77,6 +77,19 @@ import Testing
         #expect(self.push(processor, &connection, token: token, bearer: bearer).reason == .invalidProviderToken)
     }
 
+    @Test("a body remembered as valid JSON passes again only byte for byte")
+    func rememberedBody() {
+        var last: [UInt8] = []
+        #expect(!RequestProcessor.isJSONObject(ByteBuffer(string: ""), lastValid: &last))
+        #expect(RequestProcessor.isJSONObject(ByteBuffer(string: #"{"a":1}"#), lastValid: &last))
+        #expect(last == Array(#"{"a":1}"#.utf8))
+        #expect(RequestProcessor.isJSONObject(ByteBuffer(string: #"{"a":1}"#), lastValid: &last))
+        #expect(!RequestProcessor.isJSONObject(ByteBuffer(string: #"{"a":1 "#), lastValid: &last))  // same length, not JSON
+        #expect(!RequestProcessor.isJSONObject(ByteBuffer(string: #"["a",1]"#), lastValid: &last))
+        #expect(!RequestProcessor.isJSONObject(ByteBuffer(string: ""), lastValid: &last))
+        #expect(last == Array(#"{"a":1}"#.utf8))
+    }
+
     @Test("absurd numbers in headers and tokens are refused, not trapped on")
     func overflow() throws {
         let processor = self.processor()
