@@ -221,7 +221,8 @@ let package = Package(
         .testTarget(
             // The store contract, written once, run against every driver.
             name: "HeraldStoreTests",
-            dependencies: ["HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting",
+            dependencies: [
+                "HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
