@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSTransport
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
@@ -13,6 +14,7 @@ public enum _APNSEmulatorFuzzing {
     /// with a body), now and then with a fault (a lowered stream limit, a refused stream, a
     /// GOAWAY). Checks the flow-control and stream-limit invariants; traps on a broken one.
     public static func run(_ bytes: UnsafeRawBufferPointer) {
+        Self.decodeHeaderBlocks(bytes)
         let allocator = ByteBufferAllocator()
         let settings: [(UInt16, Int)] = [(1, 4096), (3, 1), (4, 65_535), (5, 16_384), (6, 8000)]
         var codec = HTTP2ServerCodec.StateMachine(settings: settings, streamCap: 8, allocator: allocator)
@@ -105,6 +107,19 @@ public enum _APNSEmulatorFuzzing {
             codec.readComplete()
             reader.compact()
             _ = codec.takeOutbound()
+        }
+    }
+
+    /// The bytes as two header blocks, one after the other on one connection's HPACK decoder
+    /// (the state machine reaches it only through well-framed HEADERS). A decoded list never
+    /// passes the limit.
+    static func decodeHeaderBlocks(_ bytes: UnsafeRawBufferPointer) {
+        var decoder = HeaderBlockDecoder(maxTableSize: 4096, maxHeaderListSize: 8000)
+        let half = bytes.count / 2
+        for part in [UnsafeRawBufferPointer(rebasing: bytes[..<half]), UnsafeRawBufferPointer(rebasing: bytes[half...])] {
+            var size = 0
+            try? decoder.decode(ByteBuffer(bytes: part)) { name, value, _ in size += name.utf8.count + value.utf8.count + 32 }
+            precondition(size <= 8000, "a decoded header list passed its limit")
         }
     }
 }

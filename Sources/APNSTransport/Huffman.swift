@@ -113,8 +113,9 @@ enum Huffman {
                     }
                     if symbol < 0 {
                         // Only padding may be left: fewer than 8 bits, all ones, at the end.
-                        let mask = (UInt64(1) << bits) - 1
-                        if next != input.count || bits > 7 || accumulator & mask != mask { failure = .invalidHuffmanCode }
+                        if next != input.count || bits > 7 || accumulator & ((UInt64(1) << bits) - 1) != (UInt64(1) << bits) - 1 {
+                            failure = .invalidHuffmanCode
+                        }
                         break
                     }
                     if symbol == Self.endOfString {
