@@ -123,12 +123,16 @@ extension APNSConnection.StateMachine {
         var channelID: String?
         do {
             try self.decoder.decode(block) { name, value, _ in
-                switch name {
-                case ":status": status = Int(value) ?? 0
-                case "apns-id": apnsID = value
-                case "apns-unique-id": uniqueID = value
-                case "apns-request-id": apnsID = value  // broadcast and channel management
-                case "apns-channel-id": channelID = value
+                // By length first: each name is compared with one candidate at most.
+                switch name.utf8.count {
+                case 7: if name == ":status" { status = Int(value) ?? 0 } else if name == "apns-id" { apnsID = value }
+                case 14: if name == "apns-unique-id" { uniqueID = value }
+                case 15:
+                    if name == "apns-request-id" {
+                        apnsID = value  // broadcast and channel management
+                    } else if name == "apns-channel-id" {
+                        channelID = value
+                    }
                 default: break
                 }
             }

@@ -78,22 +78,39 @@ public struct NotificationHeaders: Sendable, Hashable {
         }
     }
 
+    /// The push types whose topic has a suffix, with it: worked out once, not per request
+    /// (`topicSuffix` compares the push type's name with each it knows).
+    static let suffixedPushTypes: [(PushType, String)] = PushType.allCases.compactMap { type in
+        type.topicSuffix.flatMap { $0.isEmpty ? nil : (type, $0) }
+    }
+
+    /// A byte-wise suffix test, last byte first (a topic is ASCII by the time it is asked, and
+    /// most suffixes end in another letter than the topic).
+    static func endsWith(_ text: String, _ suffix: String) -> Bool {
+        let textBytes = text.utf8
+        let suffixBytes = suffix.utf8
+        guard textBytes.count >= suffixBytes.count, textBytes.last == suffixBytes.last else { return false }
+        return textBytes.suffix(suffixBytes.count).elementsEqual(suffixBytes)
+    }
+
     /// A topic is a reverse-DNS bundle id plus the push type's suffix.
     public static func validateTopic(_ topic: String, pushType: PushType) throws(APNSValidationError) {
         guard !topic.isEmpty else { throw APNSValidationError(.badTopic, "the topic is empty") }
+        func allowed(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        }
+        // Checked on every request a client sends: the bytes in place when they are contiguous.
         guard topic.utf8.count <= 255,
-            topic.utf8.allSatisfy({ byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
-            })
+            topic.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(allowed) }) ?? topic.utf8.allSatisfy(allowed)
         else {
             throw APNSValidationError(.badTopic, "the topic '\(topic)' is not a bundle identifier")
         }
         guard let suffix = pushType.topicSuffix else { return }  // MDM: the certificate's UID
         if suffix.isEmpty {
             // alert/background go to the bare bundle id; a known suffix means the wrong push type.
-            for other in PushType.allCases {
-                if let otherSuffix = other.topicSuffix, !otherSuffix.isEmpty, topic.hasSuffix(otherSuffix) {
+            for (other, otherSuffix) in Self.suffixedPushTypes {
+                if Self.endsWith(topic, otherSuffix) {
                     throw APNSValidationError(
                         .topicSuffixMismatch,
                         "\(pushType) pushes go to the bare bundle id; '\(topic)' ends in '\(otherSuffix)', the \(other) suffix"
