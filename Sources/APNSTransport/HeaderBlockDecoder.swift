@@ -43,6 +43,9 @@ package struct HeaderBlockDecoder: Sendable {
 
     /// Literals shorter than this are decoded every time: they decode about as fast as they compare.
     static let rememberedLength = 16
+    /// Nor are longer ones kept: a peer could otherwise make each connection hold 61 large values.
+    /// A provider token is a few hundred bytes.
+    static let rememberedLengthLimit = 1024
 
     /// Oldest first: HPACK index 62 is the last element.
     private var table: [Entry] = []
@@ -170,7 +173,9 @@ package struct HeaderBlockDecoder: Sendable {
     private mutating func rememberedString(_ raw: UnsafeRawBufferPointer, _ position: inout Int, slot: Int) throws(DecodingError) -> String {
         let start = position
         let (bytes, huffman) = try Self.literal(raw, &position)
-        guard bytes.count >= Self.rememberedLength else { return try Self.text(bytes, huffman: huffman) }
+        guard (Self.rememberedLength...Self.rememberedLengthLimit).contains(bytes.count) else {
+            return try Self.text(bytes, huffman: huffman)
+        }
         let sent = UnsafeRawBufferPointer(rebasing: raw[start..<position])
         let same = self.remembered[slot].raw.withUnsafeBytes { sameBytes($0, sent) }
         if same { return self.remembered[slot].value }

@@ -163,6 +163,15 @@ import Testing
             let fields = try self.decode(&decoder, block)
             #expect(fields.map(\.value) == [token, "/3/device/" + token.suffix(64)])
         }
+        // A value longer than what is remembered is decoded each time, and right.
+        let long = "bearer " + String(repeating: "z", count: 1500)
+        for _ in 0..<2 {
+            var block = ByteBuffer()
+            var headers = HPACKHeaders()
+            headers.add(name: "authorization", value: long, indexing: .neverIndexed)
+            try encoder.encode(headers: headers, to: &block)
+            #expect(try self.decode(&decoder, block).map(\.value) == [long])
+        }
         // The same bytes sent raw (no Huffman) under the same name are not taken for the coded ones.
         let raw = tokens[0]
         var block = ByteBuffer(bytes: [0x10 | 0x0F, 23 - 15, 0x7F, UInt8(raw.utf8.count - 127)])
