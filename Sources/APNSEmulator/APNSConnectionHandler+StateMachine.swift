@@ -73,7 +73,10 @@ extension APNSConnectionHandler {
                 return .requestComplete(pending, windowUpdate: nil)
             case .data(let data):
                 let length = data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
-                guard var pending = self.streams[streamID] else { return .none }
+                // Taken out of the table (one lookup; the body then has one owner), put back below
+                // unless this DATA ends the request, as an APNs request's one DATA frame does.
+                guard let index = self.streams.index(forKey: streamID) else { return .none }
+                var pending = self.streams.remove(at: index).value
                 pending.received += length
                 var windowUpdate: Int?
                 if case .byteBuffer(var buffer) = data.data, !pending.oversized {
@@ -95,7 +98,6 @@ extension APNSConnectionHandler {
                     self.streams[streamID] = pending
                     return windowUpdate.map { .windowUpdate($0) } ?? .none
                 }
-                self.streams[streamID] = nil
                 return .requestComplete(pending, windowUpdate: windowUpdate)
             case .rstStream:
                 self.streams[streamID] = nil

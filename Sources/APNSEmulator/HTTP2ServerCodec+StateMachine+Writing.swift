@@ -17,9 +17,12 @@ extension HTTP2ServerCodec.StateMachine {
         guard !self.failed else { return .failed(.ioOnClosedChannel) }
         switch frame.payload {
         case .headers(let headers):
-            guard self.streams[frame.streamID] != nil else { break }  // reset meanwhile
-            self.writeHeaders(headers.headers, streamID: frame.streamID, endStream: headers.endStream)
-            if headers.endStream { self.localEnd(frame.streamID) }
+            guard let index = self.streams.index(forKey: frame.streamID) else { break }  // reset meanwhile
+            self.writeHeaders(headers.headers, streamID: frame.streamID, endStream: headers.endStream)  // leaves the table as it is
+            if headers.endStream {
+                self.streams.values[index].localClosed = true
+                self.closeIfDone(at: index)
+            }
         case .data(let data):
             guard var stream = self.streams[frame.streamID] else { break }
             guard case .byteBuffer(let bytes) = data.data else {

@@ -140,9 +140,14 @@ extension HTTP2ServerCodec {
         }
 
         mutating func closeIfDone(_ streamID: HTTP2StreamID) {
-            if let stream = self.streams[streamID], stream.remoteClosed, stream.localClosed, stream.queued.isEmpty {
-                self.streams[streamID] = nil
-            }
+            if let index = self.streams.index(forKey: streamID) { self.closeIfDone(at: index) }
+        }
+
+        /// By the stream's place in the table: every request passes here twice, and a lookup
+        /// hashes its id.
+        mutating func closeIfDone(at index: Dictionary<HTTP2StreamID, Stream>.Index) {
+            let stream = self.streams.values[index]
+            if stream.remoteClosed, stream.localClosed, stream.queued.isEmpty { self.streams.remove(at: index) }
         }
 
         mutating func noteReset(_ streamID: HTTP2StreamID) {
