@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 
 /// The kinds of token an app can hold, each registered for one topic of its app.
 ///
@@ -54,51 +55,32 @@ public enum TokenKind: String, Sendable, Hashable, CaseIterable, Codable {
 
 /// The emulator's own reading of `apns-push-type` values and the topic suffix each needs.
 enum WirePushType {
-    static let all = [
-        "alert", "background", "complication", "controls", "fileprovider", "liveactivity", "location", "mdm", "pushtotalk",
-        "voip", "widgets",
+    /// Push type → the topic suffix it needs: `""` for the bare bundle id, `nil` for any topic
+    /// (as for MDM). Searched in order, not hashed: it runs on every request, and comparing the
+    /// few names costs less than hashing one (`alert` is found first).
+    static let table: [(pushType: String, suffix: String?)] = [
+        ("alert", ""), ("background", ""), ("complication", ".complication"), ("controls", ".push-type.controls"),
+        ("fileprovider", ".pushkit.fileprovider"), ("liveactivity", ".push-type.liveactivity"), ("location", ".location-query"),
+        ("mdm", nil), ("pushtotalk", ".voip-ptt"), ("voip", ".voip"), ("widgets", ".push-type.widgets"),
     ]
 
-    /// The topic suffix `pushType` needs: `""` for the bare bundle id, `.some(nil)` for any topic
-    /// (as for MDM); `nil` when it is not a push type. A switch, not a dictionary: it runs on
-    /// every request, and hashing the value costs more than comparing it.
-    static func suffix(of pushType: String) -> String?? {
-        switch pushType {
-        case "alert", "background": ""
-        case "complication": ".complication"
-        case "controls": ".push-type.controls"
-        case "fileprovider": ".pushkit.fileprovider"
-        case "liveactivity": ".push-type.liveactivity"
-        case "location": ".location-query"
-        case "mdm": .some(nil)
-        case "pushtotalk": ".voip-ptt"
-        case "voip": ".voip"
-        case "widgets": ".push-type.widgets"
-        default: nil
-        }
+    /// The entry of `pushType`; nil when it is not a push type.
+    static func entry(_ pushType: String) -> (pushType: String, suffix: String?)? {
+        Self.table.first { $0.pushType == pushType }
     }
 
-    static func isPushType(_ pushType: String) -> Bool { Self.suffix(of: pushType) != nil }
+    static func isPushType(_ pushType: String) -> Bool { Self.entry(pushType) != nil }
 
-    static let allSuffixes: [String] = all.compactMap { Self.suffix(of: $0) ?? nil }.filter { !$0.isEmpty }
+    static let allSuffixes: [String] = table.compactMap(\.suffix).filter { !$0.isEmpty }
 
     /// Whether `topic` has the shape `pushType` needs.
     static func topicFits(_ topic: Substring, pushType: String) -> Bool {
-        guard let entry = Self.suffix(of: pushType) else { return false }
-        guard let suffix = entry else { return true }
+        guard let entry = Self.entry(pushType) else { return false }
+        guard let suffix = entry.suffix else { return true }
         if suffix.isEmpty {
-            return !allSuffixes.contains(where: { hasSuffix(topic, $0) })
+            return !allSuffixes.contains(where: { topic.hasUTF8Suffix($0) })
         }
-        return hasSuffix(topic, suffix) && topic.utf8.count > suffix.utf8.count
-    }
-
-    /// A byte-wise suffix test (topics are ASCII; no Unicode work needed).
-    static func hasSuffix(_ text: Substring, _ suffix: String) -> Bool {
-        let textBytes = text.utf8
-        let suffixBytes = suffix.utf8
-        // The last bytes first: most suffixes end differently, so most tests stop here.
-        guard textBytes.count >= suffixBytes.count, textBytes.last == suffixBytes.last else { return false }
-        return textBytes.suffix(suffixBytes.count).elementsEqual(suffixBytes)
+        return topic.hasUTF8Suffix(suffix) && topic.utf8.count > suffix.utf8.count
     }
 
     static func maximumPayload(_ pushType: String) -> Int {

@@ -84,15 +84,6 @@ public struct NotificationHeaders: Sendable, Hashable {
         type.topicSuffix.flatMap { $0.isEmpty ? nil : (type, $0) }
     }
 
-    /// A byte-wise suffix test, last byte first (a topic is ASCII by the time it is asked, and
-    /// most suffixes end in another letter than the topic).
-    static func endsWith(_ text: String, _ suffix: String) -> Bool {
-        let textBytes = text.utf8
-        let suffixBytes = suffix.utf8
-        guard textBytes.count >= suffixBytes.count, textBytes.last == suffixBytes.last else { return false }
-        return textBytes.suffix(suffixBytes.count).elementsEqual(suffixBytes)
-    }
-
     /// A topic is a reverse-DNS bundle id plus the push type's suffix.
     public static func validateTopic(_ topic: String, pushType: PushType) throws(APNSValidationError) {
         guard !topic.isEmpty else { throw APNSValidationError(.badTopic, "the topic is empty") }
@@ -110,7 +101,7 @@ public struct NotificationHeaders: Sendable, Hashable {
         if suffix.isEmpty {
             // alert/background go to the bare bundle id; a known suffix means the wrong push type.
             for (other, otherSuffix) in Self.suffixedPushTypes {
-                if Self.endsWith(topic, otherSuffix) {
+                if topic.hasUTF8Suffix(otherSuffix) {
                     throw APNSValidationError(
                         .topicSuffixMismatch,
                         "\(pushType) pushes go to the bare bundle id; '\(topic)' ends in '\(otherSuffix)', the \(other) suffix"
@@ -175,5 +166,16 @@ public enum UUIDText {
     public static func random() -> String {
         var generator = SystemRandomNumberGenerator()
         return Self.random(using: &generator)
+    }
+}
+
+extension StringProtocol where UTF8View: BidirectionalCollection {
+    /// A byte-wise suffix test, last byte first: for topics and push-type suffixes, which are
+    /// ASCII (Unicode's `hasSuffix` does work for nothing there) and mostly end in different bytes.
+    package func hasUTF8Suffix(_ suffix: String) -> Bool {
+        let bytes = self.utf8
+        guard let last = suffix.utf8.last else { return true }
+        guard bytes.count >= suffix.utf8.count, bytes.last == last else { return false }
+        return bytes.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
     }
 }

@@ -89,13 +89,11 @@ package struct HeaderBlockDecoder: Sendable {
         _ field: (_ name: String, _ value: String, _ neverIndexed: Bool) -> Void
     ) throws(DecodingError) {
         var position = 0
-        var fields = 0
         var sizeUpdates = 0
         var listSize = 0
         func emit(_ name: String, _ value: String, neverIndexed: Bool) throws(DecodingError) {
             listSize += name.utf8.count + value.utf8.count + 32
             guard listSize <= self.maxHeaderListSize else { throw .headerListTooLarge }
-            fields += 1
             field(name, value, neverIndexed)
         }
         while position < raw.count {
@@ -114,7 +112,7 @@ package struct HeaderBlockDecoder: Sendable {
                 self.insert(name: name, value: value)
             } else if first & 0x20 != 0 {
                 // Dynamic table size update (§6.3): only before the block's first field, at most two.
-                guard fields == 0, sizeUpdates < 2 else { throw .invalidTableSizeUpdate }
+                guard listSize == 0, sizeUpdates < 2 else { throw .invalidTableSizeUpdate }  // no field yet: each adds 32 or more
                 sizeUpdates += 1
                 let size = try Self.integer(raw, &position, prefixBits: 5)
                 guard size <= self.allowedTableSize else { throw .invalidTableSizeUpdate }

@@ -34,7 +34,7 @@ enum Huffman {
         var offset: [Int]
         /// Symbols ordered by code length, then value (the canonical order).
         var symbols: [UInt16]
-        /// Each symbol's code, right-aligned (for tests and the encoder's checks).
+        /// Each symbol's code, right-aligned (for the tests, which encode with it).
         var codes: [UInt32]
     }
 

@@ -149,45 +149,25 @@ package struct ReceiptID: Sendable {
         self.init(keys: secrets.derivedKeys(purpose: Self.purpose))
     }
 
-    private static func message(appID: String, deliveryID: Int64) -> [UInt8] {
-        Array(appID.utf8) + [0] + Self.bytes(deliveryID)
-    }
-
-    private static func bytes(_ value: Int64) -> [UInt8] {
-        (0..<8).map { UInt8(truncatingIfNeeded: UInt64(bitPattern: value) >> (56 - 8 * UInt64($0))) }
-    }
-
-    private static func mac(_ message: [UInt8], key: HMAC<SHA256>) -> [UInt8] {
+    /// HMAC-SHA256 over the app id, a zero and the delivery id (big-endian), fed to a copy of
+    /// `key` piece by piece: no message is put together. Made once per delivery sent.
+    private static func mac(appID: String, deliveryID: Int64, key: HMAC<SHA256>) -> HMAC<SHA256>.MAC {
         var hmac = key  // a copy: the keyed state stays as it was for the next id
-        hmac.update(data: message)
-        return Array(hmac.finalize().prefix(Self.macBytes))
+        var appID = appID
+        appID.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
+        withUnsafeBytes(of: UInt8(0)) { hmac.update(data: $0) }
+        withUnsafeBytes(of: deliveryID.bigEndian) { hmac.update(data: $0) }
+        return hmac.finalize()
     }
 
-    /// The id of `deliveryID` of `appID`. Made once per delivery sent: the message and the id's
-    /// bytes are put together on the stack, not in arrays.
+    /// The id of `deliveryID` of `appID`: its 8 bytes and the MAC's first 12, on the stack.
     package func id(appID: String, deliveryID: Int64) -> String {
         guard let key = self.keys.first else { return "" }
-        var appID = appID
-        return appID.withUTF8 { app in
-            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: app.count + 9 + 8 + Self.macBytes) { scratch in
-                // The message: app id, a zero, the delivery id (big-endian); then the id: the
-                // delivery id and the MAC's first bytes.
-                let idStart = app.count + 9
-                _ = scratch.initialize(from: app)
-                scratch[app.count] = 0
-                for index in 0..<8 {
-                    let byte = UInt8(truncatingIfNeeded: UInt64(bitPattern: deliveryID) >> (56 - 8 * UInt64(index)))
-                    scratch[app.count + 1 + index] = byte
-                    scratch[idStart + index] = byte
-                }
-                var hmac = key  // a copy: the keyed state stays as it was for the next id
-                hmac.update(data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: scratch[..<idStart])))
-                let mac = hmac.finalize()
-                mac.withUnsafeBytes { bytes in
-                    for index in 0..<Self.macBytes { scratch[idStart + 8 + index] = bytes[index] }
-                }
-                return Base64URL.encode(UnsafeBufferPointer(rebasing: scratch[idStart...]))
-            }
+        let mac = Self.mac(appID: appID, deliveryID: deliveryID, key: key)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 8 + Self.macBytes) { id in
+            withUnsafeBytes(of: deliveryID.bigEndian) { for index in 0..<8 { id[index] = $0[index] } }
+            mac.withUnsafeBytes { for index in 0..<Self.macBytes { id[8 + index] = $0[index] } }
+            return Base64URL.encode(UnsafeBufferPointer(id))
         }
     }
 
@@ -197,10 +177,9 @@ package struct ReceiptID: Sendable {
         guard receipt.utf8.count == Self.length, let bytes = Base64URL.decode(receipt), bytes.count == 8 + Self.macBytes else { return nil }
         let id = bytes[0..<8].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         guard id > 0 else { return nil }
-        let message = Self.message(appID: appID, deliveryID: id)
-        let given = Array(bytes[8...])
+        let given = bytes[8...]
         for key in self.keys {
-            let expected = Self.mac(message, key: key)
+            let expected = Self.mac(appID: appID, deliveryID: id, key: key).prefix(Self.macBytes)
             // Constant time: every byte is compared.
             if zip(expected, given).reduce(UInt8(0), { $0 | ($1.0 ^ $1.1) }) == 0 { return id }
         }

@@ -155,8 +155,9 @@ package final class DeliveryEngine: Service, Sendable {
             UnknownOutcomePolicy.isResend(delivery.unknownOutcomes) ? .resend : .main
         }
         let first = batch[0]
-        if batch.allSatisfy({ $0.appID == first.appID && $0.environment == first.environment && lane($0) == lane(first) }) {
-            groups.append((first.appID, first.environment, lane(first), batch))
+        let firstLane = lane(first)
+        if batch.allSatisfy({ $0.appID == first.appID && $0.environment == first.environment && lane($0) == firstLane }) {
+            groups.append((first.appID, first.environment, firstLane, batch))
         } else {
             for delivery in batch {
                 let lane = lane(delivery)
@@ -179,9 +180,7 @@ package final class DeliveryEngine: Service, Sendable {
         // (and another worker claimed the delivery) changes nothing.
         // A chunk's deliveries carry what their rows are created from.
         // By position in the batch: the deliveries themselves are not copied into the table.
-        var positions: [Int64: Int] = [:]
-        positions.reserveCapacity(batch.count)
-        for position in batch.indices where positions[batch[position].id] == nil { positions[batch[position].id] = position }
+        let positions = Dictionary(batch.indices.map { (batch[$0].id, $0) }, uniquingKeysWith: { first, _ in first })
         var results = outcomes.flatMap(\.results)
         for index in results.indices {
             guard let position = positions[results[index].deliveryID] else { continue }
