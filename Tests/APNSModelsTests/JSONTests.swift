@@ -45,6 +45,15 @@ import Testing
     @Test("control characters are escaped when serializing")
     func escaping() {
         #expect(JSONValue.string("a\u{01}b\"c").jsonString == #""a\u0001b\"c""#)
+        #expect(JSONValue.string("\\\n\r\t\u{1F}é🙂").jsonString == #""\\\n\r\t\u001fé🙂""#)
+        #expect(JSONValue.string("").jsonString == #""""#)
+        // Every scalar below 0x80 and a few beyond, at every position in a run: what is written parses back the same.
+        let scalars = (0..<0x80).map { Character(Unicode.Scalar(UInt8($0))) } + ["é", "🙂", "\u{2028}"]
+        for scalar in scalars {
+            for text in [String(scalar), "ab\(scalar)", "\(scalar)cd", "a\(scalar)\(scalar)b"] {
+                #expect((try? JSONValue.parse(JSONValue.string(text).serialized())) == .string(text), "\(text.unicodeScalars.map(\.value))")
+            }
+        }
     }
 
     @Test("base64url encodes without padding and decodes both alphabets")

@@ -2,6 +2,7 @@
 import Foundation
 import HeraldCore
 import HeraldTesting
+import NIOCore
 import Testing
 
 @testable import HeraldServer
@@ -126,21 +127,47 @@ import Testing
 
     @Test("the head deadline runs from a request's first byte to its head, and not while a request is answered")
     func deadline() {
-        var deadline = RequestHeadDeadline()
-        #expect(deadline.timerFired() == .none)
-        #expect(deadline.bytesRead() == .startTimer)
-        #expect(deadline.bytesRead() == .none)
-        #expect(deadline.timerFired() == .close)
-        #expect(deadline.headRead() == .cancelTimer)
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var deadline = RequestHeadDeadline(timeout: .seconds(10))
+        #expect(deadline.timerFired(now: start) == .none)
+        #expect(deadline.bytesRead(now: start) == .setTimer(start + .seconds(10)))
+        #expect(deadline.bytesRead(now: start + .seconds(1)) == .none)
+        #expect(deadline.timerFired(now: start + .seconds(10)) == .close)
+        deadline.headRead()
         // Body bytes and a pipelined request's head while the first is answered.
-        #expect(deadline.bytesRead() == .none)
-        #expect(deadline.headRead() == .none)
-        #expect(deadline.responseEnded() == .none)
-        #expect(deadline.bytesRead() == .none)
-        #expect(deadline.timerFired() == .none)
-        #expect(deadline.responseEnded() == .none)
+        #expect(deadline.bytesRead(now: start + .seconds(11)) == .none)
+        deadline.headRead()
+        deadline.responseEnded()
+        #expect(deadline.bytesRead(now: start + .seconds(12)) == .none)
+        #expect(deadline.timerFired(now: start + .seconds(12)) == .none)
+        deadline.responseEnded()
         #expect(deadline.state == .waiting)
-        #expect(deadline.bytesRead() == .startTimer)
+        #expect(deadline.timer == nil)
+        #expect(deadline.bytesRead(now: start + .seconds(13)) == .setTimer(start + .seconds(23)))
+    }
+
+    @Test("one timer serves a keep-alive connection's requests: heads in time leave it set, a late one is caught when it fires")
+    func lazyTimer() {
+        let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        var deadline = RequestHeadDeadline(timeout: .seconds(10))
+        #expect(deadline.bytesRead(now: start) == .setTimer(start + .seconds(10)))
+        // Many requests answered before the timer fires: no timer set or cancelled for any of them.
+        for second in 1...8 {
+            deadline.headRead()
+            deadline.responseEnded()
+            #expect(deadline.bytesRead(now: start + .seconds(Int64(second))) == .none)
+        }
+        // The eighth request's head is still being read when the timer fires: it has until second 18.
+        #expect(deadline.timerFired(now: start + .seconds(10)) == .setTimer(start + .seconds(18)))
+        #expect(deadline.timerFired(now: start + .seconds(18)) == .close)
+        // A head that completes leaves nothing for the timer to do, and it is not set again until the next request.
+        var quiet = RequestHeadDeadline(timeout: .seconds(10))
+        #expect(quiet.bytesRead(now: start) == .setTimer(start + .seconds(10)))
+        quiet.headRead()
+        quiet.responseEnded()
+        #expect(quiet.timerFired(now: start + .seconds(10)) == .none)
+        #expect(quiet.timer == nil)
+        #expect(quiet.bytesRead(now: start + .seconds(30)) == .setTimer(start + .seconds(40)))
     }
 
     @Test("the cap counts open connections and logs only the first refusal of a run")

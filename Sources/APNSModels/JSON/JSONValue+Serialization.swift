@@ -51,29 +51,35 @@ extension JSONValue {
 
     static func serializeString(_ string: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(UInt8(ascii: "\\"))
-            case 0x0A:
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(UInt8(ascii: "n"))
-            case 0x0D:
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(UInt8(ascii: "r"))
-            case 0x09:
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(UInt8(ascii: "t"))
-            case 0x00..<0x20:
-                bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(hexDigits[Int(byte >> 4)])
-                bytes.append(hexDigits[Int(byte & 0x0F)])
-            default: bytes.append(byte)
+        var string = string
+        string.withUTF8 { utf8 in
+            // Runs of bytes that need no escape are copied whole.
+            var start = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                start = index + 1
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(byte)
+                case 0x0A:
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(UInt8(ascii: "n"))
+                case 0x0D:
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(UInt8(ascii: "r"))
+                case 0x09:
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(UInt8(ascii: "t"))
+                default:
+                    bytes.append(contentsOf: "\\u00".utf8)
+                    bytes.append(hexDigits[Int(byte >> 4)])
+                    bytes.append(hexDigits[Int(byte & 0x0F)])
+                }
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
     }

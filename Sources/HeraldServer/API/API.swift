@@ -102,8 +102,13 @@ struct API: Sendable {
     }
 
     static func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
+        Self.json(status, value.serialized())
+    }
+
+    /// An answer of JSON already written.
+    static func json(_ status: HTTPResponse.Status, _ bytes: [UInt8]) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serialized())))
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 }

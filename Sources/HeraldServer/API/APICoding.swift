@@ -67,7 +67,7 @@ struct APIRequestDecoder: RequestDecoder {
 /// (null when it has no value), in declaration order.
 struct APIResponseEncoder: ResponseEncoder {
     func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
-        API.json(.ok, try JSONValueEncoder().encode(value))
+        API.json(.ok, try APIJSONEncoder().encode(value))
     }
 }
 
@@ -82,6 +82,6 @@ struct Answer<Body: Encodable & Sendable>: ResponseGenerator {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        API.json(self.status, try JSONValueEncoder().encode(self.body))
+        API.json(self.status, try APIJSONEncoder().encode(self.body))
     }
 }

@@ -50,7 +50,7 @@ extension HeraldError: HTTPResponseError {
     package var status: HTTPResponse.Status { Self.status(forCode: self.code) }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        API.json(self.status, (try? JSONValueEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? .null)
+        API.json(self.status, (try? APIJSONEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? Array("null".utf8))
     }
 }
 

@@ -15,13 +15,12 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
 
     static let timeoutResponse = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
-    private let timeout: TimeAmount
-    private var deadline = RequestHeadDeadline()
+    private var deadline: RequestHeadDeadline
     private var timer: Scheduled<Void>?
     private var context: ChannelHandlerContext?
 
     init(timeout: TimeAmount) {
-        self.timeout = timeout
+        self.deadline = RequestHeadDeadline(timeout: timeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -41,30 +40,26 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.perform(self.deadline.bytesRead())
+        if case .waiting = self.deadline.state { self.perform(self.deadline.bytesRead(now: .now())) }
         context.fireChannelRead(data)
     }
 
     /// From ``RequestHeadObserver``.
-    func headRead() { self.perform(self.deadline.headRead()) }
+    func headRead() { self.deadline.headRead() }
 
     /// From ``RequestHeadObserver``.
-    func responseEnded() { self.perform(self.deadline.responseEnded()) }
+    func responseEnded() { self.deadline.responseEnded() }
 
     private func perform(_ action: RequestHeadDeadline.Action) {
         guard let context = self.context else { return }
         switch action {
         case .none:
             break
-        case .startTimer:
-            self.timer?.cancel()
-            self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.timeout) {
+        case .setTimer(let deadline):
+            self.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
                 self.timer = nil
-                self.perform(self.deadline.timerFired())
+                self.perform(self.deadline.timerFired(now: .now()))
             }
-        case .cancelTimer:
-            self.timer?.cancel()
-            self.timer = nil
         case .close:
             // Written from the head of the pipeline: straight to the socket, past the encoder.
             let response = context.channel.allocator.buffer(string: Self.timeoutResponse)

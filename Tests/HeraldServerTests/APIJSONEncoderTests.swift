@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+import APNSModels
+import Foundation
+import HeraldAPI
+import Testing
+
+@testable import HeraldServer
+
+@Suite("The API's JSON encoder")
+struct APIJSONEncoderTests {
+    struct Inner: Encodable {
+        var name: String
+        var flags: [Bool]
+    }
+
+    struct Shape: Encodable {
+        var text: String
+        var count: Int
+        var big: UInt64
+        var ratio: Double
+        var missing: String?
+        var inner: Inner
+        var inners: [Inner]
+        var nested: [[Int]]
+        var map: [String: Int]
+        var empty: [String]
+        var json: JSON
+    }
+
+    struct Hidden: Encodable, OmitsNilFields {
+        static let fieldsOmittedWhenNil: Set<String> = ["gone"]
+        var gone: String?
+        var kept: String?
+    }
+
+    func text(_ value: some Encodable) throws -> String {
+        String(decoding: try APIJSONEncoder().encode(value), as: UTF8.self)
+    }
+
+    @Test("members in declaration order, nil as null, nested objects and arrays closed where they end")
+    func shape() throws {
+        let value = Shape(
+            text: "a\"b", count: -3, big: 1 << 40, ratio: 2.5, missing: nil, inner: Inner(name: "x", flags: [true, false]),
+            inners: [Inner(name: "y", flags: []), Inner(name: "z", flags: [true])], nested: [[1, 2], [], [3]], map: ["k": 1], empty: [],
+            json: .object([.init("o", .array([.null, .int(1), .string("s")]))])
+        )
+        #expect(
+            try self.text(value)
+                == #"{"text":"a\"b","count":-3,"big":1099511627776,"ratio":2.5,"missing":null,"inner":{"name":"x","flags":[true,false]},"#
+                + #""inners":[{"name":"y","flags":[]},{"name":"z","flags":[true]}],"nested":[[1,2],[],[3]],"map":{"k":1},"empty":[],"#
+                + #""json":{"o":[null,1,"s"]}}"#
+        )
+        // The same as Foundation's encoder, member for member.
+        let foundation = try JSONValue.parse(Array(try JSONEncoder().encode(value)))
+        let ours = try JSONValue.parse(try APIJSONEncoder().encode(value))
+        guard case .object(let expected) = foundation, case .object(let written) = ours else {
+            Issue.record("not objects")
+            return
+        }
+        #expect(Dictionary(uniqueKeysWithValues: written.filter { $0.1 != .null }.map { ($0.0, $0.1) }) == Dictionary(uniqueKeysWithValues: expected.map { ($0.0, $0.1) }))
+    }
+
+    @Test("a type's omitted fields are left out when nil, only on that type")
+    func omitted() throws {
+        #expect(try self.text(Hidden(gone: nil, kept: nil)) == #"{"kept":null}"#)
+        #expect(try self.text(Hidden(gone: "g", kept: "k")) == #"{"gone":"g","kept":"k"}"#)
+        struct Outer: Encodable {
+            var hidden: Hidden
+            var gone: String?
+        }
+        #expect(try self.text(Outer(hidden: Hidden(gone: nil, kept: nil), gone: nil)) == #"{"hidden":{"kept":null},"gone":null}"#)
+    }
+
+    @Test("primitives, empty values and the API's own response types at the top level")
+    func topLevel() throws {
+        #expect(try self.text("s") == #""s""#)
+        #expect(try self.text(7) == "7")
+        #expect(try self.text([Int]()) == "[]")
+        struct Nothing: Encodable {}
+        #expect(try self.text(Nothing()) == "{}")
+        #expect(try self.text(APIErrorBody(code: "c", message: "m")) == #"{"error":{"code":"c","message":"m"}}"#)
+        #expect(try self.text(AudienceSelector.everyone) == #""all""#)
+    }
+
+    @Test("a container used after a later sibling fails the encoding instead of writing out of place")
+    func outOfOrder() throws {
+        struct Late: Encodable {
+            enum Keys: String, CodingKey { case a, b, c }
+            func encode(to encoder: any Encoder) throws {
+                var outer = encoder.container(keyedBy: Keys.self)
+                var first = outer.nestedContainer(keyedBy: Keys.self, forKey: .a)
+                try first.encode(1, forKey: .b)
+                try outer.encode(2, forKey: .b)
+                try first.encode(3, forKey: .c)
+            }
+        }
+        #expect(throws: EncodingError.self) { try APIJSONEncoder().encode(Late()) }
+        struct Twice: Encodable {
+            func encode(to encoder: any Encoder) throws {
+                var single = encoder.singleValueContainer()
+                try single.encode(1)
+                try single.encode(2)
+            }
+        }
+        #expect(throws: EncodingError.self) { try APIJSONEncoder().encode(Twice()) }
+        struct InOrder: Encodable {
+            enum Keys: String, CodingKey { case a, b, c }
+            func encode(to encoder: any Encoder) throws {
+                var outer = encoder.container(keyedBy: Keys.self)
+                var first = outer.nestedContainer(keyedBy: Keys.self, forKey: .a)
+                try first.encode(1, forKey: .b)
+                var list = outer.nestedUnkeyedContainer(forKey: .b)
+                try list.encode("x")
+                var deeper = list.nestedContainer(keyedBy: Keys.self)
+                try deeper.encodeNil(forKey: .c)
+                _ = outer.superEncoder(forKey: .c)
+                // The same container asked for again continues the same object.
+                var again = encoder.container(keyedBy: Keys.self)
+                try again.encode(true, forKey: .a)
+            }
+        }
+        #expect(try self.text(InOrder()) == #"{"a":{"b":1},"b":["x",{"c":null}],"c":{},"a":true}"#)
+    }
+}
