@@ -43,23 +43,32 @@ package final class SQLiteDatabase: Sendable {
     private let readerThreads: NIOThreadPool
     /// Writes waiting for the writer's next group commit (``writeGrouped(_:)``).
     private let group = Mutex(GroupQueue())
+    /// Copies the WAL into the database file off the writer's thread.
+    private let checkpointer: Checkpointer
     package let path: String
 
     /// Opens (creating if needed) `path` in WAL mode with foreign keys on, with `readers` reader
-    /// connections.
-    package init(path: String, readers: Int = 2) throws {
+    /// connections. The WAL is checkpointed in the background once it holds `checkpointPages`
+    /// pages (``Checkpointer``).
+    package init(path: String, readers: Int = 2, checkpointPages: Int = 10_000) throws {
         self.path = path
         let writer = try Connection(path: path)
         try writer.execute("PRAGMA journal_mode = WAL")
         try writer.execute("PRAGMA synchronous = NORMAL")
         try Self.configure(writer)
-        // The writer alone gets a larger page cache (16 MiB; the default is 2 MiB) and
-        // checkpoints the WAL every 10,000 pages instead of 1,000: a delivery batch rewrites the
-        // same index pages again and again, and each checkpoint copies them and waits for fsync.
+        // The writer alone gets a larger page cache (16 MiB; the default is 2 MiB): a delivery
+        // batch rewrites the same index pages again and again.
         try writer.execute("PRAGMA cache_size = -16384")
-        try writer.execute("PRAGMA wal_autocheckpoint = 10000")
         // Emptied plaintext (end-to-end notifications) is overwritten in its page, not left in free space.
         try writer.execute("PRAGMA secure_delete = FAST")
+        let checkpointing = try Connection(path: path)
+        try Self.configure(checkpointing)
+        // A connection checkpoints only once it has read the database and so opened its WAL.
+        try checkpointing.query("SELECT count(*) FROM sqlite_master")
+        self.checkpointer = Checkpointer(checkpointing, pages: checkpointPages)
+        // Replaces SQLite's own checkpoint after commit (`wal_autocheckpoint`), which copied the
+        // WAL and waited for two fsyncs on the writer's thread, with nothing committed meanwhile.
+        sqlite3_wal_hook(writer.handle, Checkpointer.hook, Unmanaged.passUnretained(self.checkpointer).toOpaque())
         var slots: [Slot] = []
         for _ in 0..<max(1, readers) {
             let reader = try Connection(path: path)
@@ -83,9 +92,15 @@ package final class SQLiteDatabase: Sendable {
     }
 
     deinit {
+        // The hook points at the checkpointer without holding it.
+        self.writer.withLock { connection in _ = sqlite3_wal_hook(connection.handle, nil, nil) }
         self.writerThread.shutdownGracefully { _ in }
         self.readerThreads.shutdownGracefully { _ in }
     }
+
+    /// Checkpoints run in the background so far, and the WAL frames they found copied into the
+    /// database file (for tests and diagnostics).
+    package var backgroundCheckpoints: (runs: Int, frames: Int) { (self.checkpointer.completed, self.checkpointer.frames) }
 
     /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the writer's thread;
     /// rolls back if it throws, so nothing half-written remains.
@@ -240,6 +255,104 @@ package final class SQLiteDatabase: Sendable {
                 try connection.execute("BEGIN")
                 defer { try? connection.execute("COMMIT") }
                 return try body(connection)
+            }
+        }
+    }
+
+    /// Keeps the WAL short without stalling the writer. After each commit SQLite tells the
+    /// writer's WAL hook how many pages the WAL holds; at `pages` or more, a checkpoint runs on
+    /// a connection and thread of its own (`PASSIVE`: it copies what no reader still needs,
+    /// beside the writer, and waits for the fsyncs there), again for the pages the writer added
+    /// meanwhile until it has copied them all, so that the WAL restarts from its beginning with
+    /// the writer's next transaction. When it does not catch up in a few rounds, the writer's
+    /// next commit copies the rest (the tail) itself. Should the background fall far behind (4 × `pages`),
+    /// the writer checkpoints itself, as SQLite's own `wal_autocheckpoint` does.
+    private final class Checkpointer: Sendable {
+        private struct State {
+            var running = false
+            var tailDue = false
+            var completed = 0
+            var frames = 0
+        }
+
+        private let connection: Mutex<Connection>
+        private let thread: NIOThreadPool
+        private let pages: Int
+        private let state = Mutex(State())
+
+        init(_ connection: consuming Connection, pages: Int) {
+            self.connection = Mutex(connection)
+            self.pages = max(1, pages)
+            self.thread = NIOThreadPool(numberOfThreads: 1)
+            self.thread.start()
+        }
+
+        deinit {
+            self.thread.shutdownGracefully { _ in }
+        }
+
+        var completed: Int { self.state.withLock { $0.completed } }
+        var frames: Int { self.state.withLock { $0.frames } }
+
+        static let hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32) -> Int32 = {
+            context, handle, name, pages in
+            guard let context, let handle else { return SQLITE_OK }
+            Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(handle, name, pages: Int(pages))
+            return SQLITE_OK
+        }
+
+        /// On the writer's thread, after a commit that left `pages` pages in the WAL.
+        private func committed(_ writer: OpaquePointer, _ name: UnsafePointer<CChar>?, pages: Int) {
+            enum Step { case none, here(behind: Bool), background }
+            let step: Step = self.state.withLock { state in
+                if pages >= 4 * self.pages {
+                    state.tailDue = false
+                    return .here(behind: state.running)
+                }
+                if state.tailDue {
+                    state.tailDue = false
+                    return .here(behind: false)
+                }
+                guard pages >= self.pages, !state.running else { return .none }
+                state.running = true
+                return .background
+            }
+            switch step {
+            case .none:
+                break
+            case .here(let behind):
+                // Far behind: wait for the background's checkpoint to end (it holds its
+                // connection while it runs), so that this one is not refused as busy.
+                if behind { self.connection.withLock { _ in } }
+                // A failure (a reader's snapshot) leaves the pages for the next checkpoint.
+                _ = sqlite3_wal_checkpoint_v2(writer, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            case .background:
+                self.thread.submit { state in
+                    // Again while the writer added frames meanwhile (a few times at most): once
+                    // every frame is copied, the writer's next transaction restarts the WAL.
+                    var copied: Int32 = 0
+                    var caughtUp = false
+                    if case .active = state {
+                        self.connection.withLock { connection in
+                            for _ in 0..<8 {
+                                var log: Int32 = 0
+                                var done: Int32 = 0
+                                guard sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK else { break }
+                                copied = max(copied, done)
+                                if done >= log {
+                                    caughtUp = true
+                                    break
+                                }
+                            }
+                        }
+                    }
+                    self.state.withLock { state in
+                        state.running = false
+                        state.tailDue = !caughtUp
+                        state.completed += 1
+                        state.frames += Int(max(0, copied))
+                    }
+                }
             }
         }
     }
