@@ -498,7 +498,10 @@ package final class SQLiteStore: HeraldStore {
             )
             guard let row = rows.first else { throw SQLiteError(code: 1, message: "upsert returned nothing") }
             let id = row[0].int ?? 0
-            try db.query("DELETE FROM device_tags WHERE device_id = ?", [.integer(id)])
+            // A device read above and not found was inserted just now (this is the only writer): it has no tags yet.
+            if !authority.readsDevice || existing != nil {
+                try db.query("DELETE FROM device_tags WHERE device_id = ?", [.integer(id)])
+            }
             for tag in Set(registration.tags) {
                 try db.query("INSERT INTO device_tags (device_id, tag) VALUES (?, ?)", [.integer(id), .text(tag)])
             }
