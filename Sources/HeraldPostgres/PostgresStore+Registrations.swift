@@ -217,11 +217,9 @@ extension PostgresStore {
         }
         if !accepted.isEmpty {
             let json = String(decoding: try JSONEncoder().encode(accepted.map(\.row)), as: UTF8.self)
-            // The upsert and the replaced devices' tags deleted in one statement (the DELETE sees
-            // the tags as they were before it; the new ones are inserted by the next statement).
             let rows = try await db.query(
                 """
-                WITH up AS (INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+                INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
                     activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
                 SELECT r.app_id, r.token, r.kind, r.environment, r.user_id, r.locale, r.time_zone, r.app_version, r.platform,
                     r.activity_id, r.attributes_type, TRUE, r.registered_at, r.registered_at, decode(r.public_key, 'base64'),
@@ -236,13 +234,12 @@ extension PostgresStore {
                     public_key_type = excluded.public_key_type,
                     last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
                 RETURNING \(Self.deviceColumns)
-                ), gone AS (DELETE FROM device_tags t USING up WHERE t.device_id = up.id)
-                SELECT * FROM up
                 """,
                 [.text(json)]
             )
             var stored: [String: Row] = [:]
             for row in rows { stored[RegistrationBatch.key(row.string(1), row.string(2))] = row }
+            var ids: [Int64] = []
             var tagIDs: [Int64] = []
             var tags: [String] = []
             var devices: [(index: Int, row: Row, tags: [String])] = []
@@ -251,12 +248,17 @@ extension PostgresStore {
                     throw HeraldError(code: "internal", "the upsert returned nothing")
                 }
                 let own = Set(item.registration.tags).sorted()
+                ids.append(id)
                 for tag in own {
                     tagIDs.append(id)
                     tags.append(tag)
                 }
                 devices.append((item.index, row, own))
             }
+            // A statement of its own, after the upsert: its snapshot sees the tags another group
+            // committed while this one waited for the rows' locks (one statement with the upsert
+            // would not, and would keep them beside these).
+            try await db.query("DELETE FROM device_tags WHERE device_id = ANY($1::bigint[])", [.ints(ids)])
             if !tags.isEmpty {
                 try await db.query(
                     "INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest($1::bigint[], $2::text[])", [.ints(tagIDs), .texts(tags)])
