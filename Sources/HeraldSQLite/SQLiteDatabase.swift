@@ -237,7 +237,10 @@ package final class SQLiteDatabase: Sendable {
     package func checkpoint() async throws -> Bool {
         try await self.writerThread.runIfActive {
             try self.writer.withLock { connection in
-                try connection.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first?.int == 0
+                // Not beside a background checkpoint, which would make this one busy at once.
+                try self.checkpointer.excluding {
+                    try connection.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first?.int == 0
+                }
             }
         }
     }
@@ -292,6 +295,11 @@ package final class SQLiteDatabase: Sendable {
         }
 
         var completed: Int { self.state.withLock { $0.completed } }
+
+        /// Runs `body` while no background checkpoint runs (it waits for one running now).
+        func excluding<Result>(_ body: () throws -> Result) rethrows -> Result {
+            try self.connection.withLock { _ in try body() }
+        }
         var frames: Int { self.state.withLock { $0.frames } }
 
         static let hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32) -> Int32 = {
@@ -323,7 +331,7 @@ package final class SQLiteDatabase: Sendable {
             case .here(let behind):
                 // Far behind: wait for the background's checkpoint to end (it holds its
                 // connection while it runs), so that this one is not refused as busy.
-                if behind { self.connection.withLock { _ in } }
+                if behind { self.excluding {} }
                 // A failure (a reader's snapshot) leaves the pages for the next checkpoint.
                 _ = sqlite3_wal_checkpoint_v2(writer, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             case .background:
