@@ -49,12 +49,13 @@ private final class JSONStreamWriter {
         let id: Int
     }
 
-    var bytes: [UInt8] = []
-    private var frames: [Frame] = []
-    private var nextID = 0
+    // One encoding uses its writer on one thread, one access at a time: no dynamic exclusivity checks.
+    @exclusivity(unchecked) var bytes: [UInt8] = []
+    @exclusivity(unchecked) private var frames: [Frame] = []
+    @exclusivity(unchecked) private var nextID = 0
     /// The first misuse seen where the protocol gives no way to throw (a nested container asked
     /// of a closed one): the encoding fails with it at the end.
-    var failure: EncodingError?
+    @exclusivity(unchecked) var failure: EncodingError?
 
     init() {
         self.bytes.reserveCapacity(512)
