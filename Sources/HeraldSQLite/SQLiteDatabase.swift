@@ -345,7 +345,9 @@ package final class SQLiteDatabase: Sendable {
                             for _ in 0..<8 {
                                 var log: Int32 = 0
                                 var done: Int32 = 0
-                                guard sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK else { break }
+                                guard sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK else {
+                                    break
+                                }
                                 copied = max(copied, done)
                                 if done >= log {
                                     caughtUp = true

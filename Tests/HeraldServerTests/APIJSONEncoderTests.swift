@@ -57,7 +57,9 @@ struct APIJSONEncoderTests {
             Issue.record("not objects")
             return
         }
-        #expect(Dictionary(uniqueKeysWithValues: written.filter { $0.1 != .null }.map { ($0.0, $0.1) }) == Dictionary(uniqueKeysWithValues: expected.map { ($0.0, $0.1) }))
+        #expect(
+            Dictionary(uniqueKeysWithValues: written.filter { $0.1 != .null }.map { ($0.0, $0.1) })
+                == Dictionary(uniqueKeysWithValues: expected.map { ($0.0, $0.1) }))
     }
 
     @Test("a type's omitted fields are left out when nil, only on that type")

@@ -194,7 +194,8 @@ private struct SlotEncoder: Encoder, SingleValueEncodingContainer {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        KeyedEncodingContainer(KeyedContainer<Key>(writer: self.writer, handle: self.writer.container(self.handle, kind: .object, omitted: self.omitted)))
+        KeyedEncodingContainer(
+            KeyedContainer<Key>(writer: self.writer, handle: self.writer.container(self.handle, kind: .object, omitted: self.omitted)))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
@@ -223,7 +224,8 @@ private struct SlotEncoder: Encoder, SingleValueEncodingContainer {
         if let json = primitive(value) {
             try self.writer.single(json, in: self.handle)
         } else {
-            try value.encode(to: SlotEncoder(writer: self.writer, handle: self.handle, omitted: (T.self as? any OmitsNilFields.Type)?.fieldsOmittedWhenNil))
+            try value.encode(
+                to: SlotEncoder(writer: self.writer, handle: self.handle, omitted: (T.self as? any OmitsNilFields.Type)?.fieldsOmittedWhenNil))
         }
     }
 }
