@@ -98,8 +98,8 @@ package final class SQLiteDatabase: Sendable {
         self.readerThreads.shutdownGracefully { _ in }
     }
 
-    /// Checkpoints run in the background so far, and the WAL frames they found copied into the
-    /// database file (for tests and diagnostics).
+    /// Checkpoints run in the background so far, and the WAL frames each found copied into the
+    /// database file when it ended, added up (for tests and diagnostics).
     package var backgroundCheckpoints: (runs: Int, frames: Int) { (self.checkpointer.completed, self.checkpointer.frames) }
 
     /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the writer's thread;
@@ -275,6 +275,7 @@ package final class SQLiteDatabase: Sendable {
             var running = false
             var tailDue = false
             var completed = 0
+            /// The frames each run found backfilled when it ended, added up.
             var frames = 0
         }
 
@@ -295,12 +296,12 @@ package final class SQLiteDatabase: Sendable {
         }
 
         var completed: Int { self.state.withLock { $0.completed } }
+        var frames: Int { self.state.withLock { $0.frames } }
 
         /// Runs `body` while no background checkpoint runs (it waits for one running now).
         func excluding<Result>(_ body: () throws -> Result) rethrows -> Result {
             try self.connection.withLock { _ in try body() }
         }
-        var frames: Int { self.state.withLock { $0.frames } }
 
         static let hook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32) -> Int32 = {
             context, handle, name, pages in
