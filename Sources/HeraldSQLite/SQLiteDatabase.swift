@@ -98,9 +98,12 @@ package final class SQLiteDatabase: Sendable {
         self.readerThreads.shutdownGracefully { _ in }
     }
 
-    /// Checkpoints run in the background so far, and the WAL frames each found copied into the
-    /// database file when it ended, added up (for tests and diagnostics).
-    package var backgroundCheckpoints: (runs: Int, frames: Int) { (self.checkpointer.completed, self.checkpointer.frames) }
+    /// Checkpoints run in the background, and the WAL frames each found copied into the database
+    /// file when it ended, added up (for tests and diagnostics): once every checkpoint handed
+    /// over before this call has ended.
+    package func backgroundCheckpoints() async throws -> (runs: Int, frames: Int) {
+        try await self.checkpointer.settled()
+    }
 
     /// Runs `body` inside one transaction (BEGIN IMMEDIATE … COMMIT) on the writer's thread;
     /// rolls back if it throws, so nothing half-written remains.
@@ -295,8 +298,12 @@ package final class SQLiteDatabase: Sendable {
             self.thread.shutdownGracefully { _ in }
         }
 
-        var completed: Int { self.state.withLock { $0.completed } }
-        var frames: Int { self.state.withLock { $0.frames } }
+        /// Its counts once the checkpoints handed over so far have ended: its one thread runs
+        /// jobs in order, so this waits behind them.
+        func settled() async throws -> (runs: Int, frames: Int) {
+            try await self.thread.runIfActive {}
+            return self.state.withLock { ($0.completed, $0.frames) }
+        }
 
         /// Runs `body` while no background checkpoint runs (it waits for one running now).
         func excluding<Result>(_ body: () throws -> Result) rethrows -> Result {

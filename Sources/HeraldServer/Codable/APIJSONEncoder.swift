@@ -19,7 +19,7 @@ struct APIJSONEncoder {
         let writer = JSONStreamWriter()
         let root = writer.openSlot()
         try SlotEncoder(writer: writer, handle: root, omitted: nil).encode(value)
-        try writer.close(to: 0)
+        writer.close(to: 0)
         if let failure = writer.failure { throw failure }
         return writer.bytes
     }
@@ -69,7 +69,7 @@ private final class JSONStreamWriter {
     }
 
     /// Closes every frame deeper than `depth` (`depth` itself stays open).
-    func close(to depth: Int) throws {
+    func close(to depth: Int) {
         while self.frames.count > depth {
             switch self.frames.removeLast().kind {
             case .slot: self.bytes.append(contentsOf: "{}".utf8)
@@ -85,13 +85,17 @@ private final class JSONStreamWriter {
     func enter(_ handle: Handle) throws {
         if let failure = self.failure { throw failure }
         guard handle.depth < self.frames.count, self.frames[handle.depth].id == handle.id else {
-            let failure = EncodingError.invalidValue(
-                handle.id, .init(codingPath: [], debugDescription: "a container was used after a value written later than it")
-            )
-            self.failure = failure
-            throw failure
+            throw self.misuse(handle, "a container was used after a value written later than it")
         }
-        try self.close(to: handle.depth + 1)
+        self.close(to: handle.depth + 1)
+    }
+
+    /// Notes the first misuse (the encoding fails with it at the end) and returns it to throw.
+    @discardableResult
+    private func misuse(_ handle: Handle, _ description: String) -> EncodingError {
+        let failure = EncodingError.invalidValue(handle.id, .init(codingPath: [], debugDescription: description))
+        self.failure = self.failure ?? failure
+        return failure
     }
 
     /// Turns `handle`'s slot into an object or an array (again the same one, when it is one).
@@ -109,9 +113,7 @@ private final class JSONStreamWriter {
         case let current where current == kind:
             break
         default:
-            self.failure = EncodingError.invalidValue(
-                handle.id, .init(codingPath: [], debugDescription: "a value asked for two kinds of container")
-            )
+            self.misuse(handle, "a value asked for two kinds of container")
         }
         return handle
     }
@@ -132,6 +134,11 @@ private final class JSONStreamWriter {
         self.frames[handle.depth].count += 1
     }
 
+    /// The members or elements written so far into `handle`'s container.
+    func count(in handle: Handle) -> Int {
+        handle.depth < self.frames.count && self.frames[handle.depth].id == handle.id ? self.frames[handle.depth].count : 0
+    }
+
     func omits(_ key: String, in handle: Handle) -> Bool {
         handle.depth < self.frames.count && self.frames[handle.depth].omitted?.contains(key) == true
     }
@@ -140,11 +147,7 @@ private final class JSONStreamWriter {
     func single(_ json: JSONValue, in handle: Handle) throws {
         try self.enter(handle)
         guard case .slot = self.frames[handle.depth].kind else {
-            let failure = EncodingError.invalidValue(
-                handle.id, .init(codingPath: [], debugDescription: "a value was encoded twice, or into a container")
-            )
-            self.failure = failure
-            throw failure
+            throw self.misuse(handle, "a value was encoded twice, or into a container")
         }
         self.frames[handle.depth].kind = .filled
         json.serialize(into: &self.bytes)
@@ -158,8 +161,8 @@ private final class JSONStreamWriter {
             return
         }
         let slot = self.openSlot()
-        try value.encode(to: SlotEncoder(writer: self, handle: slot, omitted: (T.self as? any OmitsNilFields.Type)?.fieldsOmittedWhenNil))
-        try self.close(to: slot.depth)
+        try value.encode(to: SlotEncoder(writer: self, handle: slot, omitted: omittedFields(of: T.self)))
+        self.close(to: slot.depth)
     }
 }
 
@@ -174,6 +177,11 @@ private func primitive<T: Encodable>(_ value: T) -> JSONValue? {
     case let double as Double: return .double(double)
     default: return nil
     }
+}
+
+/// The fields `type` leaves out when nil (``OmitsNilFields``), if it names any.
+private func omittedFields<T>(of type: T.Type) -> Set<String>? {
+    (type as? any OmitsNilFields.Type)?.fieldsOmittedWhenNil
 }
 
 private func exact<T: BinaryInteger>(_ value: T) throws -> Int64 {
@@ -224,8 +232,7 @@ private struct SlotEncoder: Encoder, SingleValueEncodingContainer {
         if let json = primitive(value) {
             try self.writer.single(json, in: self.handle)
         } else {
-            try value.encode(
-                to: SlotEncoder(writer: self.writer, handle: self.handle, omitted: (T.self as? any OmitsNilFields.Type)?.fieldsOmittedWhenNil))
+            try value.encode(to: SlotEncoder(writer: self.writer, handle: self.handle, omitted: omittedFields(of: T.self)))
         }
     }
 }
@@ -305,19 +312,17 @@ private struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
 private struct UnkeyedContainer: UnkeyedEncodingContainer {
     let writer: JSONStreamWriter
     let handle: JSONStreamWriter.Handle
-    var count = 0
 
     var codingPath: [any CodingKey] { [] }
+    var count: Int { self.writer.count(in: self.handle) }
 
     mutating func encodeNil() throws {
         try self.writer.element(in: self.handle)
-        self.count += 1
         self.writer.bytes.append(contentsOf: "null".utf8)
     }
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try self.writer.element(in: self.handle)
-        self.count += 1
         try self.writer.write(value)
     }
 
@@ -331,13 +336,12 @@ private struct UnkeyedContainer: UnkeyedEncodingContainer {
 
     mutating func superEncoder() -> any Encoder { SlotEncoder(writer: self.writer, handle: self.slot(), omitted: nil) }
 
-    private mutating func slot() -> JSONStreamWriter.Handle {
+    private func slot() -> JSONStreamWriter.Handle {
         do {
             try self.writer.element(in: self.handle)
         } catch {
             return self.handle
         }
-        self.count += 1
         return self.writer.openSlot()
     }
 }

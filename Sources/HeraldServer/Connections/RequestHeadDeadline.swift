@@ -40,10 +40,10 @@ struct RequestHeadDeadline: Sendable, Equatable {
         self.timeout = timeout
     }
 
-    /// Bytes arrived from the client.
-    mutating func bytesRead(now: NIODeadline) -> Action {
+    /// Bytes arrived from the client (`now` is read only when they start a request).
+    mutating func bytesRead(now: @autoclosure () -> NIODeadline) -> Action {
         guard case .waiting = self.state else { return .none }
-        let deadline = now + self.timeout
+        let deadline = now() + self.timeout
         self.state = .readingHead(deadline: deadline)
         guard self.timer == nil else { return .none }
         self.timer = deadline

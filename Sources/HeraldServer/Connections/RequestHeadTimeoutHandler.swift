@@ -40,7 +40,7 @@ final class RequestHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHa
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .waiting = self.deadline.state { self.perform(self.deadline.bytesRead(now: .now())) }
+        self.perform(self.deadline.bytesRead(now: .now()))
         context.fireChannelRead(data)
     }
 
