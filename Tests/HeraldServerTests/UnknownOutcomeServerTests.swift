@@ -105,16 +105,26 @@ import Testing
             _ = try await self.devices(context, keys, count: 10)
             _ = try await context.control.call("POST", "/v1/faults", json: #"{"type":"drop"}"#)
             let flaky = try await self.send(context, keys, #"{"audience":"all","body":"flaky"}"#)
-            let resent = try await self.finished(context, keys, flaky).filter { $0["outcomeUncertain"] as? Bool == true }.count
-            #expect(resent >= 1)
+            let uncertain = Set(
+                try await self.finished(context, keys, flaky).filter { $0["outcomeUncertain"] as? Bool == true }.compactMap { $0["token"] as? String }
+            )
+            #expect(uncertain.count >= 1)
             let after = try await self.send(context, keys, #"{"audience":"all","body":"after"}"#)
             _ = try await self.finished(context, keys, after)
-            // Oldest first: … the resends, then the 10 pushes of `after`, each on its connection.
+            // Oldest first: … the flaky pushes and their resends, then the 10 pushes of `after`, each on its connection.
             let log = try #require(try await context.control.call("GET", "/v1/requests?limit=1000").body["requests"] as? [[String: Any]])
-            let pushes = log.filter { ($0["path"] as? String)?.hasPrefix("/3/device/") == true }.compactMap { $0["connection"] as? Int }
-            try #require(pushes.count >= 10 + resent)
-            let afterConnections = Set(pushes.suffix(10))
-            let resendConnections = Set(pushes.dropLast(10).suffix(resent))
+            let pushes: [(token: Substring, connection: Int)] = log.compactMap { entry in
+                guard let path = entry["path"] as? String, path.hasPrefix("/3/device/"), let connection = entry["connection"] as? Int else {
+                    return nil
+                }
+                return (path.dropFirst("/3/device/".count), connection)
+            }
+            try #require(pushes.count >= 10 + uncertain.count)
+            let afterConnections = Set(pushes.suffix(10).map(\.connection))
+            // A resend is an uncertain delivery's last push before `after`: found by its token, not by its place (a
+            // push that never left the dropped connection is retried on the main lane, possibly after the resends).
+            let before = pushes.dropLast(10)
+            let resendConnections = Set(uncertain.compactMap { token in before.last { $0.token == token }?.connection })
             #expect(resendConnections.count == 1, "one resend connection: \(resendConnections)")
             #expect(resendConnections.isDisjoint(with: afterConnections), "resends \(resendConnections), first sends \(afterConnections)")
         }
