@@ -39,6 +39,9 @@ measure_raw_client
 python3 - "$API_PORT" "$ADMIN" "$WORK" "$REGISTER" "$BATCHES" "$FANOUT" "$SERVE_PID" "$RAW" <<'PY'
 import http.client, json, os, sqlite3, sys, threading, time, uuid
 port, admin, work, register, batches, fanout, pid, raw = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8] or 0)
+def cpu_seconds():
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 def peak_rss():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM"): return int(line.split()[1]) // 1024
@@ -82,11 +85,13 @@ posters = [threading.Thread(target=poster, args=(range(i, batches, 4),)) for i i
 import signal, subprocess
 profiler = subprocess.Popen(["perf", "record", "-F", "999", "-g", "--call-graph", "dwarf,16384", "-p", str(pid), "-o", work + "/perf.data"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if os.environ.get("PERF") else None
+cpu_before = cpu_seconds()
 start = time.time(); [t.start() for t in posters]; [t.join() for t in posters]
 wait_idle()
 if profiler:
     profiler.send_signal(signal.SIGINT); profiler.wait()
 elapsed = time.time() - start
+send_cpu = (cpu_seconds() - cpu_before) / (batches * 1000) * 1e6
 send_rate = batches * 1000 / elapsed
 db = sqlite3.connect(work + "/data/herald.sqlite")
 lat = sorted(r[0] for r in db.execute(
@@ -131,6 +136,7 @@ print(f"\n| measure | result | beside |\n|---|---:|---|")
 print(f"| raw APNs client (herald-bench, 1 connection, median of 3) | {raw:,} notif/s | reference |")
 print(f"| registration through the API (4 keep-alive clients) | {reg_rate:,.0f} devices/s | |")
 print(f"| sends through the API, {batches} × 1000 tokens, 4 posting connections | {send_rate:,.0f} notif/s | {send_rate / raw:.2f}× raw client |" if raw else "")
+print(f"| herald's CPU per notification sent through the API | {send_cpu:.1f} µs | |")
 print(f"| accept → sent, p50 / p99 | {p50} ms / {p99} ms | |")
 print(f"| the same paced at half that rate, {paced_batches} × 1000 tokens: accept → sent, p50 / p99 | {paced_p50} ms / {paced_p99} ms | {paced_rate:,.0f} notif/s |")
 print(f"| broadcast to {fanout:,} devices: 202 after | {accepted:.1f} s | |")

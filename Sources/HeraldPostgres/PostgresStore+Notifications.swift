@@ -30,6 +30,11 @@ extension PostgresStore {
                 query.sql += " AND EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ANY(\(parameter)))"
             }
         }
+        Self.deviceFilter(targeting, into: &query)
+    }
+
+    /// Appends the conditions on each device's kind, environment, key and attributes.
+    static func deviceFilter(_ targeting: Targeting, into query: inout Query) {
         let kinds = targeting.eligibleKinds
         if !kinds.isEmpty {
             query.sql += " AND d.kind = ANY(\(query.bind(.texts(kinds.map(\.rawValue).sorted()))))"
@@ -69,21 +74,47 @@ extension PostgresStore {
         // (tokens, users, one activity) is resolved to device ids once; "all" and tags are
         // counted, and walked by id range when expanded.
         let targeting = spec.targeting
-        let (until, size, deviceIDs) = try await self.read { db -> (Int64, Int64, [Int64]?) in
+        // A token list's unknown and inactive tokens are counted here too, in the same snapshot.
+        let (until, size, deviceIDs, listed) = try await self.read { db -> (Int64, Int64, [Int64]?, (unknown: Int, inactive: Int)?) in
             let until = try await db.query("SELECT coalesce(max(id), 0) FROM devices").first?.int(0) ?? 0
             var query = Query()
-            let head = " FROM devices d WHERE d.app_id = \(query.bind(.text(appID))) AND d.active AND d.id <= \(query.bind(.int(until)))"
+            let (app, last) = (query.bind(.text(appID)), query.bind(.int(until)))
+            let head = " FROM devices d WHERE d.app_id = \(app) AND d.active AND d.id <= \(last)"
             switch targeting.audience {
-            case .tokens, .users, .activity:
+            case .tokens(let tokens):
+                // One lookup per distinct token gives both the deliveries and the answer's
+                // counts: no device (unknown), an inactive one, or one the filter keeps.
+                query.sql = "SELECT d.id, d.active, (d.id <= \(last)"
+                Self.deviceFilter(targeting, into: &query)
+                query.sql += """
+                    ) FROM (SELECT DISTINCT unnest(\(query.bind(.texts(tokens)))::text[]) AS token) t
+                        LEFT JOIN devices d ON d.app_id = \(app) AND d.token = t.token
+                    """
+                var ids: [Int64] = []
+                var listed = (unknown: 0, inactive: 0)
+                for row in try await db.query(query) {
+                    guard let id = row.int(0) else {
+                        listed.unknown += 1
+                        continue
+                    }
+                    if row.bool(1) == false {
+                        listed.inactive += 1
+                    } else if row.bool(2) == true {
+                        ids.append(id)
+                    }
+                }
+                ids.sort()
+                return (until, Int64(ids.count), ids, listed)
+            case .users, .activity:
                 query.sql = "SELECT d.id" + head
                 Self.audienceFilter(targeting, into: &query)
                 query.sql += " ORDER BY d.id"
                 let ids = try await db.query(query).compactMap { $0.int(0) }
-                return (until, Int64(ids.count), ids)
+                return (until, Int64(ids.count), ids, nil)
             case .all, .tags, .channel:
                 query.sql = "SELECT count(*)" + head
                 Self.audienceFilter(targeting, into: &query)
-                return (until, try await db.query(query).first?.int(0) ?? 0, nil)
+                return (until, try await db.query(query).first?.int(0) ?? 0, nil, nil)
             }
         }
         let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
@@ -113,7 +144,6 @@ extension PostgresStore {
                     ]
                 )
                 guard inserted.isEmpty else {
-                    let listed = try await Self.listedTokens(db, appID: appID, spec.audience)
                     return CreatedNotification(
                         id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive
                     )
@@ -128,20 +158,6 @@ extension PostgresStore {
             if let outcome { return outcome }
         }
         throw HeraldError(code: "database_unavailable", "the notification could not be stored; try again")
-    }
-
-    /// For a token audience: how many distinct listed tokens have no device in the app, and how
-    /// many only an inactive one; one statement over the list (each token one index lookup).
-    static func listedTokens(_ db: Connection, appID: String, _ audience: Audience) async throws -> (unknown: Int, inactive: Int)? {
-        guard case .tokens(let tokens) = audience else { return nil }
-        let row = try await db.query(
-            """
-            SELECT count(*) - count(d.id), count(*) FILTER (WHERE NOT d.active)
-            FROM (SELECT DISTINCT unnest($1::text[]) AS token) t LEFT JOIN devices d ON d.app_id = $2 AND d.token = t.token
-            """,
-            [.texts(tokens), .text(appID)]
-        ).first
-        return (Int(row?.int(0) ?? 0), Int(row?.int(1) ?? 0))
     }
 
     package func notification(appID: String, id: String, deliveryLimit: Int) async throws -> NotificationStatus? {

@@ -7,14 +7,16 @@ extension SQLiteStore {
     /// from `devices d`, with their bindings numbered from `first`; and how to name the device id
     /// in range conditions: for lists of tokens, users or one activity, `+d.id`, which keeps
     /// SQLite from walking the whole id range instead of the index on those columns.
-    static func audienceFilter(_ targeting: Targeting, first: Int) -> (sql: String, bindings: [SQLValue], id: String) {
+    /// `sql` is the audience's condition followed by `rest`, the conditions on each device's kind,
+    /// environment, key and attributes; the audience's own binding, if any, comes first.
+    static func audienceFilter(_ targeting: Targeting, first: Int) -> (sql: String, rest: String, bindings: [SQLValue], id: String) {
         var sql = ""
         var bindings: [SQLValue] = []
         func next(_ value: SQLValue) -> String {
             bindings.append(value)
             return "?\(first + bindings.count - 1)"
         }
-        func list(_ values: [String]) -> SQLValue { .text(JSONValue.array(values.map(JSONValue.string)).jsonString) }
+        func list(_ values: [String]) -> SQLValue { .text(Self.jsonStrings(values)) }
         switch targeting.audience {
         case .all:
             break
@@ -38,6 +40,8 @@ extension SQLiteStore {
                 sql += " AND EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag IN (SELECT value FROM json_each(\(parameter))))"
             }
         }
+        let audience = sql
+        sql = ""
         let kinds = targeting.eligibleKinds
         if !kinds.isEmpty {
             // Herald's own names, spelled into the statement: no JSON to parse per statement.
@@ -53,8 +57,8 @@ extension SQLiteStore {
             sql += " AND d.attributes_type = \(next(.text(attributesType)))"
         }
         switch targeting.audience {
-        case .tokens, .users, .activity: return (sql, bindings, "+d.id")
-        case .all, .tags, .channel: return (sql, bindings, "d.id")
+        case .tokens, .users, .activity: return (audience + sql, sql, bindings, "+d.id")
+        case .all, .tags, .channel: return (audience + sql, sql, bindings, "d.id")
         }
     }
 
@@ -94,7 +98,32 @@ extension SQLiteStore {
                 // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
                 // instead of looking each token (or user) up in its index.
                 var ids: [Int64] = []
-                try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+                var listed: (unknown: Int, inactive: Int)?
+                if case .tokens = targeting.audience {
+                    // One lookup per distinct token gives both the deliveries and the answer's
+                    // counts: no device (unknown), an inactive one, or one the filter keeps.
+                    var counts = (unknown: 0, inactive: 0)
+                    try db.each(
+                        """
+                        SELECT d.id, d.active, (\(filter.id) <= ?2\(filter.rest))
+                        FROM (SELECT DISTINCT value AS token FROM json_each(?3)) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.token
+                        """,
+                        bindings
+                    ) { row in
+                        guard let id = row.int(0) else {
+                            counts.unknown += 1
+                            return
+                        }
+                        if row.int(1) == 0 {
+                            counts.inactive += 1
+                        } else if row.int(2) == 1 {
+                            ids.append(id)
+                        }
+                    }
+                    listed = counts
+                } else {
+                    try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+                }
                 ids.sort()
                 var text: [UInt8] = [UInt8(ascii: "[")]
                 for (index, deviceID) in ids.enumerated() {
@@ -102,7 +131,7 @@ extension SQLiteStore {
                     text += String(deviceID).utf8
                 }
                 text.append(UInt8(ascii: "]"))
-                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), try Self.listedTokens(db, appID: appID, targeting.audience))
+                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), listed)
             case .all, .tags, .channel:
                 return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
             }
@@ -143,21 +172,6 @@ extension SQLiteStore {
             return CreatedNotification(
                 id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive)
         }
-    }
-
-    /// For a token audience: how many distinct listed tokens have no device in the app, and how
-    /// many only an inactive one; one statement over the list (each token one index lookup).
-    static func listedTokens(_ db: borrowing SQLiteDatabase.Connection, appID: String, _ audience: Audience) throws -> (unknown: Int, inactive: Int)?
-    {
-        guard case .tokens(let tokens) = audience else { return nil }
-        let row = try db.query(
-            """
-            SELECT count(*) - count(d.id), coalesce(sum(d.active = 0), 0)
-            FROM (SELECT DISTINCT value AS token FROM json_each(?1)) t LEFT JOIN devices d ON d.app_id = ?2 AND d.token = t.token
-            """,
-            [.text(Self.jsonStrings(tokens)), .text(appID)]
-        ).first
-        return (Int(row?[0].int ?? 0), Int(row?[1].int ?? 0))
     }
 
     /// `values` as a JSON array of strings. Strings with nothing to escape (device tokens are

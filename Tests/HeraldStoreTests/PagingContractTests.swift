@@ -178,6 +178,16 @@ import Testing
             #expect(created.inactiveTokens == 1)
             let everyone = try await self.send(store, id: "m", now: 10)
             #expect(everyone.unknownTokens == nil && everyone.inactiveTokens == nil, "only a token audience is counted")
+            // A listed device the targeting leaves out (another environment) is neither delivered
+            // to nor counted as unknown or inactive.
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(7), environment: .development), now: 11)
+            var development = NotificationSpec(audience: .tokens(try [1, 7, 8, 4].map { try self.token($0).hex }), payload: Array("{}".utf8))
+            development.environment = .development
+            let filtered = try await store.createNotification(appID: "demo", id: "s", bundleID: "com.example.app", development, now: 12)
+            #expect(filtered.deliveries == 1, "only device 7 is in development")
+            #expect(filtered.unknownTokens == 1 && filtered.inactiveTokens == 1)
+            let sent = try await store.claimDeliveries(limit: 10, now: 13, leaseMilliseconds: 1_000)
+            #expect(sent.filter { $0.notificationID == "s" }.map(\.token) == [try self.token(7).hex])
         }
     }
 }
