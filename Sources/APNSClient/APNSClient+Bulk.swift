@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import NIOCore
+import NIOPosix
 import Synchronization
 
 extension APNSClient {
@@ -91,6 +92,8 @@ final class OutcomeCollector: Sendable {
     private struct State: ~Copyable {
         var outcomes: [APNSOutcome] = []
         var consumer: UnsafeContinuation<[APNSOutcome]?, Never>?
+        /// A waiting consumer is to be woken once the event loop has handled what it read.
+        var wakeScheduled = false
         var permits: Int
         var producer: UnsafeContinuation<Bool, Never>?
         var delivered = 0
@@ -132,9 +135,28 @@ final class OutcomeCollector: Sendable {
         }
     }
 
+    /// Called on the connection's event loop as each answer is read. A waiting consumer is not
+    /// woken at once but by a task behind everything the loop read together: the answers to a
+    /// burst of requests come in a few reads, and each read's outcomes then cost one wake-up
+    /// of the consumer (and of a producer waiting for room), not one per outcome.
     func append(_ outcome: APNSOutcome) {
-        let consumer = self.state.withLock { state -> UnsafeContinuation<[APNSOutcome]?, Never>? in
+        let schedule = self.state.withLock { state -> Bool in
             state.outcomes.append(outcome)
+            guard state.consumer != nil, !state.wakeScheduled else { return false }
+            state.wakeScheduled = true
+            return true
+        }
+        guard schedule else { return }
+        if let loop = MultiThreadedEventLoopGroup.currentEventLoop {
+            loop.execute { self.wakeConsumer() }
+        } else {
+            self.wakeConsumer()
+        }
+    }
+
+    private func wakeConsumer() {
+        let consumer = self.state.withLock { state -> UnsafeContinuation<[APNSOutcome]?, Never>? in
+            state.wakeScheduled = false
             guard let consumer = state.consumer else { return nil }
             state.consumer = nil
             return consumer
