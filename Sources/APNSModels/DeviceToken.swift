@@ -18,6 +18,15 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         guard utf8.count <= Self.maximumByteCount * 2 else {
             throw APNSValidationError(.badDeviceToken, "the device token is longer than \(Self.maximumByteCount) bytes")
         }
+        // Tokens come lowercase (Herald stores them so): such a string is kept as it is, with
+        // no copy made.
+        func lowercaseHex(_ byte: UInt8) -> Bool {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+        }
+        if utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(lowercaseHex) }) ?? utf8.allSatisfy(lowercaseHex) {
+            self.hex = hex
+            return
+        }
         var lower: [UInt8] = []
         lower.reserveCapacity(utf8.count)
         for byte in utf8 {

@@ -55,7 +55,7 @@ public struct NotificationHeaders: Sendable, Hashable {
     /// Checks every header rule APNs enforces, naming the rule that fails.
     public func validate() throws(APNSValidationError) {
         try Self.validateTopic(self.topic, pushType: self.pushType)
-        if let priority = self.priority, !self.pushType.allowedPriorities.contains(priority) {
+        if let priority = self.priority, !self.pushType.allows(priority) {
             throw APNSValidationError(
                 .badPriority,
                 "\(self.pushType) pushes must use priority \(self.pushType.allowedPriorities.map(\.description).sorted().joined(separator: " or ")), not \(priority)"

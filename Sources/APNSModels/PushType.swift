@@ -60,6 +60,12 @@ public struct PushType: Sendable, Hashable, RawRepresentable, CustomStringConver
         return String(topic.dropLast(suffix.count))
     }
 
+    /// Whether APNs takes `priority` for this push type: ``allowedPriorities`` without building
+    /// the set (checked on every request).
+    public func allows(_ priority: Priority) -> Bool {
+        self == .background ? priority == .throttled : true
+    }
+
     /// The priorities APNs accepts for this push type. Background pushes must use 5.
     public var allowedPriorities: Set<Priority> {
         switch self.rawValue {

@@ -113,7 +113,8 @@ package struct RateLimits: Sendable, Equatable {
     /// An IPv6 address's first four groups (its /64); an IPv4 address (or one mapped into
     /// IPv6) as it is.
     package static func prefix(_ address: String) -> String {
-        guard address.contains(":") else { return address }
+        // Byte by byte: `contains` with a string argument is Foundation's search, per request.
+        guard address.utf8.contains(UInt8(ascii: ":")) else { return address }
         let lower = address.lowercased()
         if lower.hasPrefix("::ffff:"), lower.dropFirst(7).contains(".") { return String(lower.dropFirst(7)) }
         let halves = lower.split(separator: "::", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)

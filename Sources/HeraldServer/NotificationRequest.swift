@@ -91,7 +91,7 @@ enum NotificationRequest {
         var priority: Priority?
         if let value = body.priority {
             guard let parsed = Priority(rawValue: value) else { throw HeraldError.unprocessable("priority must be 10, 5 or 1", code: "bad_priority") }
-            if let pushType, !pushType.allowedPriorities.contains(parsed) {
+            if let pushType, !pushType.allows(parsed) {
                 throw HeraldError.unprocessable("\(pushType) pushes cannot use priority \(parsed)", code: "bad_priority")
             }
             priority = parsed

@@ -47,6 +47,7 @@ import Testing
         for pushType in PushType.allCases {
             for priority in [Priority.immediate, .throttled, .powerConsiderate] {
                 let headers = NotificationHeaders(pushType: pushType, topic: pushType.topic(forBundleID: "a.b"), priority: priority)
+                #expect(pushType.allows(priority) == pushType.allowedPriorities.contains(priority))
                 if pushType == .background && priority != .throttled {
                     #expect(throws: APNSValidationError.self) { try headers.validate() }
                 } else {
