@@ -133,7 +133,9 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     // MARK: requests
 
     private func complete(context: ChannelHandlerContext, streamID: HTTP2StreamID, pending: PendingStream) {
-        guard var connection = self.connection else { return }
+        // The connection's state is changed in place (`&self.connection!`): a copy taken out and
+        // stored back would retain and release each of its fields per request.
+        guard self.connection != nil else { return }
         self.lastActivity = .now()
         guard self.stateMachine.admit(streamID) else {
             // Above GOAWAY's last-stream-id: never processed; the client may send it elsewhere.
@@ -146,8 +148,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
         if let fault = self.processor.state.takeFault(scope: RequestProcessor.scope(of: route)) {
             switch fault {
             case .status(let status, let reason):
-                let id = self.processor.responseID(headers.requestID ?? headers.apnsID, &connection)
-                self.connection = connection
+                let id = self.processor.responseID(headers.requestID ?? headers.apnsID, &self.connection!)
                 let idHeader = headers.path?.hasPrefix("/3/") == false ? "apns-request-id" : "apns-id"
                 let outcome = self.processor.reject(reason, status: status, idHeader: idHeader, id: id)
                 self.processor.state.recordRejection(reason)
@@ -161,8 +162,7 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 if answerFirst {
                     // Answered out of order above it: this one cannot be marked unprocessed.
                     let outcome = self.processor.reject(
-                        .shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &connection))
-                    self.connection = connection
+                        .shutdown, status: 503, idHeader: "apns-id", id: self.processor.responseID(headers.apnsID, &self.connection!))
                     self.respond(context: context, streamID: streamID, outcome: outcome, headers: headers)
                 }
                 self.sendGoAway(context: context, reason: reason, code: .noError, lastStreamID: boundary)
@@ -187,11 +187,10 @@ final class APNSConnectionHandler: ChannelInboundHandler {
                 }
             }
         }
-        let outcome = self.processor.process(headers, body: pending.body, connection: &connection)
-        self.connection = connection
+        let outcome = self.processor.process(headers, body: pending.body, connection: &self.connection!)
         let limits = self.stateMachine.processed(
             streamID, accepted: outcome.accepted, status: outcome.status, firstAuthentication: outcome.firstAuthentication,
-            authenticated: connection.authenticated
+            authenticated: self.connection?.authenticated ?? false
         )
         for limit in limits { self.announceStreamLimit(context: context, limit) }
         guard delay > 0 else {

@@ -172,7 +172,7 @@ public enum UUIDText {
 extension StringProtocol where UTF8View: BidirectionalCollection {
     /// A byte-wise suffix test, last byte first: for topics and push-type suffixes, which are
     /// ASCII (Unicode's `hasSuffix` does work for nothing there) and mostly end in different bytes.
-    package func hasUTF8Suffix(_ suffix: String) -> Bool {
+    @inlinable package func hasUTF8Suffix(_ suffix: String) -> Bool {
         let bytes = self.utf8
         guard let last = suffix.utf8.last else { return true }
         guard bytes.count >= suffix.utf8.count, bytes.last == last else { return false }
