@@ -10,7 +10,7 @@
 #   Benchmarks/emulator-vs-sink.sh            # N=200000 RUNS=3 CASES="1x100 1x1000 4x100"
 #
 # Env: N (requests per h2load run), RUNS, CASES ("<connections>x<streams>" ...),
-#      BENCH_DIR (default ../shared/bench), PORT_BASE (default 18440).
+#      BENCH_DIR (default ../shared/bench), PORT_BASE (default 18440), HERALD (a built binary).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH_DIR=${BENCH_DIR:-$ROOT/../shared/bench}
@@ -44,9 +44,12 @@ if [[ ! -s $WORK/sink.crt ]]; then
 fi
 [[ -s $WORK/AuthKey.p8 ]] || openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8"
 
-log "swift build -c release --product herald"
-(cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
-HERALD=$ROOT/.build/release/herald
+# HERALD=<binary> measures that build instead of building this tree's.
+if [[ -z ${HERALD:-} ]]; then
+  log "swift build -c release --product herald"
+  (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
+  HERALD=$ROOT/.build/release/herald
+fi
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
