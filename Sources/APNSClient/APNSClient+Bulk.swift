@@ -110,6 +110,9 @@ final class OutcomeCollector: Sendable {
 
     var inputError: (any Error)? { self.state.withLock { $0.inputError } }
 
+    /// Whether a consumer is waiting in ``next()``.
+    var consumerWaits: Bool { self.state.withLock { $0.consumer != nil } }
+
     /// One place in the window; `false` once the consumer gave up.
     func acquire() async -> Bool {
         let fast: Bool? = self.state.withLock { state in
