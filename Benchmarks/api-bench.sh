@@ -22,7 +22,7 @@
 #   HERALD=/path/to/herald Benchmarks/api-bench.sh   # another build (no build step)
 #   DRIVER=postgres Benchmarks/api-bench.sh            # on PostgreSQL: a fresh database on
 #       PG_URL's server, or on a private durable server (fsync and synchronous_commit on, the
-#       defaults) that the script starts in PG_DIR (.build-bench/pg) on PG_PORT (54381) and stops
+#       defaults) that the script starts in PG_DIR (.build-bench/pg) on PG_PORT (25481) and stops
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$ROOT/.build-bench/api
@@ -49,7 +49,7 @@ STORE_ARGS=()
 STOP_PG=
 if [[ $DRIVER == postgres ]]; then
   if [[ -z ${PG_URL:-} ]]; then
-    export HERALD_PG_DIR=${PG_DIR:-$ROOT/.build-bench/pg} HERALD_PG_PORT=${PG_PORT:-54381}
+    export HERALD_PG_DIR=${PG_DIR:-$ROOT/.build-bench/pg} HERALD_PG_PORT=${PG_PORT:-25481}
     # Durable, as a provider runs it (the test server's fsync=off would flatter every commit).
     PG_URL=$(HERALD_PG_OPTIONS="-c synchronous_commit=on" "$ROOT/scripts/postgres-test-server" start)
     STOP_PG=1

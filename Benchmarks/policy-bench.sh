@@ -22,7 +22,7 @@ FANOUT=${FANOUT:-1000000}
 SINK_PORT=${SINK_PORT:-18480}
 API_PORT=${API_PORT:-18481}
 HERALD=${HERALD:-$ROOT/.build/release/herald}
-export HERALD_PG_DIR=/tmp/herald-policy-bench HERALD_PG_PORT=${PG_PORT:-54348}
+export HERALD_PG_DIR=/tmp/herald-policy-bench HERALD_PG_PORT=${PG_PORT:-25448}
 export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 log() { printf '== %s\n' "$*" >&2; }

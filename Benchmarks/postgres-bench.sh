@@ -25,7 +25,7 @@ FANOUT=${FANOUT:-1000000}
 SINK_PORT=${SINK_PORT:-18470}
 API_PORT=${API_PORT:-18471}
 # The server runs as the postgres user: its folder is in /tmp, which that user can reach.
-export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-54340}
+export HERALD_PG_DIR=/tmp/herald-bench-postgres HERALD_PG_PORT=${PG_PORT:-25440}
 export HERALD_PG_OPTIONS="-c synchronous_commit=off -c shared_buffers=${PG_SHARED_BUFFERS:-1GB} -c max_wal_size=4GB${PG_EXTRA:+ $PG_EXTRA}${PGSTAT:+ -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on}"
 rm -rf "$WORK" && mkdir -p "$WORK"
 source "$ROOT/Benchmarks/common.sh"
