@@ -93,9 +93,14 @@ package final class DeliveryEngine: Service, Sendable {
 
     private func work() async {
         var failures = 0
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+        while true {
             // Rings before this look began are answered by it; one during it may have come too late.
+            // Read before the shutdown check: a graceful shutdown is marked before its ring, so
+            // a shutdown this check misses rings after `looked`, and the wait below ends at once.
+            // (Checked first, a shutdown marked and rung between the check and this read would
+            // leave the worker waiting a whole poll interval for a ring that had come.)
             let looked = self.doorbell.rings
+            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
             let worked: Bool
             do {
                 worked = try await self.runBatch()
