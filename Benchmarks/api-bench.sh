@@ -7,18 +7,21 @@
 #   - `GET /health` (asks the database);
 #   - an authenticated read, `GET /v1/apps/bench` (admin key);
 #   - registrations, `PUT /v1/apps/bench/devices/<random token>` with the register key that
-#     ships in apps (anonymous devices: what a registration storm after an app release is);
-#   - registrations with a send key and a user id (the backend's own registrations).
+#     ships in apps: of new tokens (fresh installs), and of tokens registered before (every
+#     installed device registering again on launch after an app release: the storm);
+#   - registrations of new tokens with a send key and a user id (the backend's own registrations).
 # Every row prints its rate, its ratio to /livez, its latency and its non-2xx answers. Not a
 # test: nothing fails on a number.
 #
-# Before the measured rows, registrations run untimed for WARMUP seconds (DURATION by default;
-# 0: none), so that every row meets the database as a running server's is, its WAL file grown to
-# size: the first writes into a new database also extend the WAL file, on SQLite ~10% slower
-# (19.5k registrations/s, then 21.9k and 22.5k on the same server; 2026-11-25). The warm-up's own
-# rate is printed under the table.
+# Before the measured rows, registrations of new tokens run untimed for WARMUP seconds (twice
+# DURATION by default): the devices that the "known tokens again" rows register again, in the
+# same order (the same seed); the script counts any device those rows added, so a row that
+# outran the warm-up's tokens shows. Every other registration row has tokens of its own: wrk's
+# random generator starts alike in every run, so without a seed of their own each run would
+# register the first run's tokens again (an update, not a new device), as this script did
+# until 2026-11-28.
 #
-#   Benchmarks/api-bench.sh            # THREADS=2 CONNECTIONS=64 DURATION=10 ROUNDS=2 WARMUP=10
+#   Benchmarks/api-bench.sh            # THREADS=2 CONNECTIONS=64 DURATION=10 ROUNDS=2 WARMUP=20
 #   HERALD=/path/to/herald Benchmarks/api-bench.sh   # another build (no build step)
 #   DRIVER=postgres Benchmarks/api-bench.sh            # on PostgreSQL: a fresh database on
 #       PG_URL's server, or on a private durable server (fsync and synchronous_commit on, the
@@ -31,7 +34,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 # Not SECONDS: bash's own counter of the seconds since the shell started, always set.
 SECONDS_EACH=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
-WARMUP=${WARMUP:-$SECONDS_EACH}
+WARMUP=${WARMUP:-$((2 * SECONDS_EACH))}
 API_PORT=${API_PORT:-18470}
 DRIVER=${DRIVER:-sqlite}
 log() { printf '== %s\n' "$*" >&2; }
@@ -84,18 +87,27 @@ cat > "$WORK/get.lua" <<'LUA'
 wrk.headers["authorization"] = os.getenv("KEY") ~= "" and ("Bearer " .. os.getenv("KEY")) or nil
 LUA
 cat > "$WORK/register.lua" <<'LUA'
-local hex = "0123456789abcdef"
-local counter = 0
+-- wrk runs on the same two cores as Herald, so a request costs it little: a random 32-byte token
+-- is eight random 32-bit words in one format (not 64 draws and a concatenation, which took ~0.35
+-- of a core at 20k/s), and the headers and the body's fixed part are made once per thread.
+local counter, user, headers = 0, false, nil
+local rest = '"environment":"production","locale":"en_US","timeZone":"Europe/Paris","appVersion":"1.0","platform":"iOS"}'
+local r = math.random
+-- Each thread's tokens follow from SEED: a new SEED gives new devices, the same SEED again the
+-- same tokens in the same order (wrk's own generator starts alike in every run).
+math.randomseed(tonumber(os.getenv("SEED")))
 function setup(thread) thread:set("seed", math.random(1, 1e9)) end
-function init(args) math.randomseed(seed) end
+function init(args)
+  math.randomseed(seed)
+  user = os.getenv("WITH_USER") == "1"
+  headers = { ["authorization"] = "Bearer " .. os.getenv("KEY"), ["content-type"] = "application/json" }
+end
 function request()
-  local t = {}
-  for i = 1, 64 do local n = math.random(1, 16); t[i] = hex:sub(n, n) end
   counter = counter + 1
-  local user = os.getenv("WITH_USER") == "1" and ('"userId":"u' .. (counter % 5000) .. '",') or ""
-  local body = '{' .. user .. '"environment":"production","locale":"en_US","timeZone":"Europe/Paris","appVersion":"1.0","platform":"iOS"}'
-  return wrk.format("PUT", "/v1/apps/bench/devices/" .. table.concat(t), {
-    ["authorization"] = "Bearer " .. os.getenv("KEY"), ["content-type"] = "application/json" }, body)
+  local token = string.format("%08x%08x%08x%08x%08x%08x%08x%08x", r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff),
+    r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff))
+  local body = user and ('{"userId":"u' .. (counter % 5000) .. '",' .. rest) or ('{' .. rest)
+  return wrk.format("PUT", "/v1/apps/bench/devices/" .. token, headers, body)
 end
 LUA
 cat > "$WORK/report.lua" <<'LUA'
@@ -119,14 +131,24 @@ run() {
   [[ -n $result ]] || { printf '%s: wrk gave no result:\n%s\n' "$name" "$output" >&2; exit 1; }
   echo "$result"
 }
-warmup=""
-if [[ $WARMUP != 0 ]]; then
-  log "warm-up: registrations for ${WARMUP} s, untimed"
-  out=$(SECONDS_EACH=$WARMUP run warm-up "$REGISTER_KEY" register.lua /v1/apps/bench/devices)
-  read -r warmup _ <<< "$out"
-fi
+fresh_seed() { od -An -N4 -tu4 /dev/urandom | tr -d ' '; }
+device_count() {
+  if [[ $DRIVER == postgres ]]; then
+    psql "$DATABASE_URL" -Atc 'select count(*) from devices'
+  else
+    python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])"
+  fi
+}
+# The warm-up's tokens, registered again by the re-registration row (the same seed).
+WARMUP_SEED=$(fresh_seed)
+log "warm-up: registrations for ${WARMUP} s, untimed"
+out=$(SECONDS_EACH=$WARMUP run warm-up "$REGISTER_KEY" register.lua /v1/apps/bench/devices SEED="$WARMUP_SEED")
+read -r warmup _ <<< "$out"
+warmed=$(device_count)
 declare -A rates p50s p99s errs
-cases=("GET /livez (ceiling)" "GET /health" "GET /v1/apps/bench (admin key)" "PUT device, register key" "PUT device + userId, send key")
+cases=("GET /livez (ceiling)" "GET /health" "GET /v1/apps/bench (admin key)" "PUT device, register key: new tokens"
+  "PUT device, register key: known tokens again" "PUT device + userId, send key: new tokens")
+again_new=0
 for round in $(seq "$ROUNDS"); do
   log "round $round"
   for name in "${cases[@]}"; do
@@ -134,8 +156,12 @@ for round in $(seq "$ROUNDS"); do
       "GET /livez"*) out=$(run "$name" "" get.lua /livez) ;;
       "GET /health") out=$(run "$name" "" get.lua /health) ;;
       "GET /v1/apps"*) out=$(run "$name" "$ADMIN" get.lua /v1/apps/bench) ;;
-      "PUT device, register key") out=$(run "$name" "$REGISTER_KEY" register.lua /v1/apps/bench/devices) ;;
-      "PUT device + userId"*) out=$(run "$name" "$SEND_KEY" register.lua /v1/apps/bench/devices WITH_USER=1) ;;
+      "PUT device, register key: new tokens") out=$(run "$name" "$REGISTER_KEY" register.lua /v1/apps/bench/devices SEED="$(fresh_seed)") ;;
+      "PUT device + userId"*) out=$(run "$name" "$SEND_KEY" register.lua /v1/apps/bench/devices SEED="$(fresh_seed)" WITH_USER=1) ;;
+      *"known tokens again")
+        before=$(device_count)
+        out=$(run "$name" "$REGISTER_KEY" register.lua /v1/apps/bench/devices SEED="$WARMUP_SEED")
+        again_new=$((again_new + $(device_count) - before)) ;;
     esac
     read -r rate p50 p99 errors <<< "$out"
     log "$name: $rate/s p50 $p50 ms p99 $p99 ms errors $errors"
@@ -155,9 +181,7 @@ for name in "${cases[@]}"; do
     "$(awk -v a="$m" -v b="$ceiling" 'BEGIN{printf "%.2f", a/b}')" "${p50s[$name]}" "${p99s[$name]}" "${errs[$name]}"
 done
 echo
-[[ -n $warmup ]] && echo "warm-up before the rows (untimed, register key, ${WARMUP} s): $warmup registrations/s"
-if [[ $DRIVER == postgres ]]; then
-  echo "devices registered: $(psql "$DATABASE_URL" -Atc 'select count(*) from devices')"
-else
-  echo "devices registered: $(python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])")"
-fi
+echo "warm-up before the rows (untimed, register key, new tokens, ${WARMUP} s): $warmup registrations/s, $warmed devices"
+echo "devices the 'known tokens again' rows added: $again_new (0: each of their requests registered a warm-up device again;"
+echo "  more: they outran the warm-up's tokens, so make WARMUP longer)"
+echo "devices registered: $(device_count)"
