@@ -168,14 +168,9 @@ import Testing
         }
     }
 
-    // On SQLite only. The doorbell is the engine's, the same over either store; on PostgreSQL this
-    // test hung in two full runs of the suite on a loaded 2-core machine (2026-11-28): an API
-    // request that never ended held the server's shutdown until the time limit, after the
-    // engine's pool had sat idle for long (this test's hour-long poll). Not reproduced alone, nor
-    // with the pool's idle timeout cut to 0.2 s; an open bug, not a property of the doorbell.
     @Test(
         "a send wakes an idle engine at once, and shutdown stops its idle workers at once, however long their poll",
-        .timeLimit(.minutes(10)), arguments: [StoreDriver.sqlite]
+        .timeLimit(.minutes(10)), arguments: StoreDriver.enabled
     )
     func doorbell(driver: StoreDriver) async throws {
         // Polling every hour: only the doorbell can make this delivery, or this shutdown, quick.
