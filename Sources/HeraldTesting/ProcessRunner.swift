@@ -28,8 +28,14 @@ package enum ProcessRunner {
         input: Data? = nil,
         timeout: TimeInterval = 30
     ) async throws -> ProcessResult {
+        let asked = ContinuousClock.now
         await Self.slots.acquire()
         defer { Self.slots.release() }
+        // Said, not failed: a long wait here is what a test that then times out was doing.
+        let waited = ContinuousClock.now - asked
+        if waited > .seconds(30) {
+            FileHandle.standardError.write(Data("ProcessRunner: \(executable) waited \(waited) for one of \(Self.slots.count) slots\n".utf8))
+        }
         let child = try ChildProcess(executable, arguments, keepInput: true)
         child.writeInputAndClose(input.map { Array($0) } ?? [])
         let status = await withTaskGroup(of: Int32?.self) { group in
@@ -81,9 +87,11 @@ package struct TemporaryDirectory: Sendable {
 /// A counting semaphore for async code: `acquire` suspends (never blocks a thread) while all
 /// slots are taken.
 final class AsyncSlots: Sendable {
+    let count: Int
     private let state: Mutex<(free: Int, waiters: [CheckedContinuation<Void, Never>])>
 
     init(_ count: Int) {
+        self.count = count
         self.state = Mutex((count, []))
     }
 

@@ -7,7 +7,7 @@ import HeraldTesting
 import Testing
 
 /// Broadcasts and channel management through the client to the emulator, over real TLS sockets.
-@Suite struct ClientBroadcastTests {
+@Suite(.heavy) struct ClientBroadcastTests {
     static let update = Array(#"{"aps":{"timestamp":1700000000,"event":"update","content-state":{"score":1}}}"#.utf8)
     static let unknownChannel = APNSChannelID(rawValue: "dW5rbm93bi1jaGFubmVsLWlk")!
 

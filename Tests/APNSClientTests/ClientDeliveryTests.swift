@@ -7,7 +7,7 @@ import HeraldTesting
 import Testing
 
 /// Pushes through the client to the emulator's virtual devices, over real TLS sockets.
-@Suite struct ClientDeliveryTests {
+@Suite(.heavy) struct ClientDeliveryTests {
     @Test("every push type reaches a virtual device of its kind", arguments: EmulatorFixture.pushKinds)
     func everyPushType(kind: String, pushType: String, topic: String, body: String) async throws {
         try await withEmulatorFixture { fixture in

@@ -8,7 +8,7 @@ import Testing
 
 /// The emulator's faults against the client: nothing lost, nothing sent twice that APNs
 /// answered, failures classed right, deadlines kept.
-@Suite struct ClientResilienceTests {
+@Suite(.heavy) struct ClientResilienceTests {
     /// Sends `count` alerts in bulk to one fresh device after arming `fault`; returns the
     /// outcomes and how many notifications reached the device (beyond the warm-up).
     func bulk(

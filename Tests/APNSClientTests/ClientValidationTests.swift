@@ -7,7 +7,7 @@ import HeraldTesting
 import Testing
 
 /// Bad input is refused before the wire, naming the rule; certificate credentials work.
-@Suite struct ClientValidationTests {
+@Suite(.heavy) struct ClientValidationTests {
     static let bad: [(name: String, pushType: PushType, topic: String, priority: Int?, collapseID: String?, payloadSize: Int, code: String)] = [
         ("background at priority 10", .background, "com.example.app", 10, nil, 40, "bad_priority"),
         ("voip to the bare bundle id", .voip, "com.example.app", nil, nil, 40, "topic_suffix_mismatch"),
@@ -144,7 +144,7 @@ import Testing
     }
 }
 
-@Suite struct ClientTimeoutTests {
+@Suite(.heavy) struct ClientTimeoutTests {
     @Test("an absurdly long per-request timeout is taken as 'very long', not a crash")
     func hugeTimeout() async throws {
         try await withEmulatorFixture { fixture in

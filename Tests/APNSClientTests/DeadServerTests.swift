@@ -7,7 +7,7 @@ import Testing
 
 /// A server that completes TLS, sends its SETTINGS, and then never says another word: no
 /// answers, no PING replies. The client must find the connection dead and not hang.
-@Suite struct DeadServerTests {
+@Suite(.heavy) struct DeadServerTests {
     static let script = #"""
         import socket, ssl, sys
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

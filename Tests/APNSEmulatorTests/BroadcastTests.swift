@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// iOS 18 broadcast channels: the channel-management API and sending on a channel.
-@Suite struct BroadcastTests {
+@Suite(.heavy) struct BroadcastTests {
     static let update = #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":"2-1"}}}"#
 
     func auth(_ fixture: EmulatorFixture) throws -> [(String, String)] {

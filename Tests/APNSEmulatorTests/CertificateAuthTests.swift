@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// Certificate-based connections: client certificates issued by the emulator's CA.
-@Suite struct CertificateAuthTests {
+@Suite(.heavy) struct CertificateAuthTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
     /// Issues a certificate through the control API and writes it and its key to files.

@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// Connection behaviour seen through nghttp's frame log: SETTINGS, the stream ramp, GOAWAY.
-@Suite struct ConnectionTests {
+@Suite(.heavy) struct ConnectionTests {
     /// The values of SETTINGS_MAX_CONCURRENT_STREAMS the server sent, in order.
     static func advertisedStreamLimits(_ log: String) -> [Int] {
         var limits: [Int] = []

@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// What happens behind the wire: virtual devices, storage, expiry, collapse, uninstall.
-@Suite struct DeliveryTests {
+@Suite(.heavy) struct DeliveryTests {
     func push(
         _ fixture: EmulatorFixture,
         _ token: String,

@@ -12,7 +12,7 @@ import Testing
 /// debug data (`IdleTimeout`, `Shutdown`, `BadCertificate`, `BadCertificateEnvironment`, provoked
 /// for real in ConnectionTests and CertificateAuthTests): here they come from the fault injector,
 /// which shows they are framed like every other error.
-@Suite struct DevicePushReasonTests {
+@Suite(.heavy) struct DevicePushReasonTests {
     struct Case: Sendable, CustomTestStringConvertible {
         var reason: String
         var status: Int

@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// Faults armed through the control API, observed by independent clients.
-@Suite struct FaultTests {
+@Suite(.heavy) struct FaultTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
     func request(_ fixture: EmulatorFixture, _ token: String) throws -> CurlRequest {

@@ -5,7 +5,7 @@ import HeraldTesting
 import Testing
 
 /// The emulator's HTTP/2 framing under peers that push RFC 9113's edges, over cleartext HTTP/2.
-@Suite struct HTTP2FramingTests {
+@Suite(.heavy) struct HTTP2FramingTests {
     /// HEADERS (END_STREAM | END_HEADERS) for `POST http "/"` from HPACK's static table.
     static func request(_ stream: UInt8) -> [UInt8] { [0, 0, 3, 1, 0x05, 0, 0, 0, stream, 0x83, 0x86, 0x84] }
 

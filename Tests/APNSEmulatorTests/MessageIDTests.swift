@@ -7,7 +7,7 @@ import Testing
 
 /// The ids the emulator answers with, through curl over TLS: generated ones never repeat in the
 /// emulator's life (a counter reset included), a caller's own comes back exactly as sent.
-@Suite struct MessageIDTests {
+@Suite(.heavy) struct MessageIDTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
     static let update = #"{"aps":{"timestamp":1,"event":"update","content-state":{"score":"2-1"}}}"#
 

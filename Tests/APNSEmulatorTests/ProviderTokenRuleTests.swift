@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// The provider-token rules, with the emulator's clock moved instead of waiting.
-@Suite struct ProviderTokenRuleTests {
+@Suite(.heavy) struct ProviderTokenRuleTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
     func request(_ fixture: EmulatorFixture, token: String, bearer: String) throws -> CurlRequest {

@@ -2,12 +2,13 @@
 import APNSModels
 import NIOCore
 import NIOHPACK
+import HeraldTesting
 import Testing
 
 @testable import APNSEmulator
 
 /// The request checks without a socket: one connection's state across a moving clock.
-@Suite struct RequestProcessorTests {
+@Suite(.heavy) struct RequestProcessorTests {
     let clock = EmulatorClock(fixedAt: 1_800_000_000)
     let state = EmulatorState(inboxCapacity: 10, logCapacity: 10, seed: 1)
     let key = SigningKey.generate(keyID: "KEY1234567", teamID: "TEAM123456")

@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// Bad input of every kind gets an error and never wedges the emulator.
-@Suite struct RobustnessTests {
+@Suite(.heavy) struct RobustnessTests {
     static let body = #"{"aps":{"alert":"Hello"}}"#
 
     func stillServes(_ fixture: EmulatorFixture) async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// `herald channels` and `herald send --channel` as a user runs them, against an emulator over
 /// real sockets.
-@Suite struct ChannelsCommandTests {
+@Suite(.heavy) struct ChannelsCommandTests {
     func arguments(_ fixture: EmulatorFixture, _ command: [String]) throws -> [String] {
         let keyFile = try fixture.directory.write("AuthKey.p8", fixture.key.privateKeyPEM)
         return command + [

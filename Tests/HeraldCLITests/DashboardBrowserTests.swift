@@ -10,7 +10,7 @@ import Testing
 ///
 /// Without Chromium or Selenium it is skipped with how to install them; `HERALD_REQUIRE_BROWSER=1`
 /// (set by CI) makes that a failure instead.
-@Suite struct DashboardBrowserTests {
+@Suite(.heavy) struct DashboardBrowserTests {
     static let chromium = ProcessInfo.processInfo.environment["HERALD_CHROMIUM"] ?? "/usr/bin/chromium"
     static let chromedriver = ProcessInfo.processInfo.environment["HERALD_CHROMEDRIVER"] ?? "/usr/bin/chromedriver"
     static let required = ProcessInfo.processInfo.environment["HERALD_REQUIRE_BROWSER"] == "1"

@@ -5,7 +5,7 @@ import Testing
 
 /// `herald device` as a person's phone: a real `herald serve` with its built-in emulator, the
 /// virtual device registering through HeraldKit, and the backend sending through the API.
-@Suite struct DeviceCommandTests {
+@Suite(.heavy) struct DeviceCommandTests {
     /// `herald serve` with its built-in emulator on free ports: the process, the API's base URL,
     /// the emulator's control port and the admin key it printed.
     static func serve(_ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String, Int, String) {

@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 /// `herald emulator` and `herald token` as a user runs them: a real process, real ports, real files.
-@Suite struct EmulatorCommandTests {
+@Suite(.heavy) struct EmulatorCommandTests {
     @Test("herald emulator serves, writes its CA, takes a key file, and stops cleanly on SIGTERM")
     func emulatorCommand() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-cli")

@@ -5,7 +5,7 @@ import Testing
 
 /// A change of master key, as an operator makes it: the key in a file, `herald serve` told with
 /// SIGHUP, and `herald rekey` for a database no process is running on.
-@Suite struct MasterKeyTests {
+@Suite(.heavy) struct MasterKeyTests {
     static func key() -> String { (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
 
     /// `herald serve` with `environment` (NAME=value): the process, the API's base URL and the admin key (nil after the first start).

@@ -6,7 +6,7 @@ import Testing
 /// `herald serve` processes sharing one PostgreSQL database, against one emulator (a real
 /// process): work split between them, one killed with SIGKILL, the database restarted.
 extension HeavyProcessTests {
-    @Suite(.enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)))
+    @Suite(.enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)), .heavy)
     struct PostgresServeTests {
         /// An emulator process taking any token (counted as `acceptedForUnknownTokens`), a `.p8`
         /// key it trusts, and a data directory with a master key every Herald process shares.

@@ -6,7 +6,7 @@ import Testing
 /// The README's "A push in one minute" lines, run as written against a real `herald serve`
 /// (only the ports and the printed admin key are filled in), so the first thing a newcomer tries
 /// cannot silently break.
-@Suite struct ReadmeTests {
+@Suite(.heavy) struct ReadmeTests {
     static var readme: String {
         get throws {
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

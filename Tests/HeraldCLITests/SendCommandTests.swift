@@ -6,7 +6,7 @@ import HeraldTesting
 import Testing
 
 /// `herald send` as a user runs it, against an emulator over real sockets.
-@Suite struct SendCommandTests {
+@Suite(.heavy) struct SendCommandTests {
     func arguments(_ fixture: EmulatorFixture) throws -> [String] {
         let keyFile = try fixture.directory.write("AuthKey.p8", fixture.key.privateKeyPEM)
         return [

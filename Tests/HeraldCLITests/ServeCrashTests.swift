@@ -5,13 +5,13 @@ import Testing
 
 /// The tests that run several server processes at full tilt, one after the other: beside each
 /// other on two cores, deadlines measured in seconds would start to expire.
-@Suite(.serialized) struct HeavyProcessTests {}
+@Suite(.serialized, .heavy) struct HeavyProcessTests {}
 
 extension HeavyProcessTests {
     /// `herald serve` as a process, killed with SIGKILL in the middle of a broadcast and started
     /// again on the same database: every delivery arrives, and the only duplicates are the ones
     /// that were in flight when it died.
-    @Suite struct ServeCrashTests {
+    @Suite(.heavy) struct ServeCrashTests {
         /// Creates the app with the key, registers `count` random tokens over one keep-alive
         /// connection, and prints nothing but errors.
         static let setupScript = #"""

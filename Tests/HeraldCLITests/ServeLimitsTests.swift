@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 /// `herald serve`'s connection limits as flags and environment variables.
-@Suite struct ServeLimitsTests {
+@Suite(.heavy) struct ServeLimitsTests {
     @Test("--max-connections reaches the server: with one connection open, the next is closed unanswered")
     func maxConnectionsFlag() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-limits-cli")

@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 /// `herald serve`'s rate limits as flags and environment variables.
-@Suite struct ServeRateLimitTests {
+@Suite(.heavy) struct ServeRateLimitTests {
     /// `curl`: the status and the Retry-After header.
     func call(_ method: String, _ url: String, key: String, _ json: String? = nil) async throws -> String {
         var arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code} %header{retry-after}", "-X", method, url, "-H", "authorization: Bearer \(key)"]

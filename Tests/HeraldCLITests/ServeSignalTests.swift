@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 /// `herald serve` as a process, told to stop while a delivery is in flight.
-@Suite struct ServeSignalTests {
+@Suite(.heavy) struct ServeSignalTests {
     func call(_ method: String, _ url: String, key: String? = nil, json: String? = nil) async throws -> [String: Any] {
         var arguments = ["-s", "-S", "--max-time", "20", "-X", method, url]
         if let key { arguments += ["-H", "authorization: Bearer \(key)"] }

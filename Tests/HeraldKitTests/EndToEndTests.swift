@@ -15,7 +15,7 @@ import FoundationNetworking
 /// App → Herald → APNs (the emulator) → device, encrypted end to end: the device registers its
 /// public key through HeraldKit, the backend sends with `"encrypt": true`, the emulator holds
 /// only ciphertext, and the device's service extension reads the message.
-@Suite struct EndToEndEncryptionTests {
+@Suite(.heavy) struct EndToEndEncryptionTests {
     @Test("only the device can read it; APNs sees ciphertext and a placeholder; Herald forgets the plaintext")
     func roundTrip() async throws {
         try await HeraldClientTests.withServer { server, directory in

@@ -12,7 +12,7 @@ import FoundationNetworking
 
 /// HeraldKit's client against a real `herald serve` (real socket, real SQLite file), and its
 /// retries against a server that fails on purpose.
-@Suite struct HeraldClientTests {
+@Suite(.heavy) struct HeraldClientTests {
     /// An admin call straight through URLSession.
     static func admin(_ base: URL, _ key: String, _ method: String, _ path: String, _ body: String? = nil) async throws -> [String: Any] {
         var request = URLRequest(url: try #require(URL(string: base.absoluteString + path)))

@@ -14,7 +14,7 @@ import FoundationNetworking
 /// client over the same file) and lands once Herald is back (a real `herald serve`, through a
 /// real socket, stopped and started again on the same port); the user survives too; a cancelled
 /// call ends with `CancellationError`.
-@Suite struct PersistenceTests {
+@Suite(.heavy) struct PersistenceTests {
     /// One `herald serve` over `directory` (its SQLite file and master key), on `port` (0: a free one).
     static func withServer<T: Sendable>(
         _ directory: TemporaryDirectory, masterKey: [UInt8], port: Int, _ body: @escaping @Sendable (RunningServer) async throws -> T

@@ -14,7 +14,7 @@ import FoundationNetworking
 /// Delivery confirmed on the device, through real sockets: Herald → APNs (the emulator) → the
 /// virtual device (`herald device`, reporting through HeraldKit) → `POST /receipts` → the
 /// notification's funnel, a webhook and the SSE stream; then forged and replayed receipts.
-@Suite struct ReceiptsEndToEndTests {
+@Suite(.heavy) struct ReceiptsEndToEndTests {
     static func withServer(_ body: @escaping @Sendable (RunningServer) async throws -> Void) async throws {
         let directory = try TemporaryDirectory(prefix: "herald-receipts")
         defer { directory.remove() }

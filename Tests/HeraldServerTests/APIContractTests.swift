@@ -9,7 +9,7 @@ import Testing
 
 /// The API's contract: the OpenAPI document, the router and the operations table agree, and
 /// each error code has one status.
-@Suite struct APIContractTests {
+@Suite(.heavy) struct APIContractTests {
     /// `openapi.yaml` read with PyYAML: operation ("METHOD /path") → its statuses.
     static func documentedOperations() async throws -> [String: Set<Int>] {
         let file = Self.documentPath

@@ -10,7 +10,7 @@ import Testing
 /// The API's connection limits through real sockets: a raw TCP client (python3) that sends half a
 /// request head, stays idle after an answer, or opens more connections than the cap. Each waits
 /// for the server to close the connection; its 30 s socket timeout is only a hang guard.
-@Suite struct ConnectionLimitTests {
+@Suite(.heavy) struct ConnectionLimitTests {
     /// `python3 -c client <mode> <port>` prints what it saw: `EOF <first line>` when the server
     /// closed the connection, `HANG` when the guard ran out first.
     static let client = #"""

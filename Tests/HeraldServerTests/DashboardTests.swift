@@ -7,7 +7,7 @@ import Testing
 
 /// The dashboard's server side through a real socket (curl): sessions, CSRF, what the pages say.
 /// The browser flow is `DashboardBrowserTests`.
-@Suite struct DashboardTests {
+@Suite(.heavy) struct DashboardTests {
     let server = ServerTests()
 
     /// curl with a cookie jar: the page's status, body and headers.

@@ -5,7 +5,7 @@ import Testing
 
 /// `"dryRun": true` on a send: the audience and, per push type, the exact headers and payload;
 /// nothing stored, nothing sent.
-@Suite struct DryRunTests {
+@Suite(.heavy) struct DryRunTests {
     let server = ServerTests()
 
     @Test("a dry run counts the audience per push type, shows the headers and payload, and neither stores nor sends", arguments: StoreDriver.enabled)

@@ -11,7 +11,7 @@ import Testing
 
 /// Delivery events: webhooks (signed, retried until acknowledged, durable) and the SSE stream,
 /// through real sockets.
-@Suite struct EventsTests {
+@Suite(.heavy) struct EventsTests {
     let server = ServerTests()
 
     /// A webhook receiver on a free port: records each request; answers `statuses` in turn, then 200.

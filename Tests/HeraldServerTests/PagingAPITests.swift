@@ -9,7 +9,7 @@ import Testing
 
 /// Cursors and the send checks through the real server: list pages that never skip, and sends
 /// refused (400, nothing written) when they could never be sent.
-@Suite struct PagingAPITests {
+@Suite(.heavy) struct PagingAPITests {
     let server = ServerTests()
 
     /// Every item of `path`'s list under `key`, following `next`; the pages' sizes too.

@@ -8,7 +8,7 @@ import Testing
 /// `/metrics` counts receipts: applied by event, and replays and refusals by result. The registry
 /// is the process's, and every virtual device of other suites reports receipts for app `demo`:
 /// this test's app is its own (`metered`), so its counters move only with what it does.
-@Suite struct ReceiptMetricsTests {
+@Suite(.heavy) struct ReceiptMetricsTests {
     /// `herald_receipts_total` for app metered, `event` and `result`, as `/metrics` shows it (0 when absent).
     static func counter(_ base: String, event: String, result: String) async throws -> Int {
         let text = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput

@@ -8,7 +8,7 @@ import Testing
 /// emulator's faults: resent at most once, never with `drop`, marked on the delivery, counted in
 /// `/metrics`; a resend replaces on the device instead of adding. Serialized: the metrics are
 /// the process's, counted before and after.
-@Suite(.serialized) struct UnknownOutcomeServerTests {
+@Suite(.serialized, .heavy) struct UnknownOutcomeServerTests {
     let tests = ServerTests()
 
     /// A server whose engine retries fast and gives APNs 5 s to answer, serving `/metrics`.

@@ -6,7 +6,7 @@ import Testing
 
 /// Broadcast channels in the store, on every driver: per app and environment, Apple's id kept
 /// once, gone with its app.
-@Suite struct ChannelStoreContractTests {
+@Suite(.heavy) struct ChannelStoreContractTests {
     func channel(
         _ id: String, _ environment: APNSEnvironment = .development, app: String = "demo", policy: Int = 0, at: Int64 = 10
     )

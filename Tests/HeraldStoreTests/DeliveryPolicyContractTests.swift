@@ -9,7 +9,7 @@ import Testing
 
 /// Delivery policies in the store, on every driver: quiet hours hold alerts in the claim; frequency
 /// caps fail or defer those over the cap, exactly, however many claim at once.
-@Suite struct DeliveryPolicyContractTests {
+@Suite(.heavy) struct DeliveryPolicyContractTests {
     /// 2030-01-15T14:00:00Z: 23:00 in Tokyo, 09:00 in New York.
     static let tokyoEleven = QuietHoursTests.tokyoEleven
     static let hour: Int64 = 3_600_000

@@ -10,7 +10,7 @@ import Testing
 
 /// Data governance, on every driver: an app deleted chunk by chunk, credentials as metadata, a
 /// user's data exported and erased.
-@Suite struct GovernanceStoreTests {
+@Suite(.heavy) struct GovernanceStoreTests {
     let contract = StoreContractTests()
 
     func token(_ n: Int) throws -> DeviceToken { try self.contract.token(n) }

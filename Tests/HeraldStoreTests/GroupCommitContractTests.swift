@@ -8,7 +8,7 @@ import Testing
 
 /// Registrations arriving together are committed together (group commit); each caller still
 /// gets exactly the answer, and the store exactly the state, of registering alone.
-@Suite struct GroupCommitContractTests {
+@Suite(.heavy) struct GroupCommitContractTests {
     struct Refused: Error {}
 
     func token(_ n: Int) throws -> DeviceToken {

@@ -6,7 +6,7 @@ import Testing
 
 /// Live Activities in the store, on every driver: kept once per app and id, listed newest first,
 /// updated and ended only while active, and the update tokens registered with an activity's id.
-@Suite struct LiveActivityStoreContractTests {
+@Suite(.heavy) struct LiveActivityStoreContractTests {
     func activity(_ id: String, at: Int64, channel: String? = nil) -> StoredLiveActivity {
         StoredLiveActivity(
             appID: "demo", id: id, attributesType: "GameAttributes", audienceJSON: Targeting(audience: .users(["ann"])).jsonString,

@@ -9,7 +9,7 @@ import Testing
 @testable import HeraldPostgres
 
 /// The apps and keys every request reads: kept, cleared by writes, bounded in staleness.
-@Suite struct LookupCacheTests {
+@Suite(.heavy) struct LookupCacheTests {
     static let key = StoredAPIKey(id: "k1", hash: [1], scope: .register, appID: "demo", name: nil, createdAt: 1)
 
     @Test("a fresh entry is served without asking again; a clear makes the next read ask")

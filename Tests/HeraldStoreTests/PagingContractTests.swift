@@ -6,7 +6,7 @@ import Testing
 
 /// Paging, on every driver: a walk page by page meets every row that existed when it began
 /// exactly once, whatever shares a millisecond and whatever is inserted meanwhile.
-@Suite struct PagingContractTests {
+@Suite(.heavy) struct PagingContractTests {
     func token(_ n: Int) throws -> DeviceToken {
         let hex = String(n, radix: 16)
         return try DeviceToken(hex: String(repeating: "0", count: 64 - hex.count) + hex)

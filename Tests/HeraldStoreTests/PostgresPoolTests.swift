@@ -6,10 +6,10 @@ import Testing
 @testable import HeraldPostgres
 
 /// Herald's PostgreSQL pool settings against a real server.
-@Suite struct PostgresPoolTests {
+@Suite(.heavy) struct PostgresPoolTests {
     @Test(
         "a pool whose connections keep closing when idle still stops when asked (no keep-alive lost on a closed connection)",
-        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)), .timeLimit(.minutes(10))
+        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)), .timeLimit(.minutes(60))
     )
     func stopsAfterIdleCloses() async throws {
         let server = try #require(PostgresTestDatabase.serverURL, "HERALD_REQUIRE_POSTGRES=1 but HERALD_TEST_POSTGRES_URL is not set")

@@ -6,7 +6,7 @@ import Logging
 import Testing
 
 /// The shared rate-limit buckets on PostgreSQL: one statement per lease, exact under concurrency.
-@Suite struct RateBucketStoreTests {
+@Suite(.heavy) struct RateBucketStoreTests {
     @Test(
         "a lease takes whole tokens up to what is left; concurrent leases together take exactly the bucket",
         .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)))

@@ -4,7 +4,7 @@ import HeraldSQLite
 import HeraldTesting
 import Testing
 
-@Suite("SQLite: the WAL checkpointed beside the writer")
+@Suite("SQLite: the WAL checkpointed beside the writer", .heavy)
 struct SQLiteCheckpointTests {
     @Test("steady writes keep the WAL within four times the checkpoint size, checkpoints run in the background, and every row is kept")
     func bounded() async throws {

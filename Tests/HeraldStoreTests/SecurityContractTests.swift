@@ -5,7 +5,7 @@ import HeraldTesting
 import Testing
 
 /// The registry's security rules and the sealed secrets, on every driver.
-@Suite struct SecurityContractTests {
+@Suite(.heavy) struct SecurityContractTests {
     @Test("a change of master key seals every stored secret again: the new key alone opens them, the old one no longer", arguments: Driver.enabled)
     func reseal(driver: Driver) async throws {
         try await driver.withStore { store in

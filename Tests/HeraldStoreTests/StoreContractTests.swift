@@ -33,7 +33,7 @@ extension StoreDriver {
 }
 
 /// The store contract, written once and run against every driver, so they cannot drift apart.
-@Suite struct StoreContractTests {
+@Suite(.heavy) struct StoreContractTests {
     /// Without a PostgreSQL server this is reported as skipped, with how to run it.
     @Test(
         "PostgreSQL: migrations are versioned like SQLite's and applied once, also by processes starting together",

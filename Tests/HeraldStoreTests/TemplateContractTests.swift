@@ -4,7 +4,7 @@ import HeraldTesting
 import Testing
 
 /// Templates per app, on every driver.
-@Suite struct TemplateContractTests {
+@Suite(.heavy) struct TemplateContractTests {
     func welcome(name: String = "Welcome", now: Int64) -> Template {
         Template(
             id: "tpl_welcome", appID: "demo", name: name,
