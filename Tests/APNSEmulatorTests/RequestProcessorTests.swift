@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import HeraldTesting
 import NIOCore
 import NIOHPACK
-import HeraldTesting
 import Testing
 
 @testable import APNSEmulator
