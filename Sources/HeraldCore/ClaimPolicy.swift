@@ -53,6 +53,27 @@ package struct ClaimPolicy: Sendable, Hashable {
         }
     }
 
+    /// The most batches one claim takes in a row when delivery policies set every delivery of
+    /// each aside (held by quiet hours, throttled, over a frequency cap). Such a batch says nothing
+    /// of what else is due: handed back empty, it read as "nothing due", and the engine's worker
+    /// waited a poll interval (a claim loop stopped) with deliveries still due behind it.
+    package static let setAsideRounds = 64
+
+    /// Claims batches with `batch` until one keeps a delivery or none was claimed (nothing due),
+    /// at most ``setAsideRounds`` of them. `batch` answers how many deliveries it claimed and
+    /// which of them the policies kept. Every delivery set aside leaves the due ones (failed, or
+    /// pending until a time after the claim's), so each batch claims ones no earlier batch did.
+    package static func claimPastSetAside(
+        _ batch: () async throws -> (claimed: Int, kept: [ClaimedDelivery])
+    ) async throws -> [ClaimedDelivery] {
+        for _ in 0..<Self.setAsideRounds {
+            let (claimed, kept) = try await batch()
+            if !kept.isEmpty || claimed == 0 { return kept }
+        }
+        // Still all set aside: what is left is due, and the caller's next claim takes it.
+        return []
+    }
+
     private mutating func finish() -> Step? {
         self.state = .done
         return nil

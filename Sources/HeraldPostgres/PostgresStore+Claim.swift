@@ -5,6 +5,13 @@ import PostgresNIO
 
 extension PostgresStore {
     package func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
+        try await ClaimPolicy.claimPastSetAside {
+            try await self.claimBatch(limit: limit, now: now, leaseMilliseconds: leaseMilliseconds)
+        }
+    }
+
+    /// One batch: how many deliveries it claimed, and those the delivery policies kept.
+    private func claimBatch(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> (claimed: Int, kept: [ClaimedDelivery]) {
         let (claimed, known) = try await self.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
@@ -36,12 +43,13 @@ extension PostgresStore {
         // the next chunk meanwhile. Exact all the same: each row of histories is read and
         // written under its lock in one transaction. Should it fail, the claimed deliveries stay
         // leased, unsent, and are claimed again when their lease runs out, as after a crash.
-        guard Self.hasPolicies(claimed) else { return claimed }
-        return try await self.write { db in
+        guard Self.hasPolicies(claimed) else { return (claimed.count, claimed) }
+        let kept = try await self.write { db in
             var result = claimed
             try await Self.applyPolicies(db, to: &result, known: known, now: now)
             return result
         }
+        return (claimed.count, kept)
     }
 
     /// Claims up to `room` deliveries that exist and are due, skipping rows another process is

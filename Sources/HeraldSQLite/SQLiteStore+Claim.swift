@@ -4,6 +4,13 @@ package import HeraldCore
 
 extension SQLiteStore {
     package func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery] {
+        try await ClaimPolicy.claimPastSetAside {
+            try await self.claimBatch(limit: limit, now: now, leaseMilliseconds: leaseMilliseconds)
+        }
+    }
+
+    /// One batch, in one transaction: how many deliveries it claimed, and those the delivery policies kept.
+    private func claimBatch(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> (claimed: Int, kept: [ClaimedDelivery]) {
         try await self.database.write { db in
             let leaseEnd = now + leaseMilliseconds
             var result: [ClaimedDelivery] = []
@@ -19,6 +26,7 @@ extension SQLiteStore {
                     try Self.expand(db, into: &result, known: &known, policy: policy, now: now, leaseEnd: leaseEnd)
                 }
             }
+            let claimed = result.count
             try Self.applyPolicies(db, to: &result, known: known, now: now)
             let sealed = ClaimPolicy.sealedDevices(result)
             if !sealed.isEmpty {
@@ -28,7 +36,7 @@ extension SQLiteStore {
             if !templated.isEmpty {
                 ClaimPolicy.render(try Self.templateDevices(db, devices: templated), into: &result)
             }
-            return result
+            return (claimed, result)
         }
     }
 

@@ -145,6 +145,54 @@ extension ServerTests {
 }
 
 extension ServerTests {
+    @Test(
+        "a batch all over the frequency cap does not idle the engine: the deliveries due behind it go at once, whatever the poll",
+        .timeLimit(.minutes(60)), arguments: StoreDriver.enabled)
+    func capOnlyBatch(driver: StoreDriver) async throws {
+        // One worker, batches of 3, a poll once a day: only a claim that goes past a batch the cap
+        // set aside whole can send the fourth device's alert.
+        try await self.withServer(
+            driver: driver,
+            configure: { configuration in
+                configuration.engine.pollInterval = .seconds(86_400)
+                configuration.engine.workers = 1
+                configuration.engine.batchSize = 3
+            }
+        ) { context in
+            let keys = try await self.setUp(context)
+            #expect(
+                try await context.api.call(
+                    "PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":{"limit":2,"windowSeconds":3600}}"#
+                ).status == 200)
+            let assertion = try await self.assertion(context, send: keys.send, user: "ann")
+            for _ in 0..<3 {
+                let token = try await self.virtualDevice(context)
+                let registered = try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
+                    json: #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(assertion)"}"#)
+                #expect(registered.status == 200, "\(registered.body)")
+            }
+            let other = try await self.virtualDevice(context)
+            #expect(
+                try await context.api.call("PUT", "/v1/apps/demo/devices/\(other)", key: keys.register, json: #"{"environment":"sandbox"}"#).status
+                    == 200)
+            func send() async throws -> [String: Int] {
+                let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"hi"}"#)
+                let id = try #require(sent.body["id"] as? String, "\(sent.body)")
+                return try await self.settled(context, key: keys.send, id: id)["counts"] as? [String: Int] ?? [:]
+            }
+            // Ann's devices come first: two of them get the first alert, and the other device.
+            let first = try await send()
+            #expect(first["sent"] == 3 && first["failed"] == 1, "\(first)")
+            // The second's first batch is Ann's three devices, all over her cap.
+            let second = try await send()
+            #expect(second["sent"] == 1 && second["failed"] == 3, "\(second)")
+            #expect(try await self.inbox(context, other).count == 2)
+        }
+    }
+}
+
+extension ServerTests {
     typealias Progress = (sent: Int, pending: Int, expanding: Bool)
 
     /// A notification's deliveries sent and pending, and whether its audience is still being expanded.

@@ -140,6 +140,30 @@ extension DeliveryPolicyContractTests {
         }
     }
 
+    @Test(
+        "a batch whose every delivery is over the cap is followed by the next: a claim comes back empty only when nothing is due",
+        arguments: Driver.enabled)
+    func setAsideBatch(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            try await self.capped(store, limit: 2)
+            // Ann's three devices come first in the audience, then one without a user.
+            for n in 1...3 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), userID: "ann"), now: 1) }
+            let other = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(4)), now: 1)
+            let now: Int64 = 1_000_000
+            try await self.send(store, "one", now: now)
+            let first = try await store.claimDeliveries(limit: 10, now: now, leaseMilliseconds: 864_000_000)
+            #expect(first.count == 3, "two of Ann's devices and the other: \(first.map(\.token))")
+            try await self.send(store, "two", now: now + 1000)
+            // A batch of three holds Ann's devices only, all over her cap of 2; the other device,
+            // with one alert, is due behind them.
+            let second = try await store.claimDeliveries(limit: 3, now: now + 1000, leaseMilliseconds: 864_000_000)
+            #expect(second.map(\.deviceID) == [other.id], "\(second.map(\.token))")
+            #expect(try await store.claimDeliveries(limit: 3, now: now + 1000, leaseMilliseconds: 864_000_000).isEmpty)
+            let two = try await self.states(store, "two")
+            #expect(two.values.filter { $0.state == .failed && $0.reason == FrequencyCap.reason }.count == 3, "\(two)")
+        }
+    }
+
     /// Claims with `claimers` concurrent tasks on each of `stores` until nothing is left; the
     /// deliveries each user got.
     func claimAll(_ stores: [any HeraldStore], claimers: Int, now: Int64, users: [Int64: String]) async throws -> [String: Int] {
@@ -220,15 +244,10 @@ extension DeliveryPolicyContractTests {
                         let now: Int64 = 1_000_000
                         for n in 0..<5 { try await self.send(first, "n\(n)", now: now) }
                         let perUser = try await self.claimAll([first, second, third], claimers: 3, now: now, users: users)
-                        // Never over the cap: exact, always.
-                        #expect(perUser.count == 90 && perUser.values.allSatisfy { $0 <= 3 }, "\(perUser)")
-                        // Filled: in 2 of 4 full runs of the suite on a loaded 2-core host
-                        // (2026-11-28), every device without a user got 2 alerts, not 3 (the
-                        // users 3); never alone, nor beside busy cores. Under-delivery, an open
-                        // bug: recorded as a known issue, not hidden, while it is found.
-                        withKnownIssue("devices without a user may get one alert fewer than the cap", isIntermittent: true) {
-                            #expect(perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
-                        }
+                        // Never over the cap, and filled. (Filled failed in loaded runs while a
+                        // claim whose batch was all over the cap came back empty: the claimers
+                        // stopped with the tails of notifications, devices without a user, unclaimed.)
+                        #expect(perUser.count == 90 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
                     }
                 }
             }
