@@ -122,7 +122,9 @@ package protocol HeraldStore: WebhookStore, GovernanceStore, ReceiptStore, Templ
     /// created (retries, expired leases, local-time ones now due), then the devices of audience
     /// chunks whose lease ran out (those without a delivery yet), then the next chunks of due
     /// notifications' audiences. A chunk is leased as a whole and its deliveries get their rows
-    /// when recorded (``ClaimedDelivery/chunk``).
+    /// when recorded (``ClaimedDelivery/chunk``). Deliveries the policies set aside are not
+    /// handed out; a batch they set aside whole is followed by the next
+    /// (``ClaimPolicy/claimPastSetAside(_:)``), so an empty answer means nothing was due.
     func claimDeliveries(limit: Int, now: Int64, leaseMilliseconds: Int64) async throws -> [ClaimedDelivery]
     /// Records outcomes, and invalidates devices where told to (unless re-registered after APNs's
     /// timestamp); a fenced result (its claim was superseded) changes nothing. A chunk's
