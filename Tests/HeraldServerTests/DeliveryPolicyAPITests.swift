@@ -151,14 +151,7 @@ extension ServerTests {
     func capOnlyBatch(driver: StoreDriver) async throws {
         // One worker, batches of 3, a poll once a day: only a claim that goes past a batch the cap
         // set aside whole can send the fourth device's alert.
-        try await self.withServer(
-            driver: driver,
-            configure: { configuration in
-                configuration.engine.pollInterval = .seconds(86_400)
-                configuration.engine.workers = 1
-                configuration.engine.batchSize = 3
-            }
-        ) { context in
+        try await self.withServer(driver: driver, configure: Self.pollingOnceADay(workers: 1, batchSize: 3)) { context in
             let keys = try await self.setUp(context)
             #expect(
                 try await context.api.call(

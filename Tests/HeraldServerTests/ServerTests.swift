@@ -85,6 +85,17 @@ import Testing
         }
     }
 
+    /// An engine that polls once a day, with `workers` workers (and batches of `batchSize`): only
+    /// the doorbell, or a claim that goes on by itself, can make a delivery or a shutdown end
+    /// within the hour-long time limit of the tests that use it.
+    static func pollingOnceADay(workers: Int, batchSize: Int? = nil) -> (inout ServerConfiguration) -> Void {
+        { configuration in
+            configuration.engine.pollInterval = .seconds(86_400)
+            configuration.engine.workers = workers
+            if let batchSize { configuration.engine.batchSize = batchSize }
+        }
+    }
+
     /// Creates app `demo` and returns a register key and a send key for it.
     func setUp(_ context: Context) async throws -> (register: String, send: String) {
         #expect(
@@ -173,15 +184,9 @@ import Testing
         .timeLimit(.minutes(60)), arguments: StoreDriver.enabled
     )
     func doorbell(driver: StoreDriver) async throws {
-        // Polling once a day: only the doorbell can make this delivery, or this shutdown, end within
-        // the time limit (an hour: a hang guard far beyond the whole suite on a slow machine).
-        try await self.withServer(
-            driver: driver,
-            configure: { configuration in
-                configuration.engine.pollInterval = .seconds(86_400)
-                configuration.engine.workers = 8
-            }
-        ) { context in
+        // Only the doorbell can make this delivery, or this shutdown, end within the time limit
+        // (an hour: a hang guard far beyond the whole suite on a slow machine).
+        try await self.withServer(driver: driver, configure: Self.pollingOnceADay(workers: 8)) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
             #expect(

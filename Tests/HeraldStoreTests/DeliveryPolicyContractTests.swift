@@ -245,8 +245,9 @@ extension DeliveryPolicyContractTests {
                         for n in 0..<5 { try await self.send(first, "n\(n)", now: now) }
                         let perUser = try await self.claimAll([first, second, third], claimers: 3, now: now, users: users)
                         // Never over the cap, and filled. (Filled failed in loaded runs while a
-                        // claim whose batch was all over the cap came back empty: the claimers
-                        // stopped with the tails of notifications, devices without a user, unclaimed.)
+                        // claim whose batch was all over the cap came back empty, most likely
+                        // because the claimers then stopped with the tails of notifications, the
+                        // devices without a user, unclaimed: see `setAsideBatch`.)
                         #expect(perUser.count == 90 && perUser.values.allSatisfy { $0 == 3 }, "\(perUser)")
                     }
                 }
