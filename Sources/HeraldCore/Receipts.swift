@@ -137,27 +137,27 @@ package struct ReceiptID: Sendable {
     package static let payloadOverhead = 8 + length
 
     /// The first signs; any verifies (a change of master key under way). Each with its key
-    /// already absorbed (the inner and outer pads hashed once, here), so an id costs the hashing
-    /// of its own message only: a broadcast makes one per delivery.
-    private let keys: [HMAC<SHA256>]
+    /// already absorbed, so an id costs the hashing of its own message only: a broadcast makes
+    /// one per delivery.
+    private let keys: [KeyedHMACSHA256]
 
     package init(keys: [[UInt8]]) {
-        self.keys = keys.map { HMAC<SHA256>(key: SymmetricKey(data: $0)) }
+        self.keys = keys.map(KeyedHMACSHA256.init(key:))
     }
 
     package init(secrets: SecretBox) {
         self.init(keys: secrets.derivedKeys(purpose: Self.purpose))
     }
 
-    /// HMAC-SHA256 over the app id, a zero and the delivery id (big-endian), fed to a copy of
-    /// `key` piece by piece: no message is put together. Made once per delivery sent.
-    private static func mac(appID: String, deliveryID: Int64, key: HMAC<SHA256>) -> HMAC<SHA256>.MAC {
-        var hmac = key  // a copy: the keyed state stays as it was for the next id
-        var appID = appID
-        appID.withUTF8 { hmac.update(data: UnsafeRawBufferPointer($0)) }
-        withUnsafeBytes(of: UInt8(0)) { hmac.update(data: $0) }
-        withUnsafeBytes(of: deliveryID.bigEndian) { hmac.update(data: $0) }
-        return hmac.finalize()
+    /// HMAC-SHA256 over the app id, a zero and the delivery id (big-endian), fed to the hash
+    /// piece by piece: no message is put together. Made once per delivery sent.
+    private static func mac(appID: String, deliveryID: Int64, key: KeyedHMACSHA256) -> SHA256Digest {
+        key.code { hash in
+            var appID = appID
+            appID.withUTF8 { hash.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            withUnsafeBytes(of: UInt8(0)) { hash.update(bufferPointer: $0) }
+            withUnsafeBytes(of: deliveryID.bigEndian) { hash.update(bufferPointer: $0) }
+        }
     }
 
     /// The id of `deliveryID` of `appID`: its 8 bytes and the MAC's first 12, on the stack.
