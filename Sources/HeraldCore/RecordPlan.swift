@@ -7,7 +7,8 @@
 ///
 /// 1. the rows ``NewDeliveryRows/addCreated(_:now:)`` added (a chunk's deliveries, created with
 ///    their outcome, fenced by their chunk's attempt); then ``retriedChunkDeliveries`` of a
-///    notification cancelled meanwhile are failed; then ``chunkEnds``;
+///    notification cancelled meanwhile are failed; then ``chunkEnds(created:)``, from the ids
+///    step 1 created;
 /// 2. ``sent``, in one statement;
 /// 3. ``singles``, in the order of the results, each fenced by its attempt;
 /// 4. ``uncertain``: of those applied, each counts one more unknown outcome.
@@ -32,17 +33,21 @@ package struct RecordPlan: Sendable, Hashable {
         package var updatesRow: Bool
     }
 
-    /// A chunk some of whose deliveries the batch created: it is done if its claim is still
-    /// attempt `attempt` and `recorded` covers its size (with what earlier attempts recorded).
+    /// A chunk some of whose deliveries the batch created, at attempt `attempt`: `created` of
+    /// them have their rows now, and leave the chunk. A chunk's size counts its deliveries still
+    /// without a row (at its current attempt), so the chunk is done when that reaches 0, whether
+    /// its deliveries were recorded in one call or in several (the engine records a claim's
+    /// whole batch at once; the store does not count on it). A chunk claimed again since is
+    /// left to its newer claim.
     package struct ChunkEnd: Sendable, Hashable {
         package var chunk: Int64
         package var attempt: Int
-        package var recorded: Int
+        package var created: Int
 
-        package init(chunk: Int64, attempt: Int, recorded: Int) {
+        package init(chunk: Int64, attempt: Int, created: Int) {
             self.chunk = chunk
             self.attempt = attempt
-            self.recorded = recorded
+            self.created = created
         }
     }
 
@@ -51,8 +56,10 @@ package struct RecordPlan: Sendable, Hashable {
     /// Chunk deliveries told to retry: created pending, unless their notification was
     /// cancelled meanwhile.
     package private(set) var retriedChunkDeliveries: [Int64]
-    /// In chunk id order (the order PostgreSQL locks them in).
-    package private(set) var chunkEnds: [ChunkEnd]
+    /// Each chunk of the rows step 1 may create, with the attempt answered, and each of those
+    /// rows' chunk.
+    private var chunks: [Int64: Int]
+    private var chunkOfRow: [Int64: Int64]
     package private(set) var sent: [Sent]
     package private(set) var singles: [Single]
     /// Deliveries whose send had an unknown outcome (``DeliveryResult/outcomeUncertain``): those
@@ -61,9 +68,8 @@ package struct RecordPlan: Sendable, Hashable {
 
     /// Plans the recording of `results` at `now`, adding to `created` the rows it creates.
     package init(_ results: [DeliveryResult], now: Int64, creating created: inout some NewDeliveryRows) {
-        let chunks = created.addCreated(results, now: now)
-        self.createsRows = !chunks.isEmpty
-        self.chunkEnds = chunks.map { ChunkEnd(chunk: $0.key, attempt: $0.value.attempt, recorded: $0.value.count) }.sorted { $0.chunk < $1.chunk }
+        (self.chunks, self.chunkOfRow) = created.addCreated(results, now: now)
+        self.createsRows = !self.chunks.isEmpty
         self.retriedChunkDeliveries = results.retriedChunkDeliveries
         self.sent = []
         self.singles = []
@@ -88,6 +94,14 @@ package struct RecordPlan: Sendable, Hashable {
 
     /// Whether `single`'s failure deactivates its device, its outcome written or not
     /// (`applied`): fenced out, a newer claim answers for the delivery, and its device.
+    /// What each chunk of step 1 loses, given the ids step 1 `created` (rows fenced out or
+    /// skipped are not among them); in chunk id order (the order PostgreSQL locks them in).
+    package func chunkEnds(created: Set<Int64>) -> [ChunkEnd] {
+        var counts: [Int64: Int] = [:]
+        for id in created { if let chunk = self.chunkOfRow[id] { counts[chunk, default: 0] += 1 } }
+        return self.chunks.map { ChunkEnd(chunk: $0.key, attempt: $0.value, created: counts[$0.key] ?? 0) }.sorted { $0.chunk < $1.chunk }
+    }
+
     /// The deliveries of ``uncertain`` whose outcome was `applied` (not fenced out).
     package func uncertain(applied: Set<Int64>) -> [Int64] {
         self.uncertain.filter(applied.contains)

@@ -526,10 +526,11 @@ extension NewDeliveryRows {
         )
     }
 
-    /// Adds the row each chunk delivery among `results` creates; returns, per chunk, the attempt
-    /// answered and how many of its deliveries `results` holds.
-    package mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> [Int64: (attempt: Int, count: Int)] {
-        var chunks: [Int64: (attempt: Int, count: Int)] = [:]
+    /// Adds the row each chunk delivery among `results` creates; returns each chunk with the
+    /// attempt answered, and each row's chunk.
+    package mutating func addCreated(_ results: [DeliveryResult], now: Int64) -> (chunks: [Int64: Int], chunkOfRow: [Int64: Int64]) {
+        var chunks: [Int64: Int] = [:]
+        var chunkOfRow: [Int64: Int64] = [:]
         for result in results {
             guard let new = result.created else { continue }
             let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
@@ -539,9 +540,10 @@ extension NewDeliveryRows {
                 attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
                 latency: result.latencyMilliseconds, chunk: new.chunk
             )
-            chunks[new.chunk, default: (result.attempt ?? 1, 0)].count += 1
+            chunks[new.chunk] = result.attempt ?? 1
+            chunkOfRow[result.deliveryID] = new.chunk
         }
-        return chunks
+        return (chunks, chunkOfRow)
     }
 }
 

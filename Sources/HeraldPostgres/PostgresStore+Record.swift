@@ -28,10 +28,9 @@ extension PostgresStore {
                         [.ints(plan.retriedChunkDeliveries)]
                     )
                 }
-                // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
-                // is done; a chunk claimed again since is left to its newer claim.
-                for end in plan.chunkEnds {
-                    try await db.query(Statements.EndRecordedChunk.self, [.int(end.chunk), .int(Int64(end.attempt)), .int(Int64(end.recorded))])
+                for end in plan.chunkEnds(created: outcomes.applied) {
+                    try await db.query(Statements.LeaveChunk.self, [.int(Int64(end.created)), .int(end.chunk), .int(Int64(end.attempt))])
+                    try await db.query(Statements.EndRecordedChunk.self, [.int(end.chunk), .int(Int64(end.attempt))])
                 }
             }
             if let sentArrays {

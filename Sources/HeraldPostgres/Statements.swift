@@ -37,8 +37,13 @@ enum Statements {
         static let sql = "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
     }
 
-    /// Chunk $1 ends if still at attempt $2 and $3 of its deliveries are recorded.
+    /// A chunk's deliveries that have their rows now leave it ($1 of them), at its attempt.
+    enum LeaveChunk: FixedStatement {
+        static let sql = "UPDATE delivery_chunks SET size = size - $1 WHERE id = $2 AND attempts = $3"
+    }
+
+    /// A chunk with no delivery left without a row is done.
     enum EndRecordedChunk: FixedStatement {
-        static let sql = "DELETE FROM delivery_chunks WHERE id = $1 AND attempts = $2 AND size <= $3"
+        static let sql = "DELETE FROM delivery_chunks WHERE id = $1 AND attempts = $2 AND size <= 0"
     }
 }

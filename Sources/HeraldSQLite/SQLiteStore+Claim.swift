@@ -140,7 +140,7 @@ extension SQLiteStore {
                             attempts: chunk.attempts + 1, nextAttemptAt: now, reason: "Cancelled"
                         )
                     }
-                    _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
+                    _ = try Self.insertDeliveries(db, rows, fenced: false)
                 }
                 try Self.endChunk(db, chunk.chunk, notificationID: chunk.notificationID)
             case .claim(let through, let attempts, let split):
@@ -225,7 +225,7 @@ extension SQLiteStore {
                             nextAttemptAt: notification.scheduledAt, reason: nil
                         )
                     }
-                    _ = try Self.insertDeliveries(db, rows.rows, fenced: false)
+                    _ = try Self.insertDeliveries(db, rows, fenced: false)
                     try Self.scheduleLocalTime(
                         db, localTime, notificationID: notification.id, appID: notification.shared.appID, scheduledAt: notification.scheduledAt,
                         after: notification.after, through: last

@@ -13,7 +13,7 @@ extension SQLiteStore {
         var created = NewRows(updatedAt: now)
         let plan = RecordPlan(results, now: now, creating: &created)
         let sentList = plan.sent.isEmpty ? nil : Self.sentText(plan.sent)
-        let createdRows = created.rows
+        let createdRows = created
         return try await self.database.write { db in
             var outcomes = RecordedOutcomes()
             if plan.createsRows {
@@ -28,13 +28,13 @@ extension SQLiteStore {
                         [.text(JSONValue.array(plan.retriedChunkDeliveries.map { .int($0) }).jsonString)]
                     )
                 }
-                // A chunk whose every delivery is recorded (created now, or by an earlier attempt)
-                // is done; a chunk claimed again since is left to its newer claim.
-                for end in plan.chunkEnds {
+                for end in plan.chunkEnds(created: outcomes.applied) {
                     try db.query(
-                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= ?",
-                        [.integer(end.chunk), .integer(Int64(end.attempt)), .integer(Int64(end.recorded))]
+                        "UPDATE delivery_chunks SET size = size - ? WHERE id = ? AND attempts = ?",
+                        [.integer(Int64(end.created)), .integer(end.chunk), .integer(Int64(end.attempt))]
                     )
+                    try db.query(
+                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= 0", [.integer(end.chunk), .integer(Int64(end.attempt))])
                 }
             }
             if let sentList {
@@ -131,56 +131,87 @@ extension SQLiteStore {
     /// Creates rows (``NewRows``); with `fenced`, only rows whose chunk is still leased at that
     /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids
     /// created.
-    static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: [[SQLValue]], fenced: Bool) throws -> Set<Int64> {
+    static func insertDeliveries(_ db: borrowing SQLiteDatabase.Connection, _ rows: NewRows, fenced: Bool) throws -> Set<Int64> {
         var admitted = rows
         if fenced {
             // Each chunk's attempt, read once per chunk rather than once per row.
-            let chunks = Set(rows.compactMap { $0[15].int })
-            var leased: Set<[Int64]> = []
+            var leased: [Int64: Int64] = [:]
             try db.each(
                 "SELECT id, attempts FROM delivery_chunks WHERE id IN (SELECT value FROM json_each(?))",
-                [.text(JSONValue.array(chunks.map { .int($0) }).jsonString)]
-            ) { row in leased.insert([row.int(0) ?? 0, row.int(1) ?? 0]) }
-            admitted = rows.filter { row in leased.contains([row[15].int ?? 0, row[8].int ?? 0]) }
+                [.text(JSONValue.array(Set(rows.chunks.compactMap { $0 }).map { .int($0) }).jsonString)]
+            ) { row in
+                if let id = row.int(0) { leased[id] = row.int(1) ?? 0 }
+            }
+            admitted = rows.filter { chunk, attempts in chunk.map { leased[$0] == attempts } ?? false }
         }
-        // Many rows per statement (its overhead, and RETURNING's temporary table, shared by
-        // them), each row's values bound, none parsed from text.
+        guard !admitted.ids.isEmpty else { return [] }
+        // Each row's ids are its own (handed out by the counter), so when every row goes in (the
+        // usual case: SQLite's count of changes says so) they are the ids created, and the
+        // statements need no RETURNING (its temporary table, and a row back per delivery). When
+        // some were skipped, that is undone and done again with RETURNING.
+        // (An error leaves the savepoint to the caller's rollback, which takes it along.)
+        try db.execute("SAVEPOINT insert_deliveries")
+        if try Self.insertParts(db, admitted, returning: false).inserted == admitted.ids.count {
+            try db.execute("RELEASE insert_deliveries")
+            return Set(admitted.ids)
+        }
+        try db.execute("ROLLBACK TO insert_deliveries")
+        let created = try Self.insertParts(db, admitted, returning: true).created
+        try db.execute("RELEASE insert_deliveries")
+        return created
+    }
+
+    /// Inserts `rows`, many per statement (its overhead shared by them), each row's values bound,
+    /// none parsed from text: how many went in, and with `returning` their ids.
+    private static func insertParts(
+        _ db: borrowing SQLiteDatabase.Connection, _ rows: NewRows, returning: Bool
+    ) throws -> (inserted: Int, created: Set<Int64>) {
+        let width = NewRows.columns
+        var inserted = 0
         var created: Set<Int64> = []
         var start = 0
-        while start < admitted.count {
-            let part = admitted[start..<min(start + Self.rowsPerInsert, admitted.count)]
-            start += part.count
-            var bindings: [SQLValue] = []
-            bindings.reserveCapacity(part.count * 15)
-            for row in part { bindings += row.prefix(15) }
-            try db.each(part.count == Self.rowsPerInsert ? Self.fullInsert : Self.insertSQL(rows: part.count), bindings) { row in
+        while start < rows.ids.count {
+            let count = min(Self.rowsPerInsert, rows.ids.count - start)
+            let bindings = Array(rows.values[(start * width)..<((start + count) * width)])
+            start += count
+            let sql =
+                count == Self.rowsPerInsert
+                ? (returning ? Self.fullInsertReturning : Self.fullInsert) : Self.insertSQL(rows: count, returning: returning)
+            try db.each(sql, bindings) { row in
                 if let id = row.int(0) { created.insert(id) }
             }
+            inserted += db.changes
         }
-        return created
+        return (inserted, created)
     }
 
     /// Rows per INSERT: 64 × 15 values, well under SQLite's 32,766.
     static let rowsPerInsert = 64
-    private static let fullInsert = insertSQL(rows: rowsPerInsert)
+    private static let fullInsert = insertSQL(rows: rowsPerInsert, returning: false)
+    private static let fullInsertReturning = insertSQL(rows: rowsPerInsert, returning: true)
 
-    /// An INSERT of `rows` rows of 15 values each, returning the ids it created.
-    private static func insertSQL(rows: Int) -> String {
-        let values = (0..<rows).map { row in "(" + (1...15).map { "?\(row * 15 + $0)" }.joined(separator: ", ") + ")" }
+    /// An INSERT of `rows` rows of 15 values each; with `returning`, returning the ids it created.
+    private static func insertSQL(rows: Int, returning: Bool) -> String {
+        let values = (0..<rows).map { row in "(" + (1...NewRows.columns).map { "?\(row * NewRows.columns + $0)" }.joined(separator: ", ") + ")" }
         return """
             INSERT OR IGNORE INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, attempts,
                 next_attempt_at, apns_id, status, reason, latency_ms, updated_at)
-            VALUES \(values.joined(separator: ", "))
-            RETURNING id
+            VALUES \(values.joined(separator: ", "))\(returning ? " RETURNING id" : "")
             """
     }
 }
 
 /// Delivery rows, each the bindings of ``SQLiteStore/insertDeliveries``: id, notification_id,
 /// device_id, token, environment, push_type, topic, state, attempts, next_attempt_at, apns_id,
-/// status, reason, latency_ms, updated_at (the 15 columns of the INSERT), then the chunk.
+/// status, reason, latency_ms, updated_at (the 15 columns of the INSERT), one row after the
+/// other in `values`; beside them each row's id, attempt and chunk.
 struct NewRows: NewDeliveryRows {
-    private(set) var rows: [[SQLValue]] = []
+    /// Values per row.
+    static let columns = 15
+    private(set) var values: [SQLValue] = []
+    private(set) var ids: [Int64] = []
+    private(set) var attempts: [Int64] = []
+    private(set) var chunks: [Int64?] = []
     /// When they are written.
     let updatedAt: Int64
 
@@ -190,11 +221,26 @@ struct NewRows: NewDeliveryRows {
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
         state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
     ) {
-        self.rows.append([
+        self.values += [
             .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
             .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
             status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
-            .integer(self.updatedAt), chunk.map(SQLValue.integer) ?? .null,
-        ])
+            .integer(self.updatedAt),
+        ]
+        self.ids.append(id)
+        self.attempts.append(Int64(attempts))
+        self.chunks.append(chunk)
+    }
+
+    /// The rows `keep` keeps, given each row's chunk and attempt.
+    func filter(_ keep: (_ chunk: Int64?, _ attempts: Int64) -> Bool) -> NewRows {
+        var kept = NewRows(updatedAt: self.updatedAt)
+        for row in self.ids.indices where keep(self.chunks[row], self.attempts[row]) {
+            kept.values += self.values[(row * Self.columns)..<((row + 1) * Self.columns)]
+            kept.ids.append(self.ids[row])
+            kept.attempts.append(self.attempts[row])
+            kept.chunks.append(self.chunks[row])
+        }
+        return kept
     }
 }

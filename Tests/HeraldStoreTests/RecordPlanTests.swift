@@ -53,7 +53,7 @@ import Testing
         #expect(plan.singles.map(\.updatesRow) == [true, true])
     }
 
-    @Test("a chunk is done when its attempt still holds and its recorded deliveries cover it; chunks in id order")
+    @Test("each chunk loses the deliveries whose rows were created, at the attempt answered; chunks in id order")
     func chunkEnds() {
         let results = [
             DeliveryResult(self.claimed(1, chunk: 9, attempts: 2), outcome: .sent(apnsID: nil), latencyMilliseconds: 1),
@@ -63,8 +63,14 @@ import Testing
         var rows = Rows()
         let plan = RecordPlan(results, now: 1000, creating: &rows)
         #expect(
-            plan.chunkEnds == [
-                RecordPlan.ChunkEnd(chunk: 3, attempt: 1, recorded: 1), RecordPlan.ChunkEnd(chunk: 9, attempt: 2, recorded: 2),
+            plan.chunkEnds(created: [1, 2, 3]) == [
+                RecordPlan.ChunkEnd(chunk: 3, attempt: 1, created: 1), RecordPlan.ChunkEnd(chunk: 9, attempt: 2, created: 2),
+            ]
+        )
+        // A row fenced out or skipped was not created: its chunk keeps it.
+        #expect(
+            plan.chunkEnds(created: [3]) == [
+                RecordPlan.ChunkEnd(chunk: 3, attempt: 1, created: 0), RecordPlan.ChunkEnd(chunk: 9, attempt: 2, created: 1),
             ]
         )
         #expect(rows.rows.map(\.attempts) == [2, 1, 2])
@@ -75,7 +81,7 @@ import Testing
         var rows = Rows()
         let plan = RecordPlan([DeliveryResult(deliveryID: 1, outcome: .sent(apnsID: nil), latencyMilliseconds: 1)], now: 1, creating: &rows)
         #expect(!plan.createsRows)
-        #expect(plan.chunkEnds.isEmpty)
+        #expect(plan.chunkEnds(created: [1]).isEmpty)
         #expect(plan.retriedChunkDeliveries.isEmpty)
     }
 

@@ -484,6 +484,46 @@ extension StoreDriver {
         }
     }
 
+    @Test(
+        "a chunk recorded in parts (two calls of record) is done when its last delivery is recorded, not when its lease runs out",
+        arguments: Driver.enabled
+    )
+    func chunkRecordedInParts(driver: Driver) async throws {
+        try await driver.withStore { store async throws in
+            let claimed = try await self.broadcastClaimed(store, devices: 6)
+            #expect(claimed.count == 6 && Set(claimed.compactMap(\.chunk)).count == 1)
+            let sent = { (deliveries: ArraySlice<ClaimedDelivery>) in
+                deliveries.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+            }
+            #expect(try await store.record(sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 2, .pending: 4])
+            #expect(try await store.record(sent(claimed[2...]), now: 30).applied == Set(claimed[2...].map(\.id)))
+            // Done at once: nothing left in flight (its lease runs to 1010).
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts == [.sent: 6], "\(status.counts)")
+            #expect(status.deliveries.count == 6)
+        }
+    }
+
+    @Test("SQLite: a chunk's delivery recorded twice at the same attempt is created and applied once, and its chunk ends with the last")
+    func chunkRecordedTwice() async throws {
+        try await Driver.sqlite.withStore { store async throws in
+            // (PostgreSQL writes a chunk's rows in one COPY, which refuses the whole batch instead.)
+            let claimed = try await self.broadcastClaimed(store, devices: 6)
+            let sent = { (deliveries: ArraySlice<ClaimedDelivery>) in
+                deliveries.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+            }
+            #expect(try await store.record(sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
+            // The same two again, with a third: only the third is new.
+            #expect(try await store.record(sent(claimed.prefix(3)), now: 30).applied == [claimed[2].id])
+            #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 3, .pending: 3])
+            #expect(try await store.record(sent(claimed[3...]), now: 40).applied == Set(claimed[3...].map(\.id)))
+            let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
+            #expect(status.counts == [.sent: 6], "\(status.counts)")
+            #expect(status.deliveries.count == 6)
+        }
+    }
+
     @Test("a chunk's deliveries are written with their answers as APNs gave them: tabs, backslashes and line breaks kept", arguments: Driver.enabled)
     func createdVerbatim(driver: Driver) async throws {
         try await driver.withStore { store async throws in
