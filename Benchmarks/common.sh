@@ -5,7 +5,8 @@
 log() { printf '== %s\n' "$*" >&2; }
 
 # Installs what is missing, builds apns-sink (once) and release herald / herald-bench, and makes
-# the sink's certificate and a .p8 key in $WORK.
+# the sink's certificate and a .p8 key in $WORK. HERALD=<binary> measures that herald instead
+# (another build, for a before/after in the same session).
 bench_setup() {
   local need=() pkg
   for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
@@ -17,7 +18,7 @@ bench_setup() {
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
   log "swift build -c release --product herald / herald-bench"
   (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2 && swift build -c release --product herald-bench 2>&1 | tail -n 1 >&2)
-  HERALD=$ROOT/.build/release/herald
+  HERALD=${HERALD:-$ROOT/.build/release/herald}
 }
 
 pids=()
