@@ -90,6 +90,21 @@ package struct APIKeySecret: Sendable {
         return difference == 0
     }
 
+    /// The bytes of an even number of hex digits; nil for anything else.
+    package static func bytes(hex text: String) -> [UInt8]? {
+        guard text.utf8.count.isMultiple(of: 2), text.allSatisfy(\.isHexDigit) else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count / 2)
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(index, offsetBy: 2)
+            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return bytes
+    }
+
     package static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
@@ -148,16 +163,7 @@ package final class SecretBox: Sendable {
     /// Parses 64 hex digits or base64 of 32 bytes.
     package static func parseMasterKey(_ text: String) -> [UInt8]? {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.count == 64, trimmed.allSatisfy(\.isHexDigit) {
-            var bytes: [UInt8] = []
-            var index = trimmed.startIndex
-            while index < trimmed.endIndex {
-                let next = trimmed.index(index, offsetBy: 2)
-                bytes.append(UInt8(trimmed[index..<next], radix: 16)!)
-                index = next
-            }
-            return bytes
-        }
+        if trimmed.count == 64, let bytes = APIKeySecret.bytes(hex: trimmed) { return bytes }
         if let data = Data(base64Encoded: trimmed), data.count == 32 { return Array(data) }
         return nil
     }
