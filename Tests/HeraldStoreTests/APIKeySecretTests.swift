@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Foundation
 import HeraldCore
 import Testing
 
@@ -17,6 +18,25 @@ import Testing
             "hk_0123456789abcdef-\(secret)",
         ] {
             #expect(APIKeySecret.id(of: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("hex digits to bytes: pairs of digits in either case; an odd count, a non-digit or a fullwidth digit is none")
+    func hexBytes() {
+        #expect(APIKeySecret.bytes(hex: "00ff7Fa0") == [0x00, 0xFF, 0x7F, 0xA0])
+        #expect(APIKeySecret.bytes(hex: "") == [])
+        for bad in ["0", "0g", "ab c", "\u{FF10}\u{FF11}", "-1"] { #expect(APIKeySecret.bytes(hex: bad) == nil, "\(bad)") }
+    }
+
+    @Test("a master key: 64 hex digits or base64 of 32 bytes, blanks around dropped; anything else is none")
+    func masterKey() {
+        let bytes = (0..<32).map { UInt8($0 * 7) }
+        #expect(SecretBox.parseMasterKey(" " + APIKeySecret.hex(bytes) + "\n") == bytes)
+        #expect(SecretBox.parseMasterKey(APIKeySecret.hex(bytes).uppercased()) == bytes)
+        #expect(SecretBox.parseMasterKey(Data(bytes).base64EncodedString()) == bytes)
+        let fullwidth = String(repeating: "\u{FF10}", count: 64)
+        for bad in [APIKeySecret.hex(Array(bytes.dropLast())), APIKeySecret.hex(bytes) + "00", fullwidth, ""] {
+            #expect(SecretBox.parseMasterKey(bad) == nil, "\(bad)")
         }
     }
 
