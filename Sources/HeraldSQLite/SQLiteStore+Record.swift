@@ -34,7 +34,8 @@ extension SQLiteStore {
                         [.integer(Int64(end.created)), .integer(end.chunk), .integer(Int64(end.attempt))]
                     )
                     try db.query(
-                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= 0", [.integer(end.chunk), .integer(Int64(end.attempt))])
+                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= 0",
+                        [.integer(end.chunk), .integer(Int64(end.attempt))])
                 }
             }
             if let sentList {

@@ -10,7 +10,10 @@ import Testing
             // Test case 1
             ("0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "4869205468657265", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
             // Test case 2
-            ("4a656665", "7768617420646f2079612077616e7420666f72206e6f7468696e673f", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+            (
+                "4a656665", "7768617420646f2079612077616e7420666f72206e6f7468696e673f",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            ),
             // Test case 3
             (
                 String(repeating: "aa", count: 20), String(repeating: "dd", count: 50),
