@@ -92,8 +92,6 @@ package struct RecordPlan: Sendable, Hashable {
         }
     }
 
-    /// Whether `single`'s failure deactivates its device, its outcome written or not
-    /// (`applied`): fenced out, a newer claim answers for the delivery, and its device.
     /// What each chunk of step 1 loses, given the ids step 1 `created` (rows fenced out or
     /// skipped are not among them); in chunk id order (the order PostgreSQL locks them in).
     package func chunkEnds(created: Set<Int64>) -> [ChunkEnd] {
@@ -107,6 +105,8 @@ package struct RecordPlan: Sendable, Hashable {
         self.uncertain.filter(applied.contains)
     }
 
+    /// Whether `single`'s failure deactivates its device, its outcome written or not
+    /// (`applied`): fenced out, a newer claim answers for the delivery, and its device.
     package static func invalidates(_ single: Single, applied: Set<Int64>) -> Bool {
         guard case .failed(_, _, true, _) = single.outcome else { return false }
         return applied.contains(single.deliveryID)
