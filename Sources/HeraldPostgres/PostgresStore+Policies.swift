@@ -173,8 +173,7 @@ extension PostgresStore {
         }
         _ = try await Self.insertDeliveries(db, rows, fenced: false, now: now)
         for (chunk, count) in leftChunks.sorted(by: { $0.key < $1.key }) {
-            try await db.query("UPDATE delivery_chunks SET size = size - $1 WHERE id = $2", [.int(Int64(count)), .int(chunk)])
-            try await db.query("DELETE FROM delivery_chunks WHERE id = $1 AND size <= 0", [.int(chunk)])
+            try await Self.leaveChunk(db, chunk, rows: count, attempt: nil)
         }
         result = result.enumerated().compactMap { aside[$0.offset] == nil ? $0.element : nil }
     }

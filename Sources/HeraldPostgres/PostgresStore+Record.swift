@@ -29,8 +29,7 @@ extension PostgresStore {
                     )
                 }
                 for end in plan.chunkEnds(created: outcomes.applied) {
-                    try await db.query(Statements.LeaveChunk.self, [.int(Int64(end.created)), .int(end.chunk), .int(Int64(end.attempt))])
-                    try await db.query(Statements.EndRecordedChunk.self, [.int(end.chunk), .int(Int64(end.attempt))])
+                    try await Self.leaveChunk(db, end.chunk, rows: end.created, attempt: end.attempt)
                 }
             }
             if let sentArrays {
@@ -116,6 +115,14 @@ extension PostgresStore {
     /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
     /// attempt. The chunks are locked first (a chunk being claimed again waits, or is skipped by
     /// the claim), so no two attempts of a chunk record a device. Returns the ids created.
+    /// `rows` deliveries of `chunk` that have their rows now leave it (at `attempt`; nil: at
+    /// whatever attempt it is); a chunk with none left without a row is done.
+    static func leaveChunk(_ db: Connection, _ chunk: Int64, rows: Int, attempt: Int?) async throws {
+        let attempt = Value.int(attempt.map(Int64.init))
+        try await db.query(Statements.LeaveChunk.self, [.int(Int64(rows)), .int(chunk), attempt])
+        try await db.query(Statements.EndRecordedChunk.self, [.int(chunk), attempt])
+    }
+
     static func insertDeliveries(_ db: Connection, _ rows: NewRows, fenced: Bool, now: Int64) async throws -> Set<Int64> {
         var rows = rows
         if fenced {

@@ -37,13 +37,14 @@ enum Statements {
         static let sql = "SELECT id, attempts FROM delivery_chunks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
     }
 
-    /// A chunk's deliveries that have their rows now leave it ($1 of them), at its attempt.
+    /// $1 deliveries of chunk $2 that have their rows now leave it, at attempt $3 (NULL: at
+    /// whatever attempt it is).
     enum LeaveChunk: FixedStatement {
-        static let sql = "UPDATE delivery_chunks SET size = size - $1 WHERE id = $2 AND attempts = $3"
+        static let sql = "UPDATE delivery_chunks SET size = size - $1 WHERE id = $2 AND ($3::bigint IS NULL OR attempts = $3)"
     }
 
-    /// A chunk with no delivery left without a row is done.
+    /// Chunk $1 (at attempt $2; NULL: any), with no delivery left without a row, is done.
     enum EndRecordedChunk: FixedStatement {
-        static let sql = "DELETE FROM delivery_chunks WHERE id = $1 AND attempts = $2 AND size <= 0"
+        static let sql = "DELETE FROM delivery_chunks WHERE id = $1 AND ($2::bigint IS NULL OR attempts = $2) AND size <= 0"
     }
 }

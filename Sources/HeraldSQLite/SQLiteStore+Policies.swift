@@ -129,8 +129,7 @@ extension SQLiteStore {
         }
         _ = try Self.insertDeliveries(db, rows, fenced: false)
         for (chunk, count) in leftChunks.sorted(by: { $0.key < $1.key }) {
-            try db.query("UPDATE delivery_chunks SET size = size - ? WHERE id = ?", [.integer(Int64(count)), .integer(chunk)])
-            try db.query("DELETE FROM delivery_chunks WHERE id = ? AND size <= 0", [.integer(chunk)])
+            try Self.leaveChunk(db, chunk, rows: count, attempt: nil)
         }
         result = result.enumerated().compactMap { aside[$0.offset] == nil ? $0.element : nil }
     }

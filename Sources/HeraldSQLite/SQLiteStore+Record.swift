@@ -29,13 +29,7 @@ extension SQLiteStore {
                     )
                 }
                 for end in plan.chunkEnds(created: outcomes.applied) {
-                    try db.query(
-                        "UPDATE delivery_chunks SET size = size - ? WHERE id = ? AND attempts = ?",
-                        [.integer(Int64(end.created)), .integer(end.chunk), .integer(Int64(end.attempt))]
-                    )
-                    try db.query(
-                        "DELETE FROM delivery_chunks WHERE id = ? AND attempts = ? AND size <= 0",
-                        [.integer(end.chunk), .integer(Int64(end.attempt))])
+                    try Self.leaveChunk(db, end.chunk, rows: end.created, attempt: end.attempt)
                 }
             }
             if let sentList {
@@ -129,6 +123,16 @@ extension SQLiteStore {
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// `rows` deliveries of `chunk` that have their rows now leave it (at `attempt`; nil: at
+    /// whatever attempt it is); a chunk with none left without a row is done.
+    static func leaveChunk(_ db: borrowing SQLiteDatabase.Connection, _ chunk: Int64, rows: Int, attempt: Int?) throws {
+        let attempt = attempt.map { SQLValue.integer(Int64($0)) } ?? .null
+        try db.query(
+            "UPDATE delivery_chunks SET size = size - ?1 WHERE id = ?2 AND (?3 IS NULL OR attempts = ?3)",
+            [.integer(Int64(rows)), .integer(chunk), attempt])
+        try db.query("DELETE FROM delivery_chunks WHERE id = ?1 AND (?2 IS NULL OR attempts = ?2) AND size <= 0", [.integer(chunk), attempt])
+    }
+
     /// Creates rows (``NewRows``); with `fenced`, only rows whose chunk is still leased at that
     /// attempt. A row whose (notification, device) exists already is skipped. Returns the ids
     /// created.
@@ -145,14 +149,14 @@ extension SQLiteStore {
             }
             admitted = rows.filter { chunk, attempts in chunk.map { leased[$0] == attempts } ?? false }
         }
-        guard !admitted.ids.isEmpty else { return [] }
+        guard admitted.count > 0 else { return [] }
         // Each row's ids are its own (handed out by the counter), so when every row goes in (the
         // usual case: SQLite's count of changes says so) they are the ids created, and the
         // statements need no RETURNING (its temporary table, and a row back per delivery). When
         // some were skipped, that is undone and done again with RETURNING.
         // (An error leaves the savepoint to the caller's rollback, which takes it along.)
         try db.execute("SAVEPOINT insert_deliveries")
-        if try Self.insertParts(db, admitted, returning: false).inserted == admitted.ids.count {
+        if try Self.insertParts(db, admitted, returning: false).inserted == admitted.count {
             try db.execute("RELEASE insert_deliveries")
             return Set(admitted.ids)
         }
@@ -171,8 +175,8 @@ extension SQLiteStore {
         var inserted = 0
         var created: Set<Int64> = []
         var start = 0
-        while start < rows.ids.count {
-            let count = min(Self.rowsPerInsert, rows.ids.count - start)
+        while start < rows.count {
+            let count = min(Self.rowsPerInsert, rows.count - start)
             let bindings = Array(rows.values[(start * width)..<((start + count) * width)])
             start += count
             let sql =
@@ -210,13 +214,17 @@ struct NewRows: NewDeliveryRows {
     /// Values per row.
     static let columns = 15
     private(set) var values: [SQLValue] = []
-    private(set) var ids: [Int64] = []
-    private(set) var attempts: [Int64] = []
+    /// Each row's chunk (not written: it fences the row).
     private(set) var chunks: [Int64?] = []
     /// When they are written.
     let updatedAt: Int64
 
     init(updatedAt: Int64) { self.updatedAt = updatedAt }
+
+    var count: Int { self.chunks.count }
+
+    /// Each row's id (its first value).
+    var ids: [Int64] { (0..<self.count).map { self.values[$0 * Self.columns].int ?? 0 } }
 
     mutating func add(
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
@@ -228,18 +236,14 @@ struct NewRows: NewDeliveryRows {
             status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
             .integer(self.updatedAt),
         ]
-        self.ids.append(id)
-        self.attempts.append(Int64(attempts))
         self.chunks.append(chunk)
     }
 
-    /// The rows `keep` keeps, given each row's chunk and attempt.
+    /// The rows `keep` keeps, given each row's chunk and attempt (its ninth value).
     func filter(_ keep: (_ chunk: Int64?, _ attempts: Int64) -> Bool) -> NewRows {
         var kept = NewRows(updatedAt: self.updatedAt)
-        for row in self.ids.indices where keep(self.chunks[row], self.attempts[row]) {
+        for row in 0..<self.count where keep(self.chunks[row], self.values[row * Self.columns + 8].int ?? 0) {
             kept.values += self.values[(row * Self.columns)..<((row + 1) * Self.columns)]
-            kept.ids.append(self.ids[row])
-            kept.attempts.append(self.attempts[row])
             kept.chunks.append(self.chunks[row])
         }
         return kept
