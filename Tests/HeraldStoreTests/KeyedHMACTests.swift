@@ -27,8 +27,8 @@ import Testing
             ),
         ]
     )
-    func rfc4231(key: String, data: String, expected: String) {
-        let code = KeyedHMACSHA256(key: APIKeySecret.bytes(hex: key) ?? []).code(APIKeySecret.bytes(hex: data) ?? [])
+    func rfc4231(key: String, data: String, expected: String) throws {
+        let code = KeyedHMACSHA256(key: try #require(APIKeySecret.bytes(hex: key))).code(try #require(APIKeySecret.bytes(hex: data)))
         #expect(APIKeySecret.hex(Array(code)) == expected)
     }
 

@@ -443,6 +443,11 @@ extension StoreDriver {
         }
     }
 
+    /// Each of `deliveries` accepted by APNs.
+    func sent(_ deliveries: some Sequence<ClaimedDelivery>) -> [DeliveryResult] {
+        deliveries.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
+    }
+
     /// Registers `devices` devices, sends notification "n" to all of them at 10, and claims it
     /// (one chunk, leased for 1 s).
     func broadcastClaimed(_ store: any HeraldStore, devices: Int) async throws -> [ClaimedDelivery] {
@@ -492,12 +497,9 @@ extension StoreDriver {
         try await driver.withStore { store async throws in
             let claimed = try await self.broadcastClaimed(store, devices: 6)
             #expect(claimed.count == 6 && Set(claimed.compactMap(\.chunk)).count == 1)
-            let sent = { (deliveries: ArraySlice<ClaimedDelivery>) in
-                deliveries.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
-            }
-            #expect(try await store.record(sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
+            #expect(try await store.record(self.sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 2, .pending: 4])
-            #expect(try await store.record(sent(claimed[2...]), now: 30).applied == Set(claimed[2...].map(\.id)))
+            #expect(try await store.record(self.sent(claimed[2...]), now: 30).applied == Set(claimed[2...].map(\.id)))
             // Done at once: nothing left in flight (its lease runs to 1010).
             let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
             #expect(status.counts == [.sent: 6], "\(status.counts)")
@@ -510,14 +512,11 @@ extension StoreDriver {
         try await Driver.sqlite.withStore { store async throws in
             // (PostgreSQL writes a chunk's rows in one COPY, which refuses the whole batch instead.)
             let claimed = try await self.broadcastClaimed(store, devices: 6)
-            let sent = { (deliveries: ArraySlice<ClaimedDelivery>) in
-                deliveries.map { DeliveryResult($0, outcome: .sent(apnsID: nil), latencyMilliseconds: 1) }
-            }
-            #expect(try await store.record(sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
+            #expect(try await store.record(self.sent(claimed.prefix(2)), now: 20).applied == Set(claimed.prefix(2).map(\.id)))
             // The same two again, with a third: only the third is new.
-            #expect(try await store.record(sent(claimed.prefix(3)), now: 30).applied == [claimed[2].id])
+            #expect(try await store.record(self.sent(claimed.prefix(3)), now: 30).applied == [claimed[2].id])
             #expect(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10)?.counts == [.sent: 3, .pending: 3])
-            #expect(try await store.record(sent(claimed[3...]), now: 40).applied == Set(claimed[3...].map(\.id)))
+            #expect(try await store.record(self.sent(claimed[3...]), now: 40).applied == Set(claimed[3...].map(\.id)))
             let status = try #require(try await store.notification(appID: "demo", id: "n", deliveryLimit: 10))
             #expect(status.counts == [.sent: 6], "\(status.counts)")
             #expect(status.deliveries.count == 6)
