@@ -99,22 +99,28 @@ extension SQLiteStore {
                 // instead of looking each token (or user) up in its index.
                 var ids: [Int64] = []
                 var listed: (unknown: Int, inactive: Int)?
-                if case .tokens = targeting.audience {
+                if case .tokens(let tokens) = targeting.audience {
                     // One lookup per distinct token gives both the deliveries and the answer's
                     // counts: no device (unknown), an inactive one, or one the filter keeps.
+                    // Each token once (deduplicated here: cheaper than SQLite's DISTINCT), found
+                    // in the (app_id, token) index, and its activity in `devices_inactive`: no
+                    // device's row is read unless the filter asks for one of its columns.
                     var counts = (unknown: 0, inactive: 0)
+                    var seen = Set<String>(minimumCapacity: tokens.count)
+                    let distinct = tokens.filter { seen.insert($0).inserted }
                     try db.each(
                         """
-                        SELECT d.id, d.active, (\(filter.id) <= ?2\(filter.rest))
-                        FROM (SELECT DISTINCT value AS token FROM json_each(?3)) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.token
+                        SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
+                            WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
+                        FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
                         """,
-                        bindings
+                        [bindings[0], bindings[1], .text(Self.jsonStrings(distinct))] + bindings.dropFirst(3)
                     ) { row in
                         guard let id = row.int(0) else {
                             counts.unknown += 1
                             return
                         }
-                        if row.int(1) == 0 {
+                        if row.int(1) == 1 {
                             counts.inactive += 1
                         } else if row.int(2) == 1 {
                             ids.append(id)

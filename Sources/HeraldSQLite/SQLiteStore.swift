@@ -241,6 +241,12 @@ package final class SQLiteStore: HeraldStore {
             GROUP BY app_id, CAST(substr(subject, 3) AS INTEGER) / 64, category;
         DELETE FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:';
         """,
+        // 18: the inactive devices' tokens by themselves. A token list is looked up in the
+        // (app_id, token) index alone, which holds each device's id but not whether it is
+        // active: this small index answers that, where reading each device's row cost as much
+        // again as the lookup. A device is in it only while inactive (an invalidation puts it
+        // in, a registration takes it out), so registering a new device writes nothing more.
+        "CREATE INDEX devices_inactive ON devices (app_id, token) WHERE active = 0;",
     ]
 
     package func schemaVersion() async throws -> Int {

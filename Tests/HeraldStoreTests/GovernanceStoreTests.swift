@@ -262,12 +262,18 @@ import Testing
 
 extension GovernanceStoreTests {
     /// A store opened (so migrated) on a file that `schema` made, as an older version left it.
+    /// A store opened on a file that `schema` wrote (as an older version left it), migrated to
+    /// now. Unless the schema has one, the file gets the columns of `devices` that later
+    /// migrations index.
     func migrated(from schema: String) async throws -> (SQLiteStore, TemporaryDirectory) {
         let directory = try TemporaryDirectory(prefix: "herald-counts")
         let path = directory.path + "/herald.sqlite"
+        let devices =
+            schema.contains("CREATE TABLE devices")
+            ? "" : "CREATE TABLE devices (id INTEGER PRIMARY KEY, app_id TEXT NOT NULL, token TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1);"
         do {
             let old = try SQLiteDatabase(path: path)
-            try await old.write { db in try db.execute(schema) }
+            try await old.write { db in try db.execute(devices + schema) }
         }
         return (try await SQLiteStore(path: path), directory)
     }
@@ -313,7 +319,7 @@ extension GovernanceStoreTests {
                 INSERT INTO frequency_counts VALUES ('demo', 'd:7', 'news', '5000');
                 """)
         defer { directory.remove() }
-        #expect(try await store.schemaVersion() == 17)
+        #expect(try await store.schemaVersion() >= 17)
         let rows = try await store.database.read { db in
             try db.query("SELECT app_id, subject, category, times FROM frequency_counts ORDER BY subject, category")
         }
@@ -331,5 +337,22 @@ extension GovernanceStoreTests {
                 .init(appID: "demo", subject: "d:70", category: ""): [3000],
                 .init(appID: "demo", subject: "d:7", category: "news"): [5000],
             ])
+    }
+
+    @Test("SQLite migration 18: a schema-17 file's inactive devices are in devices_inactive, its active ones are not")
+    func sqliteInactiveIndex() async throws {
+        let (store, directory) = try await self.migrated(
+            from: """
+                CREATE TABLE schema_version (version INTEGER NOT NULL);
+                INSERT INTO schema_version (version) VALUES (17);
+                CREATE TABLE devices (id INTEGER PRIMARY KEY, app_id TEXT NOT NULL, token TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1);
+                INSERT INTO devices VALUES (1, 'demo', 'aa', 1), (2, 'demo', 'bb', 0), (3, 'other', 'aa', 0);
+                """)
+        defer { directory.remove() }
+        #expect(try await store.schemaVersion() == 18)
+        let inactive = try await store.database.read { db in
+            try db.query("SELECT app_id, token FROM devices INDEXED BY devices_inactive WHERE active = 0 ORDER BY app_id, token")
+        }
+        #expect(inactive == [[.text("demo"), .text("bb")], [.text("other"), .text("aa")]])
     }
 }

@@ -188,6 +188,11 @@ import Testing
             #expect(filtered.unknownTokens == 1 && filtered.inactiveTokens == 1)
             let sent = try await store.claimDeliveries(limit: 10, now: 13, leaseMilliseconds: 1_000)
             #expect(sent.filter { $0.notificationID == "s" }.map(\.token) == [try self.token(7).hex])
+            // Device 4 registered again is active again: delivered to, no longer counted inactive.
+            _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(4)), now: 14)
+            let again = try await self.send(store, id: "r", now: 15, audience: .tokens(listed))
+            #expect(again.deliveries == 3)
+            #expect(again.unknownTokens == 2 && again.inactiveTokens == 0)
         }
     }
 }
