@@ -425,6 +425,11 @@ package final class SQLiteDatabase: Sendable {
         /// Runs one statement with `bindings`, handing each row to `body` as a view that reads
         /// columns in place (nothing is copied unless asked for).
         package func each(_ sql: String, _ bindings: [SQLValue], _ body: (Row) throws -> Void) throws {
+            try self.each(sql, bindings[...], body)
+        }
+
+        /// `each` with its bindings a part of a longer array (a few rows of many): not copied out.
+        package func each(_ sql: String, _ bindings: ArraySlice<SQLValue>, _ body: (Row) throws -> Void) throws {
             let statement = try self.cache.statement(sql, handle: self.handle)
             // Text and blobs are copied once into one buffer that outlives the run and bound in
             // place: one allocation per statement instead of SQLite's copy of each value.
@@ -445,7 +450,7 @@ package final class SQLiteDatabase: Sendable {
         }
 
         /// The bytes of `bindings`' text and blobs.
-        private static func arenaSize(_ bindings: [SQLValue]) -> Int {
+        private static func arenaSize(_ bindings: ArraySlice<SQLValue>) -> Int {
             var size = 0
             for value in bindings {
                 switch value {
@@ -459,7 +464,7 @@ package final class SQLiteDatabase: Sendable {
 
         /// Binds `bindings`, their text and blobs copied into `arena` (which must outlive the
         /// statement's run and hold `arenaSize(bindings)` bytes) and bound from there.
-        private func bind(_ bindings: [SQLValue], to statement: OpaquePointer, arena: UnsafeMutableRawBufferPointer) throws {
+        private func bind(_ bindings: ArraySlice<SQLValue>, to statement: OpaquePointer, arena: UnsafeMutableRawBufferPointer) throws {
             var used = 0
             /// `bytes` copied into the arena: their place there (never NULL, which would bind NULL).
             func place(_ bytes: UnsafeRawBufferPointer) -> UnsafeMutableRawPointer {

@@ -10,7 +10,7 @@ extension SQLiteStore {
         // values bound, fenced by their chunk's attempt. Of the others, those accepted in one
         // statement over a JSON array of [id, apns-id, latency, attempt], written straight as
         // text outside the writer; the rest one by one.
-        var created = NewRows(updatedAt: now)
+        var created = NewRows(updatedAt: now, capacity: results.count)
         let plan = RecordPlan(results, now: now, creating: &created)
         let sentList = plan.sent.isEmpty ? nil : Self.sentText(plan.sent)
         let createdRows = created
@@ -176,12 +176,12 @@ extension SQLiteStore {
         var created: Set<Int64> = []
         var start = 0
         while start < rows.count {
-            let count = min(Self.rowsPerInsert, rows.count - start)
-            let bindings = Array(rows.values[(start * width)..<((start + count) * width)])
-            start += count
-            let sql =
-                count == Self.rowsPerInsert
-                ? (returning ? Self.fullInsertReturning : Self.fullInsert) : Self.insertSQL(rows: count, returning: returning)
+            // The largest statement that fits (64, 32, …, 1 rows): a few statements, each
+            // written and prepared once, rather than one of each length a chunk's rest can have.
+            let size = Self.insertSizes.first { $0 <= rows.count - start } ?? 1
+            let bindings = rows.values[(start * width)..<((start + size) * width)]
+            start += size
+            let sql = Self.insertStatements[size]![returning ? 1 : 0]
             try db.each(sql, bindings) { row in
                 if let id = row.int(0) { created.insert(id) }
             }
@@ -190,10 +190,11 @@ extension SQLiteStore {
         return (inserted, created)
     }
 
-    /// Rows per INSERT: 64 × 15 values, well under SQLite's 32,766.
-    static let rowsPerInsert = 64
-    private static let fullInsert = insertSQL(rows: rowsPerInsert, returning: false)
-    private static let fullInsertReturning = insertSQL(rows: rowsPerInsert, returning: true)
+    /// Rows per INSERT, largest first: at most 64 × 15 values, well under SQLite's 32,766.
+    static let insertSizes = [64, 32, 16, 8, 4, 2, 1]
+    /// Each size's INSERT, without and with RETURNING.
+    private static let insertStatements = Dictionary(
+        uniqueKeysWithValues: insertSizes.map { ($0, [insertSQL(rows: $0, returning: false), insertSQL(rows: $0, returning: true)]) })
 
     /// An INSERT of `rows` rows of 15 values each; with `returning`, returning the ids it created.
     private static func insertSQL(rows: Int, returning: Bool) -> String {
@@ -219,7 +220,12 @@ struct NewRows: NewDeliveryRows {
     /// When they are written.
     let updatedAt: Int64
 
-    init(updatedAt: Int64) { self.updatedAt = updatedAt }
+    /// Rows written at `updatedAt`, with room for `capacity` of them.
+    init(updatedAt: Int64, capacity: Int = 0) {
+        self.updatedAt = updatedAt
+        self.values.reserveCapacity(capacity * Self.columns)
+        self.chunks.reserveCapacity(capacity)
+    }
 
     var count: Int { self.chunks.count }
 
@@ -230,22 +236,35 @@ struct NewRows: NewDeliveryRows {
         id: Int64, notificationID: String, deviceID: Int64, token: String, environment: String, pushType: String, topic: String,
         state: DeliveryState, attempts: Int, nextAttemptAt: Int64, apnsID: String?, status: Int?, reason: String?, latency: Int64?, chunk: Int64?
     ) {
-        self.values += [
-            .integer(id), .text(notificationID), .integer(deviceID), .text(token), .text(environment), .text(pushType), .text(topic),
-            .text(state.rawValue), .integer(Int64(attempts)), .integer(nextAttemptAt), apnsID.map(SQLValue.text) ?? .null,
-            status.map { .integer(Int64($0)) } ?? .null, reason.map(SQLValue.text) ?? .null, latency.map(SQLValue.integer) ?? .null,
-            .integer(self.updatedAt),
-        ]
+        // One value at a time: an array literal here would be a temporary array per row.
+        self.values.append(.integer(id))
+        self.values.append(.text(notificationID))
+        self.values.append(.integer(deviceID))
+        self.values.append(.text(token))
+        self.values.append(.text(environment))
+        self.values.append(.text(pushType))
+        self.values.append(.text(topic))
+        self.values.append(.text(state.rawValue))
+        self.values.append(.integer(Int64(attempts)))
+        self.values.append(.integer(nextAttemptAt))
+        self.values.append(apnsID.map(SQLValue.text) ?? .null)
+        self.values.append(status.map { .integer(Int64($0)) } ?? .null)
+        self.values.append(reason.map(SQLValue.text) ?? .null)
+        self.values.append(latency.map(SQLValue.integer) ?? .null)
+        self.values.append(.integer(self.updatedAt))
         self.chunks.append(chunk)
     }
 
-    /// The rows `keep` keeps, given each row's chunk and attempt (its ninth value).
+    /// The rows `keep` keeps, given each row's chunk and attempt (its ninth value); these rows
+    /// themselves (nothing copied) when it keeps every one.
     func filter(_ keep: (_ chunk: Int64?, _ attempts: Int64) -> Bool) -> NewRows {
-        var kept = NewRows(updatedAt: self.updatedAt)
-        for row in 0..<self.count where keep(self.chunks[row], self.values[row * Self.columns + 8].int ?? 0) {
-            kept.values += self.values[(row * Self.columns)..<((row + 1) * Self.columns)]
-            kept.chunks.append(self.chunks[row])
+        let kept = (0..<self.count).filter { keep(self.chunks[$0], self.values[$0 * Self.columns + 8].int ?? 0) }
+        guard kept.count < self.count else { return self }
+        var rows = NewRows(updatedAt: self.updatedAt, capacity: kept.count)
+        for row in kept {
+            rows.values += self.values[(row * Self.columns)..<((row + 1) * Self.columns)]
+            rows.chunks.append(self.chunks[row])
         }
-        return kept
+        return rows
     }
 }
