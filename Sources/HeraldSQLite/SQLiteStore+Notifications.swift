@@ -103,8 +103,9 @@ extension SQLiteStore {
                     // One lookup per distinct token gives both the deliveries and the answer's
                     // counts: no device (unknown), an inactive one, or one the filter keeps.
                     // Each token once (deduplicated here: cheaper than SQLite's DISTINCT), found
-                    // in the (app_id, token) index, and its activity in `devices_inactive`: no
-                    // device's row is read unless the filter asks for one of its columns.
+                    // in the (app_id, token) index, and whether it is inactive in
+                    // `devices_inactive`: an active device's row is not read unless the filter
+                    // asks for one of its columns (an inactive one's may be, by SQLite before 3.51).
                     var counts = (unknown: 0, inactive: 0)
                     var seen = Set<String>(minimumCapacity: tokens.count)
                     let distinct = tokens.filter { seen.insert($0).inserted }
@@ -184,6 +185,7 @@ extension SQLiteStore {
     /// hex) are joined as they are, which is much cheaper for a list of 10,000 tokens than
     /// building and serializing a JSON value.
     static func jsonStrings(_ values: [String]) -> String {
+        guard !values.isEmpty else { return "[]" }
         let plain = values.allSatisfy { $0.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") } }
         guard plain else { return JSONValue.array(values.map(JSONValue.string)).jsonString }
         return "[\"" + values.joined(separator: "\",\"") + "\"]"

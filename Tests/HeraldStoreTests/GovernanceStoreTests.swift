@@ -261,7 +261,6 @@ import Testing
 }
 
 extension GovernanceStoreTests {
-    /// A store opened (so migrated) on a file that `schema` made, as an older version left it.
     /// A store opened on a file that `schema` wrote (as an older version left it), migrated to
     /// now. Unless the schema has one, the file gets the columns of `devices` that later
     /// migrations index.
@@ -350,9 +349,18 @@ extension GovernanceStoreTests {
                 """)
         defer { directory.remove() }
         #expect(try await store.schemaVersion() == 18)
-        let inactive = try await store.database.read { db in
-            try db.query("SELECT app_id, token FROM devices INDEXED BY devices_inactive WHERE active = 0 ORDER BY app_id, token")
+        let (inactive, entries) = try await store.database.read { db in
+            (
+                try db.query("SELECT app_id, token FROM devices INDEXED BY devices_inactive WHERE active = 0 ORDER BY app_id, token"),
+                // What the index holds, whatever a query asks: a full index would hold all three.
+                try db.query("SELECT count(*) FROM devices INDEXED BY devices_inactive WHERE active = 0 AND app_id IS NOT NULL").first?.first
+            )
         }
         #expect(inactive == [[.text("demo"), .text("bb")], [.text("other"), .text("aa")]])
+        #expect(entries == .integer(2))
+        let partial = try await store.database.read { db in
+            try db.query("SELECT \"partial\" FROM pragma_index_list('devices') WHERE name = 'devices_inactive'").first?.first
+        }
+        #expect(partial == .integer(1), "an index of the inactive devices only")
     }
 }

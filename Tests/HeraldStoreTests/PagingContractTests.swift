@@ -161,8 +161,14 @@ import Testing
     func tokenCounts(driver: Driver) async throws {
         try await driver.withStore { store in
             for n in 1...4 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n)), now: 1) }
-            // Device 4 invalidated by APNs.
+            // Device 4 invalidated by APNs; and token 1 in another app, where it is inactive
+            // while it stays active in this one.
+            try await store.createApp(App(id: "other", bundleID: "com.example.other", createdAt: 1))
+            _ = try await store.register(appID: "other", DeviceRegistration(token: try self.token(1)), now: 1)
             _ = try await self.send(store, id: "probe", now: 3, audience: .tokens([try self.token(4).hex]))
+            _ = try await store.createNotification(
+                appID: "other", id: "other-probe", bundleID: "com.example.other",
+                NotificationSpec(audience: .tokens([try self.token(1).hex]), payload: Array("{}".utf8)), now: 3)
             let claimed = try await store.claimDeliveries(limit: 10, now: 4, leaseMilliseconds: 1_000)
             try await store.record(
                 claimed.map {
@@ -176,6 +182,10 @@ import Testing
             #expect(created.deliveries == 2)
             #expect(created.unknownTokens == 2, "5 and 6, each once")
             #expect(created.inactiveTokens == 1)
+            let elsewhere = try await store.createNotification(
+                appID: "other", id: "o", bundleID: "com.example.other",
+                NotificationSpec(audience: .tokens([try self.token(1).hex]), payload: Array("{}".utf8)), now: 10)
+            #expect(elsewhere.deliveries == 0 && elsewhere.inactiveTokens == 1, "token 1 is inactive in the other app only")
             let everyone = try await self.send(store, id: "m", now: 10)
             #expect(everyone.unknownTokens == nil && everyone.inactiveTokens == nil, "only a token audience is counted")
             // A listed device the targeting leaves out (another environment) is neither delivered
@@ -193,6 +203,9 @@ import Testing
             let again = try await self.send(store, id: "r", now: 15, audience: .tokens(listed))
             #expect(again.deliveries == 3)
             #expect(again.unknownTokens == 2 && again.inactiveTokens == 0)
+            // An empty list lists no token (the API refuses one; the store still counts it right).
+            let none = try await self.send(store, id: "e", now: 16, audience: .tokens([]))
+            #expect(none.deliveries == 0 && none.unknownTokens == 0 && none.inactiveTokens == 0)
         }
     }
 }
