@@ -545,7 +545,9 @@ package final class SQLiteStore: HeraldStore {
             }
             sql += " ORDER BY id LIMIT ?"
             bindings.append(.integer(Int64(max(1, query.limit))))
-            return try db.query(sql, bindings).map { row in Self.device(row, tags: try Self.tags(db, row[0].int ?? 0)) }
+            let rows = try db.query(sql, bindings)
+            let tags = try Self.tags(db, rows.map { $0[0].int ?? 0 })
+            return rows.map { row in Self.device(row, tags: tags[row[0].int ?? 0] ?? []) }
         }
     }
 
@@ -570,6 +572,19 @@ package final class SQLiteStore: HeraldStore {
 
     private static func tags(_ db: borrowing SQLiteDatabase.Connection, _ id: Int64) throws -> [String] {
         try db.query("SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", [.integer(id)]).compactMap { $0[0].string }
+    }
+
+    /// The tags of each of `ids` (sorted), in one statement rather than one per device.
+    private static func tags(_ db: borrowing SQLiteDatabase.Connection, _ ids: [Int64]) throws -> [Int64: [String]] {
+        guard !ids.isEmpty else { return [:] }
+        var tags: [Int64: [String]] = [:]
+        try db.each(
+            "SELECT device_id, tag FROM device_tags WHERE device_id IN (SELECT value FROM json_each(?)) ORDER BY device_id, tag",
+            [.text(JSONValue.array(ids.map { .int($0) }).jsonString)]
+        ) { row in
+            if let id = row.int(0), let tag = row.string(1) { tags[id, default: []].append(tag) }
+        }
+        return tags
     }
 
     private static func device(_ row: [SQLValue], tags: [String]) -> Device {
