@@ -112,9 +112,6 @@ extension PostgresStore {
         ]
     }
 
-    /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
-    /// attempt. The chunks are locked first (a chunk being claimed again waits, or is skipped by
-    /// the claim), so no two attempts of a chunk record a device. Returns the ids created.
     /// `rows` deliveries of `chunk` that have their rows now leave it (at `attempt`; nil: at
     /// whatever attempt it is); a chunk with none left without a row is done.
     static func leaveChunk(_ db: Connection, _ chunk: Int64, rows: Int, attempt: Int?) async throws {
@@ -123,6 +120,9 @@ extension PostgresStore {
         try await db.query(Statements.EndRecordedChunk.self, [.int(chunk), attempt])
     }
 
+    /// Creates the rows of `rows`; with `fenced`, only those whose chunk is still leased at that
+    /// attempt. The chunks are locked first (a chunk being claimed again waits, or is skipped by
+    /// the claim), so no two attempts of a chunk record a device. Returns the ids created.
     static func insertDeliveries(_ db: Connection, _ rows: NewRows, fenced: Bool, now: Int64) async throws -> Set<Int64> {
         var rows = rows
         if fenced {

@@ -817,7 +817,7 @@ package final class PostgresStore: HeraldStore {
     }
 
     private static func tags(_ db: Connection, _ id: Int64) async throws -> [String] {
-        try await db.query("SELECT tag FROM device_tags WHERE device_id = $1 ORDER BY tag COLLATE \"C\"", [.int(id)]).compactMap { $0.string(0) }
+        try await Self.tags(db, [id])[id] ?? []
     }
 
     /// The tags of each of `ids` (sorted), in one statement: a page of 1,000 devices is one

@@ -86,7 +86,14 @@ extension SQLiteStore {
         // counted, and walked by id range when expanded. Both on a reader connection, beside the
         // writer: a device that goes away before its chunk is expanded is skipped then.
         let targeting = spec.targeting
-        let filter = Self.audienceFilter(targeting, first: 3)
+        // A token list is looked up once per distinct token (deduplicated here: cheaper than
+        // SQLite's DISTINCT); the targeting stored keeps the list as it was asked.
+        var lookup = targeting
+        if case .tokens(let tokens) = targeting.audience {
+            var seen = Set<String>(minimumCapacity: tokens.count)
+            lookup.audience = .tokens(tokens.filter { seen.insert($0).inserted })
+        }
+        let filter = Self.audienceFilter(lookup, first: 3)
         // A token list's unknown and inactive tokens are counted here too: the same snapshot as
         // the deliveries, and off the single writer.
         let (until, size, deviceIDs, listed) = try await self.database.read { db -> (Int64, Int64, String?, (unknown: Int, inactive: Int)?) in
@@ -99,23 +106,21 @@ extension SQLiteStore {
                 // instead of looking each token (or user) up in its index.
                 var ids: [Int64] = []
                 var listed: (unknown: Int, inactive: Int)?
-                if case .tokens(let tokens) = targeting.audience {
-                    // One lookup per distinct token gives both the deliveries and the answer's
-                    // counts: no device (unknown), an inactive one, or one the filter keeps.
-                    // Each token once (deduplicated here: cheaper than SQLite's DISTINCT), found
-                    // in the (app_id, token) index, and whether it is inactive in
-                    // `devices_inactive`: an active device's row is not read unless the filter
-                    // asks for one of its columns (an inactive one's may be, by SQLite before 3.51).
+                if case .tokens = targeting.audience {
+                    // One lookup per distinct token (?3) gives both the deliveries and the
+                    // answer's counts: no device (unknown), an inactive one, or one the filter
+                    // keeps. Each is found in the (app_id, token) index, and whether it is
+                    // inactive in `devices_inactive`: an active device's row is not read unless
+                    // the filter asks for one of its columns (an inactive one's may be, by SQLite
+                    // before 3.51).
                     var counts = (unknown: 0, inactive: 0)
-                    var seen = Set<String>(minimumCapacity: tokens.count)
-                    let distinct = tokens.filter { seen.insert($0).inserted }
                     try db.each(
                         """
                         SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
                             WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
                         FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
                         """,
-                        [bindings[0], bindings[1], .text(Self.jsonStrings(distinct))] + bindings.dropFirst(3)
+                        bindings
                     ) { row in
                         guard let id = row.int(0) else {
                             counts.unknown += 1

@@ -571,7 +571,7 @@ package final class SQLiteStore: HeraldStore {
     }
 
     private static func tags(_ db: borrowing SQLiteDatabase.Connection, _ id: Int64) throws -> [String] {
-        try db.query("SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", [.integer(id)]).compactMap { $0[0].string }
+        try Self.tags(db, [id])[id] ?? []
     }
 
     /// The tags of each of `ids` (sorted), in one statement rather than one per device.
