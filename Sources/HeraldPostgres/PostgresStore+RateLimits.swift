@@ -8,8 +8,10 @@ extension PostgresStore: RateBucketStore {
     /// `count` whole tokens are taken. It runs outside a transaction (one round trip).
     package func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
         try await self.read { db in
-            let row = try await db.query(Self.leaseSQL, [.text(bucket), .double(limit.capacity), .double(limit.perSecond), .double(Double(count))])
-                .first
+            let row = try await db.query(
+                Statements.LeaseRateTokens.self, [.text(bucket), .double(limit.capacity), .double(limit.perSecond), .double(Double(count))]
+            )
+            .first
             return RateLease(granted: Int(row?.double(0) ?? 0), tokensLeft: row?.double(1) ?? 0)
         }
     }
@@ -21,23 +23,31 @@ extension PostgresStore: RateBucketStore {
             ).first?.int(0).map(Int.init) ?? 0
         }
     }
+}
 
-    /// $1 bucket, $2 capacity, $3 tokens per second, $4 tokens wanted. In `DO UPDATE`, `b.` is
-    /// the row as it was and `excluded.updated_at` the database's time now.
-    static let leaseSQL: String = {
-        let refilled = "least($2, b.tokens + greatest(0, excluded.updated_at - b.updated_at) * $3 / 1000.0)"
-        let grant = "least($4, floor(\(refilled)))"
-        let left = "(\(refilled) - \(grant))"
-        return """
-            INSERT INTO rate_buckets AS b (bucket, tokens, granted, updated_at, full_at)
-            SELECT $1, $2 - least($4, floor($2)), least($4, floor($2)), now.ms, now.ms + (least($4, floor($2)) / $3 * 1000)::bigint
-            FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms) AS now
-            ON CONFLICT (bucket) DO UPDATE SET
-                granted = \(grant),
-                tokens = \(left),
-                updated_at = greatest(b.updated_at, excluded.updated_at),
-                full_at = greatest(b.updated_at, excluded.updated_at) + (($2 - \(left)) / $3 * 1000)::bigint
-            RETURNING granted, tokens
-            """
-    }()
+extension Statements {
+    /// One bucket's lease, at every rate-limited request: $1 bucket, $2 capacity, $3 tokens per
+    /// second, $4 tokens wanted. In `DO UPDATE`, `b.` is the row as it was and
+    /// `excluded.updated_at` the database's time now. Prepared once per connection, so each
+    /// parameter's type is written out.
+    enum LeaseRateTokens: FixedStatement {
+        static let sql: String = {
+            let (bucket, capacity, perSecond, wanted) = ("$1::text", "$2::float8", "$3::float8", "$4::float8")
+            let refilled = "least(\(capacity), b.tokens + greatest(0, excluded.updated_at - b.updated_at) * \(perSecond) / 1000.0)"
+            let grant = "least(\(wanted), floor(\(refilled)))"
+            let left = "(\(refilled) - \(grant))"
+            let first = "least(\(wanted), floor(\(capacity)))"
+            return """
+                INSERT INTO rate_buckets AS b (bucket, tokens, granted, updated_at, full_at)
+                SELECT \(bucket), \(capacity) - \(first), \(first), now.ms, now.ms + (\(first) / \(perSecond) * 1000)::bigint
+                FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms) AS now
+                ON CONFLICT (bucket) DO UPDATE SET
+                    granted = \(grant),
+                    tokens = \(left),
+                    updated_at = greatest(b.updated_at, excluded.updated_at),
+                    full_at = greatest(b.updated_at, excluded.updated_at) + ((\(capacity) - \(left)) / \(perSecond) * 1000)::bigint
+                RETURNING granted, tokens
+                """
+        }()
+    }
 }
