@@ -82,8 +82,8 @@ package final class DeliveryEngine: Service, Sendable {
         // sending. Leases keep them apart. Graceful shutdown rings, so that idle workers stop now.
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                for _ in 0..<max(1, self.configuration.workers) {
-                    group.addTask { await self.work() }
+                for index in 0..<max(1, self.configuration.workers) {
+                    group.addTask { await self.work(polls: index == 0) }
                 }
             }
         } onGracefulShutdown: {
@@ -91,8 +91,14 @@ package final class DeliveryEngine: Service, Sendable {
         }
     }
 
-    private func work() async {
+    /// One worker's loop. Idle, the worker that `polls` looks again at each poll interval (for
+    /// retries come due, scheduled notifications, another process's work) and rings when such a
+    /// look finds work, so that the others join; the others wait for a ring (each look of every
+    /// worker was a claim's statements on the database, four workers' 80 a second on an idle
+    /// server), or 20 poll intervals at most.
+    private func work(polls: Bool) async {
         var failures = 0
+        var idle = false
         while true {
             // Rings before this look began are answered by it; one during it may have come too late.
             // Read before the shutdown check: a graceful shutdown is marked before its ring, so
@@ -114,10 +120,14 @@ package final class DeliveryEngine: Service, Sendable {
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: backoff) }
                 continue
             }
-            if !worked {
+            if worked {
+                if polls, idle { self.doorbell.ring() }
+                idle = false
+            } else {
+                idle = true
                 await self.updateQueueDepth(force: false)
-                // The poll interval or the doorbell, whichever comes first.
-                await self.doorbell.wait(after: looked, timeout: self.configuration.pollInterval)
+                // The poll interval (the others: 20 of them) or the doorbell, whichever comes first.
+                await self.doorbell.wait(after: looked, timeout: self.configuration.pollInterval * (polls ? 1 : 20))
             }
         }
     }
