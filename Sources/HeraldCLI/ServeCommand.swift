@@ -89,7 +89,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: settings.string(self.logLevel, "logLevel") ?? "info") else {
             throw ValidationError("the log level must be trace, debug, info, notice, warning, error or critical")
         }
-        var logger = Logger(label: "herald")
+        // Metadata formatted when a line is written, not at each request's id (`HeraldLogHandler`).
+        var logger = Logger(label: "herald", factory: HeraldLogHandler.standardError)
         logger.logLevel = level
         var configuration = ServerConfiguration()
         configuration.host = settings.string(self.host, "host") ?? "127.0.0.1"
