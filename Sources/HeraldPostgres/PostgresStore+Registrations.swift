@@ -132,6 +132,8 @@ extension PostgresStore {
     /// The group's registrations in rounds of distinct tokens, each round in the order every
     /// process locks rows in (fewer deadlocks between groups).
     private static func rounds(_ entries: [RegistrationBatch.Entry]) -> [[Int]] {
+        // Each key made once (a sort's comparisons would make two at each).
+        let keys = entries.map(\.key)
         var rounds: [[Int]] = []
         var remaining = Array(entries.indices)
         while !remaining.isEmpty {
@@ -139,10 +141,10 @@ extension PostgresStore {
             var round: [Int] = []
             var later: [Int] = []
             for index in remaining {
-                if seen.insert(entries[index].key).inserted { round.append(index) } else { later.append(index) }
+                if seen.insert(keys[index]).inserted { round.append(index) } else { later.append(index) }
             }
             remaining = later
-            rounds.append(round.sorted { entries[$0].key < entries[$1].key })
+            rounds.append(round.sorted { keys[$0] < keys[$1] })
         }
         return rounds
     }
