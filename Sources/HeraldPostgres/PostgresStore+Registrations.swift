@@ -216,16 +216,19 @@ extension PostgresStore {
             let rows = try await db.query(Statements.UpsertRegistered.self, [.text(json)])
             var stored: [String: Row] = [:]
             for row in rows { stored[RegistrationBatch.key(row.string(1), row.string(2))] = row }
-            var ids: [Int64] = []
+            // Devices that were there before this group: their tags go. One this group inserted
+            // has none (`inserted`: xmax = 0, the row is no earlier version's update).
+            var replaced: [Int64] = []
             var tagIDs: [Int64] = []
             var tags: [String] = []
             var devices: [(index: Int, row: Row, tags: [String])] = []
             for item in accepted {
-                guard let row = stored[RegistrationBatch.key(item.row.app_id, item.row.token)], let id = row.int(0) else {
+                let key = RegistrationBatch.key(item.row.app_id, item.row.token)
+                guard let row = stored[key], let id = row.int(0) else {
                     throw HeraldError(code: "internal", "the upsert returned nothing")
                 }
                 let own = Set(item.registration.tags).sorted()
-                ids.append(id)
+                if row.bool(Statements.UpsertRegistered.inserted) != true || held[key] != nil { replaced.append(id) }
                 for tag in own {
                     tagIDs.append(id)
                     tags.append(tag)
@@ -234,8 +237,11 @@ extension PostgresStore {
             }
             // A statement of its own, after the upsert: its snapshot sees the tags another group
             // committed while this one waited for the rows' locks (one statement with the upsert
-            // would not, and would keep them beside these).
-            try await db.query(Statements.DeleteRegisteredTags.self, [.ints(ids)])
+            // would not, and would keep them beside these). None when every device is new (a
+            // storm of fresh installs): a round trip less.
+            if !replaced.isEmpty {
+                try await db.query(Statements.DeleteRegisteredTags.self, [.ints(replaced)])
+            }
             if !tags.isEmpty {
                 try await db.query(Statements.InsertRegisteredTags.self, [.ints(tagIDs), .texts(tags)])
             }
@@ -312,8 +318,11 @@ extension Statements {
                 attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
                 public_key_type = excluded.public_key_type,
                 last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
-            RETURNING \(PostgresStore.deviceColumns)
+            RETURNING \(PostgresStore.deviceColumns), xmax = 0
             """
+
+        /// The returned column that says whether the row was inserted (true) or updated.
+        static let inserted = 19
     }
 
     /// Devices $1's tags gone (before their registrations' own are written).

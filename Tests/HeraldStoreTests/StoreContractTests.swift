@@ -93,6 +93,9 @@ extension StoreDriver {
             #expect(again.lastRegisteredAt == 20)
             #expect(try await store.devices(appID: "demo", DeviceQuery(userID: "ann")).isEmpty)
             #expect(try await store.devices(appID: "demo", DeviceQuery(tag: "c")).count == 1)
+            // The earlier tags are gone from the store, not only from the answer.
+            #expect(try await store.devices(appID: "demo", DeviceQuery(tag: "a")).isEmpty)
+            #expect(try await store.device(appID: "demo", token: try self.token(1).hex)?.registration.tags == ["c"])
             #expect(try await store.devices(appID: "demo", DeviceQuery(tokenPrefix: "0000")).count == 1)
             #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex))
             #expect(try await store.unregister(appID: "demo", token: try self.token(1).hex) == false)
