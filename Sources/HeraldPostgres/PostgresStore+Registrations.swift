@@ -304,20 +304,14 @@ extension Statements {
     /// The registrations of JSON array $1 (``UpsertRow``), each inserted or over its device.
     enum UpsertRegistered: FixedStatement {
         static let sql = """
-            INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
-                activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+            \(PostgresStore.registrationInsert)
             SELECT r.app_id, r.token, r.kind, r.environment, r.user_id, r.locale, r.time_zone, r.app_version, r.platform,
                 r.activity_id, r.attributes_type, TRUE, r.registered_at, r.registered_at, decode(r.public_key, 'base64'),
                 r.public_key_type
             FROM json_to_recordset($1::json) AS r(app_id text, token text, kind text, environment text, user_id text,
                 locale text, time_zone text, app_version text, platform text, activity_id text, attributes_type text,
                 registered_at bigint, public_key text, public_key_type text)
-            ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
-                user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
-                app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
-                attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
-                public_key_type = excluded.public_key_type,
-                last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+            \(PostgresStore.registrationConflict)
             RETURNING \(PostgresStore.deviceColumns), xmax = 0
             """
 

@@ -708,6 +708,22 @@ package final class PostgresStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
+    /// The head of a registration's upsert (the columns it writes; the rows follow) and what it
+    /// changes of a device already there: one registration's (``registerOne``) or a group's
+    /// (``Statements/UpsertRegistered``).
+    static let registrationInsert = """
+        INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+            activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+        """
+    static let registrationConflict = """
+        ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
+            user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
+            app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
+            attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
+            public_key_type = excluded.public_key_type,
+            last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+        """
+
     package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.registrations.register(
             RegistrationBatch.Entry(appID: appID, asked: asked, authority: authority, now: now), store: self)
@@ -737,15 +753,9 @@ package final class PostgresStore: HeraldStore {
         let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
         let rows = try await db.query(
             """
-            INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
-                activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+            \(Self.registrationInsert)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, TRUE, $12, $12, $13, $14)
-            ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
-                user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
-                app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
-                attributes_type = excluded.attributes_type, active = TRUE, public_key = excluded.public_key,
-                public_key_type = excluded.public_key_type,
-                last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+            \(Self.registrationConflict)
             RETURNING \(Self.deviceColumns)
             """,
             [
