@@ -340,15 +340,19 @@ extension PostgresStore {
         _ query: inout Query, notificationID: String, appID: String, targeting: Targeting?, byList: Bool, after: Int64, through: Int64
     ) -> Bool {
         let app = query.bind(.text(appID))
-        let range = "> \(query.bind(.int(after))) AND d.id <= \(query.bind(.int(through)))"
+        let (first, last) = (query.bind(.int(after)), query.bind(.int(through)))
         if byList {
-            // A resolved list is walked through its ids (devices removed or made inactive since are skipped).
+            // A resolved list is walked through its ids (devices removed or made inactive since
+            // are skipped), each device looked up by its id: joined, the planner may walk the
+            // devices table over the chunk's id range instead, every device of a sparse list's
+            // range (a list of 1,000 among 31,601 devices: 16,050 rows read for 500).
             query.sql += """
-                 FROM notifications n CROSS JOIN LATERAL unnest(n.device_ids) AS u(id) JOIN devices d ON d.id = u.id
-                WHERE n.id = \(query.bind(.text(notificationID))) AND d.app_id = \(app) AND d.active AND d.id \(range)
+                 FROM notifications n CROSS JOIN LATERAL unnest(n.device_ids) AS u(id)
+                    CROSS JOIN LATERAL (SELECT * FROM devices WHERE id = u.id LIMIT 1) d
+                WHERE n.id = \(query.bind(.text(notificationID))) AND u.id > \(first) AND u.id <= \(last) AND d.app_id = \(app) AND d.active
                 """
         } else if let targeting {
-            query.sql += " FROM devices d WHERE d.app_id = \(app) AND d.active AND d.id \(range)"
+            query.sql += " FROM devices d WHERE d.app_id = \(app) AND d.active AND d.id > \(first) AND d.id <= \(last)"
             Self.audienceFilter(targeting, into: &query)
         } else {
             return false
