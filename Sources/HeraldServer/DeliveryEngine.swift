@@ -93,12 +93,15 @@ package final class DeliveryEngine: Service, Sendable {
 
     /// One worker's loop. Idle, the worker that `polls` looks again at each poll interval (for
     /// retries come due, scheduled notifications, another process's work) and rings when such a
-    /// look finds work, so that the others join; the others wait for a ring (each look of every
-    /// worker was a claim's statements on the database, four workers' 80 a second on an idle
-    /// server), or 20 poll intervals at most.
+    /// look finds work, so that the others join. The others look at each poll interval too while
+    /// work was found recently (a broadcast's chunks come and go between looks), and once they
+    /// have found none for ``quietAfter`` looks, wait for a ring or 20 poll intervals: every look
+    /// of every worker was a claim's statements on the database, four workers' 80 a second on
+    /// an idle server.
     private func work(polls: Bool) async {
         var failures = 0
         var idle = false
+        var emptyLooks = 0
         while true {
             // Rings before this look began are answered by it; one during it may have come too late.
             // Read before the shutdown check: a graceful shutdown is marked before its ring, so
@@ -123,14 +126,22 @@ package final class DeliveryEngine: Service, Sendable {
             if worked {
                 if polls, idle { self.doorbell.ring() }
                 idle = false
+                emptyLooks = 0
             } else {
                 idle = true
+                emptyLooks += 1
                 await self.updateQueueDepth(force: false)
-                // The poll interval (the others: 20 of them) or the doorbell, whichever comes first.
-                await self.doorbell.wait(after: looked, timeout: self.configuration.pollInterval * (polls ? 1 : 20))
+                // The poll interval (a quiet worker that does not poll: 20 of them) or the
+                // doorbell, whichever comes first.
+                let quiet = !polls && emptyLooks > Self.quietAfter
+                await self.doorbell.wait(after: looked, timeout: self.configuration.pollInterval * (quiet ? 20 : 1))
             }
         }
     }
+
+    /// Looks in a row that found nothing after which a worker that does not poll waits for a
+    /// ring (a second of them at the default poll interval).
+    static let quietAfter = 20
 
     /// Records a sent batch, retrying while the database is unreachable for up to half the
     /// lease: a record lost means the batch is sent again once its lease ends.
