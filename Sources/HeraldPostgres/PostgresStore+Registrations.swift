@@ -180,6 +180,28 @@ extension PostgresStore {
         }
     }
 
+    /// One registration as a row of the group's upsert (sent as one JSON array; nil is NULL),
+    /// under the names of ``Statements/UpsertRegistered``'s record type.
+    private static func upsertRow(_ appID: String, _ registration: DeviceRegistration, now: Int64) -> JSONValue {
+        func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return .object([
+            ("app_id", .string(appID)),
+            ("token", .string(registration.token.hex)),
+            ("kind", .string(registration.kind.rawValue)),
+            ("environment", .string(registration.environment.rawValue)),
+            ("user_id", text(registration.userID)),
+            ("locale", text(registration.locale)),
+            ("time_zone", text(registration.timeZone)),
+            ("app_version", text(registration.appVersion)),
+            ("platform", text(registration.platform)),
+            ("activity_id", text(registration.activityID)),
+            ("attributes_type", text(registration.attributesType)),
+            ("registered_at", .int(now)),
+            ("public_key", text(registration.publicKey.map { Data($0).base64EncodedString() })),
+            ("public_key_type", text(registration.publicKeyType)),
+        ])
+    }
+
     /// Registrations of distinct tokens, with a few statements for all: the devices they
     /// replace (locked), the policy for each, one upsert, their tags.
     private static func registerRound(_ db: Connection, _ entries: [RegistrationBatch.Entry]) async throws -> [Result<Device, any Error>] {
@@ -198,7 +220,7 @@ extension PostgresStore {
             }
         }
         var results = [Result<Device, any Error>?](repeating: nil, count: entries.count)
-        var accepted: [(index: Int, registration: DeviceRegistration, row: UpsertRow)] = []
+        var accepted: [(index: Int, key: String, registration: DeviceRegistration, row: JSONValue)] = []
         for (index, entry) in entries.enumerated() {
             do {
                 var existing: (userID: String?, tags: [String])?
@@ -206,29 +228,33 @@ extension PostgresStore {
                     existing = (current.userID, entry.authority.readsTags ? heldTags[current.id] ?? [] : [])
                 }
                 let registration = try RegistrationPolicy.apply(entry.asked, existing: existing, authority: entry.authority)
-                accepted.append((index, registration, UpsertRow(entry.appID, registration, now: entry.now)))
+                accepted.append(
+                    (
+                        index, RegistrationBatch.key(entry.appID, registration.token.hex), registration,
+                        Self.upsertRow(entry.appID, registration, now: entry.now)
+                    ))
             } catch {
                 results[index] = .failure(error)
             }
         }
         if !accepted.isEmpty {
-            let json = JSONValue.array(accepted.map(\.row.json)).jsonString
+            let json = JSONValue.array(accepted.map(\.row)).jsonString
             let rows = try await db.query(Statements.UpsertRegistered.self, [.text(json)])
             var stored: [String: Row] = [:]
             for row in rows { stored[RegistrationBatch.key(row.string(1), row.string(2))] = row }
             // Devices that were there before this group: their tags go. One this group inserted
-            // has none (`inserted`: xmax = 0, the row is no earlier version's update).
+            // has none (`inserted`: xmax = 0, the row is no earlier version's update; a device
+            // the lock found is always updated).
             var replaced: [Int64] = []
             var tagIDs: [Int64] = []
             var tags: [String] = []
             var devices: [(index: Int, row: Row, tags: [String])] = []
             for item in accepted {
-                let key = RegistrationBatch.key(item.row.app_id, item.row.token)
-                guard let row = stored[key], let id = row.int(0) else {
+                guard let row = stored[item.key], let id = row.int(0) else {
                     throw HeraldError(code: "internal", "the upsert returned nothing")
                 }
                 let own = Set(item.registration.tags).sorted()
-                if row.bool(Statements.UpsertRegistered.inserted) != true || held[key] != nil { replaced.append(id) }
+                if row.bool(Statements.UpsertRegistered.inserted) != true { replaced.append(id) }
                 for tag in own {
                     tagIDs.append(id)
                     tags.append(tag)
@@ -248,36 +274,6 @@ extension PostgresStore {
             for device in devices { results[device.index] = .success(Self.device(device.row, tags: device.tags)) }
         }
         return results.map { $0 ?? .failure(HeraldError(code: "internal", "a registration had no outcome")) }
-    }
-}
-
-/// One registration as a row of the group's upsert (sent as one JSON array; nil is NULL).
-private struct UpsertRow {
-    var app_id: String
-    var token: String
-    var json: JSONValue
-
-    init(_ appID: String, _ registration: DeviceRegistration, now: Int64) {
-        func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        self.app_id = appID
-        self.token = registration.token.hex
-        // The names of `Statements.UpsertRegistered`'s record type.
-        self.json = .object([
-            ("app_id", .string(appID)),
-            ("token", .string(self.token)),
-            ("kind", .string(registration.kind.rawValue)),
-            ("environment", .string(registration.environment.rawValue)),
-            ("user_id", text(registration.userID)),
-            ("locale", text(registration.locale)),
-            ("time_zone", text(registration.timeZone)),
-            ("app_version", text(registration.appVersion)),
-            ("platform", text(registration.platform)),
-            ("activity_id", text(registration.activityID)),
-            ("attributes_type", text(registration.attributesType)),
-            ("registered_at", .int(now)),
-            ("public_key", text(registration.publicKey.map { Data($0).base64EncodedString() })),
-            ("public_key_type", text(registration.publicKeyType)),
-        ])
     }
 }
 
@@ -301,7 +297,7 @@ extension Statements {
         static let sql = "SELECT device_id, tag FROM device_tags WHERE device_id = ANY($1::bigint[])"
     }
 
-    /// The registrations of JSON array $1 (``UpsertRow``), each inserted or over its device.
+    /// The registrations of JSON array $1 (``PostgresStore/upsertRow(_:_:now:)``), each inserted or over its device.
     enum UpsertRegistered: FixedStatement {
         static let sql = """
             \(PostgresStore.registrationInsert)
@@ -315,8 +311,9 @@ extension Statements {
             RETURNING \(PostgresStore.deviceColumns), xmax = 0
             """
 
-        /// The returned column that says whether the row was inserted (true) or updated.
-        static let inserted = 19
+        /// The returned column that says whether the row was inserted (true) or updated: the one
+        /// after the device's.
+        static let inserted = PostgresStore.deviceColumns.split(separator: ",").count
     }
 
     /// Devices $1's tags gone (before their registrations' own are written).

@@ -100,7 +100,6 @@ package final class DeliveryEngine: Service, Sendable {
     /// an idle server.
     private func work(polls: Bool) async {
         var failures = 0
-        var idle = false
         var emptyLooks = 0
         while true {
             // Rings before this look began are answered by it; one during it may have come too late.
@@ -124,11 +123,9 @@ package final class DeliveryEngine: Service, Sendable {
                 continue
             }
             if worked {
-                if polls, idle { self.doorbell.ring() }
-                idle = false
+                if polls, emptyLooks > 0 { self.doorbell.ring() }
                 emptyLooks = 0
             } else {
-                idle = true
                 emptyLooks += 1
                 await self.updateQueueDepth(force: false)
                 // The poll interval (a quiet worker that does not poll: 20 of them) or the

@@ -7,7 +7,7 @@ package import Logging
 /// `StreamLogHandler` formats all of its metadata again whenever one key changes. The HTTP
 /// server sets a request id on its logger for every request, so each request paid for
 /// formatting metadata (the id's hex included) that a server logging at `info` never writes:
-/// ~2–3% of the CPU of a registration.
+/// 2.4% of herald's samples in a profile of registrations (0.6% with this handler).
 package struct HeraldLogHandler: LogHandler {
     /// Writes the lines; it holds no metadata of its own (this handler's goes with each line).
     private var output: StreamLogHandler
@@ -46,15 +46,13 @@ package struct HeraldLogHandler: LogHandler {
     package func log(event: LogEvent) {
         // As `StreamLogHandler` merges: the logger's metadata, then the provider's, then the line's.
         let provided = self.metadataProvider?.get() ?? [:]
+        var event = event
         if !self.metadata.isEmpty || !provided.isEmpty {
-            var event = event
             var metadata = self.metadata
             metadata.merge(provided) { _, provided in provided }
             if let line = event.metadata { metadata.merge(line) { _, line in line } }
             event.metadata = metadata
-            self.output.log(event: event)
-        } else {
-            self.output.log(event: event)
         }
+        self.output.log(event: event)
     }
 }
