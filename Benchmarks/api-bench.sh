@@ -37,7 +37,7 @@ ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-$((2 * SECONDS_EACH))}
 API_PORT=${API_PORT:-18470}
 DRIVER=${DRIVER:-sqlite}
-log() { printf '== %s\n' "$*" >&2; }
+source "$ROOT/Benchmarks/common.sh"
 
 for pkg in wrk curl python3; do
   dpkg -s "$pkg" >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }
@@ -64,61 +64,18 @@ if [[ $DRIVER == postgres ]]; then
   mkdir -p "$WORK/data" && printf '%s' "$(openssl rand -hex 32)" > "$WORK/data/master.key"
   log "PostgreSQL: $DATABASE_URL"
 fi
-# Every request comes from 127.0.0.1: the per-address limit on register-key traffic (60/1) would
-# measure itself, so it is off; the per-key limits stay on, as shipped.
-HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$API_PORT" --data-dir "$WORK/data" ${STORE_ARGS[@]+"${STORE_ARGS[@]}"} \
-  --log-level warning > "$WORK/serve.log" 2>&1 &
-SERVE_PID=$!
-trap 'kill $SERVE_PID 2>/dev/null || true; wait 2>/dev/null || true; [[ -n $STOP_PG ]] && "$ROOT/scripts/postgres-test-server" stop || true' EXIT
-for _ in $(seq 300); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
-grep -q "Herald listening" "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; exit 1; }
-ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
-BASE=http://127.0.0.1:$API_PORT
+trap 'cleanup_processes; [[ -n $STOP_PG ]] && "$ROOT/scripts/postgres-test-server" stop || true' EXIT
+start_api_server "$WORK/data" ${STORE_ARGS[@]+"${STORE_ARGS[@]}"}
 
-api() { curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' ${3:+-d "$3"}; }
 api POST /v1/apps '{"id":"bench","bundleId":"com.example.app"}' >/dev/null
 # The register key as shipped in apps; a backend's send key. Verified user binding stays on:
 # the register key registers anonymous devices, as a fresh install does before sign-in.
 REGISTER_KEY=$(api POST /v1/keys '{"scope":"register","appId":"bench","name":"bench-register"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 SEND_KEY=$(api POST /v1/keys '{"scope":"send","appId":"bench","name":"bench-send"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
 
-# wrk scripts: a method, a body, and for registrations a fresh random token per request.
-cat > "$WORK/get.lua" <<'LUA'
-wrk.headers["authorization"] = os.getenv("KEY") ~= "" and ("Bearer " .. os.getenv("KEY")) or nil
-LUA
-cat > "$WORK/register.lua" <<'LUA'
--- wrk runs on the same two cores as Herald, so a request costs it little: a random 32-byte token
--- is eight random 32-bit words in one format (not 64 draws and a concatenation: ~0.35 of a core
--- at 20k/s in an earlier stop's profile), and the headers and the body's fixed part are made once per thread.
-local counter, user, headers = 0, false, nil
-local rest = '"environment":"production","locale":"en_US","timeZone":"Europe/Paris","appVersion":"1.0","platform":"iOS"}'
-local r = math.random
--- Each thread's tokens follow from SEED: a new SEED gives new devices, the same SEED again the
--- same tokens in the same order (wrk's own generator starts alike in every run).
-math.randomseed(tonumber(os.getenv("SEED")))
-function setup(thread) thread:set("seed", math.random(1, 1e9)) end
-function init(args)
-  math.randomseed(seed)
-  user = os.getenv("WITH_USER") == "1"
-  headers = { ["authorization"] = "Bearer " .. os.getenv("KEY"), ["content-type"] = "application/json" }
-end
-function request()
-  counter = counter + 1
-  local token = string.format("%08x%08x%08x%08x%08x%08x%08x%08x", r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff),
-    r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff))
-  local body = user and ('{"userId":"u' .. (counter % 5000) .. '",' .. rest) or ('{' .. rest)
-  return wrk.format("PUT", "/v1/apps/bench/devices/" .. token, headers, body)
-end
-LUA
-cat > "$WORK/report.lua" <<'LUA'
-done = function(summary, latency, requests)
-  local errors = summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout
-  io.write(string.format("RESULT rate=%.0f p50=%.2f p99=%.2f errors=%d\n", summary.requests / (summary.duration / 1e6),
-    latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors))
-end
-LUA
-cat "$WORK/report.lua" >> "$WORK/get.lua"
-cat "$WORK/report.lua" >> "$WORK/register.lua"
+# wrk scripts (Benchmarks/wrk): a method, a body, and for registrations a fresh random token per request.
+wrk_script get
+wrk_script register
 
 # run NAME KEY SCRIPT PATH [ENV...]: one wrk run; prints "rate p50 p99 errors".
 run() {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Sourced by the serve benchmarks: what they set up the same way. Expects ROOT, BENCH_DIR, WORK
+# Sourced by the serve and API benchmarks: what they set up the same way. Expects ROOT, BENCH_DIR, WORK
 # and SINK_PORT; takes the Debian packages a benchmark needs beyond the sink's as arguments.
 # Defines log, SINK, HERALD, pids (killed by cleanup_processes) and the functions below.
 log() { printf '== %s\n' "$*" >&2; }
@@ -41,3 +41,25 @@ measure_raw_client() {
   log "raw client runs: ${raws[*]}"
   RAW=$(printf '%s\n' "${raws[@]}" | sort -n | sed -n 2p)
 }
+
+# Starts `herald serve` for the API benchmarks on API_PORT, its data in $1, with any further
+# arguments (a store), and waits until it listens. Every request comes from 127.0.0.1, so the
+# per-address limit on register-key traffic (60/1) would measure itself: it is off; the per-key
+# limits stay on, as shipped. Sets SERVE_PID, ADMIN (the admin key it printed) and BASE.
+start_api_server() {
+  local data=$1
+  shift
+  HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$API_PORT" --data-dir "$data" "$@" --log-level warning > "$WORK/serve.log" 2>&1 &
+  SERVE_PID=$!
+  pids+=($SERVE_PID)
+  for _ in $(seq 300); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
+  grep -q "Herald listening" "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; exit 1; }
+  ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
+  BASE=http://127.0.0.1:$API_PORT
+}
+
+# api METHOD PATH [JSON]: one request with the admin key to the server start_api_server started.
+api() { curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' ${3:+-d "$3"}; }
+
+# wrk_script NAME: Benchmarks/wrk/NAME.lua with the shared report (its RESULT line) after it, as $WORK/NAME.lua.
+wrk_script() { cat "$ROOT/Benchmarks/wrk/$1.lua" "$ROOT/Benchmarks/wrk/report.lua" > "$WORK/$1.lua"; }

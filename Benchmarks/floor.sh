@@ -36,46 +36,12 @@ bench_setup wrk libsqlite3-dev
 trap cleanup_processes EXIT
 gcc -O2 -o "$WORK/sqlite-floor" "$ROOT/Benchmarks/floor/sqlite-floor.c" -lsqlite3
 
-# Every request comes from 127.0.0.1: the per-address limit on register-key traffic is off, as
-# in api-bench.sh.
-HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$API_PORT" --data-dir "$WORK/data" --log-level warning > "$WORK/serve.log" 2>&1 &
-SERVE_PID=$!
-pids+=($SERVE_PID)
-for _ in $(seq 300); do grep -q "Herald listening" "$WORK/serve.log" && break; sleep 0.1; done
-grep -q "Herald listening" "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; exit 1; }
-ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
-BASE=http://127.0.0.1:$API_PORT
-api() { curl -fsS -X "$1" "$BASE$2" -H "authorization: Bearer $ADMIN" -H 'content-type: application/json' ${3:+-d "$3"}; }
+start_api_server "$WORK/data"
 api POST /v1/apps '{"id":"bench","bundleId":"com.example.app"}' >/dev/null
 REGISTER_KEY=$(api POST /v1/keys '{"scope":"register","appId":"bench","name":"floor"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
-
-cat > "$WORK/livez.lua" <<'LUA'
-LUA
-# The api-bench's registration script (a random token per request, the body's fixed part made once).
-cat > "$WORK/register.lua" <<'LUA'
-local headers = nil
-local body = '{"environment":"production","locale":"en_US","timeZone":"Europe/Paris","appVersion":"1.0","platform":"iOS"}'
-local r = math.random
-math.randomseed(tonumber(os.getenv("SEED")))
-function setup(thread) thread:set("seed", math.random(1, 1e9)) end
-function init(args)
-  math.randomseed(seed)
-  headers = { ["authorization"] = "Bearer " .. os.getenv("KEY"), ["content-type"] = "application/json" }
-end
-function request()
-  local token = string.format("%08x%08x%08x%08x%08x%08x%08x%08x", r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff),
-    r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff), r(0, 0xffffffff))
-  return wrk.format("PUT", "/v1/apps/bench/devices/" .. token, headers, body)
-end
-LUA
-cat > "$WORK/report.lua" <<'LUA'
-done = function(summary, latency, requests)
-  local errors = summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout
-  io.write(string.format("RESULT rate=%.0f errors=%d\n", summary.requests / (summary.duration / 1e6), errors))
-end
-LUA
-cat "$WORK/report.lua" >> "$WORK/livez.lua"
-cat "$WORK/report.lua" >> "$WORK/register.lua"
+# The api-bench's scripts: GET, and a registration of a random token per request.
+wrk_script get
+wrk_script register
 
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICKS=$(getconf CLK_TCK)
@@ -89,7 +55,7 @@ import re, resource, subprocess, sys
 out = subprocess.run(["wrk", "-t", "2", "-c", "64", "-d", sys.argv[1] + "s", "-s", sys.argv[2], sys.argv[3]],
                      capture_output=True, text=True).stdout
 used = resource.getrusage(resource.RUSAGE_CHILDREN)
-m = re.search(r"RESULT rate=(\d+) errors=(\d+)", out)
+m = re.search(r"RESULT rate=(\d+) p50=\S+ p99=\S+ errors=(\d+)", out)
 if not m or m.group(2) != "0":
     sys.exit("wrk: " + out)
 print(m.group(1), used.ru_utime + used.ru_stime)
@@ -101,7 +67,7 @@ PY
 }
 log "warm-up: registrations for ${WARMUP} s"
 measure warm-up "$WARMUP" register.lua /v1/apps/bench/devices KEY="$REGISTER_KEY" SEED=1 >/dev/null
-read -r livez_rate livez_herald livez_wrk <<< "$(measure "GET /livez" "$DURATION" livez.lua /livez)"
+read -r livez_rate livez_herald livez_wrk <<< "$(measure "GET /livez" "$DURATION" get.lua /livez KEY=)"
 read -r reg_rate reg_herald reg_wrk <<< "$(measure "PUT device" "$DURATION" register.lua /v1/apps/bench/devices KEY="$REGISTER_KEY" SEED=2)"
 devices=$(python3 -c "import sqlite3; print(sqlite3.connect('$WORK/data/herald.sqlite').execute('select count(*) from devices').fetchone()[0])")
 kill "$SERVE_PID" && wait "$SERVE_PID" 2>/dev/null || true
