@@ -87,7 +87,6 @@ package final class SQLiteDatabase: Sendable {
 
     private static func configure(_ connection: borrowing Connection) throws {
         try connection.execute("PRAGMA foreign_keys = ON")
-        try connection.execute("PRAGMA busy_timeout = 5000")
         try connection.execute("PRAGMA temp_store = MEMORY")
     }
 
@@ -394,6 +393,10 @@ package final class SQLiteDatabase: Sendable {
                 if let handle { sqlite3_close_v2(handle) }
                 throw SQLiteError(code: status, message: message)
             }
+            // Before any statement, the WAL switch included: a lock that another connection
+            // holds (one closing, which checkpoints under the file's exclusive lock; another
+            // process) is waited for up to 5 s, not answered at once with "database is locked".
+            sqlite3_busy_timeout(handle, 5000)
             self.handle = handle
             self.cache = StatementCache()
         }
