@@ -224,6 +224,7 @@ let package = Package(
             dependencies: [
                 "HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -134,24 +134,57 @@ private struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }
 
+/// A task executor that runs its jobs on one NIO event loop.
+///
+/// postgres-nio (1.33) writes each statement to its channel without a promise for the write, so
+/// a statement that reaches the channel after it closed (and its handlers were taken away) is
+/// never answered, and whoever waits for it waits for ever: a worker that cannot stop, a server
+/// that cannot shut down. Checked from another thread, "the channel is still open" can be stale
+/// by the time the write lands (a close between the two, which a busy machine makes wide). Run
+/// on the channel's own event loop, the check and the write happen in one turn of the loop,
+/// before any close can: a channel open there has its handlers, which answer every statement.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+
+    init(_ loop: any EventLoop) { self.loop = loop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        self.loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
 /// A connection lent for one unit of work.
 struct Connection {
     let connection: PostgresConnection
     let logger: Logger
+    /// The connection's event loop, where each statement is checked and written (see ``EventLoopTaskExecutor``).
+    let loop: EventLoopTaskExecutor
 
-    /// postgres-nio never answers a statement written to a connection already closed (the
-    /// write has no promise): one that the server closed is refused here instead, before writing.
-    /// (A close in the instant between this check and the write would still go unanswered.)
-    private func open() throws {
-        if self.connection.isClosed { throw PostgresStore.unavailable("the connection was closed") }
+    init(connection: PostgresConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+        self.loop = EventLoopTaskExecutor(connection.eventLoop)
+    }
+
+    /// Runs `statement` on the connection's event loop once it is known to be open there. A
+    /// connection the server closed is refused here, as 503 `database_unavailable`, instead of
+    /// being written to; one still open has its statement written within the same turn of the
+    /// loop (no suspension comes between this check and postgres-nio's write), so it is answered.
+    private func onLoop<Result>(_ statement: () async throws -> Result) async throws -> Result {
+        try await withTaskExecutorPreference(self.loop) {
+            if self.connection.isClosed { throw PostgresStore.unavailable("the connection was closed") }
+            return try await statement()
+        }
     }
 
     @discardableResult
     func query(_ query: Query) async throws -> [Row] {
-        try self.open()
-        var rows: [Row] = []
-        for try await row in try await self.connection.query(query.postgres, logger: self.logger) { rows.append(Row(row)) }
-        return rows
+        try await self.onLoop {
+            var rows: [Row] = []
+            for try await row in try await self.connection.query(query.postgres, logger: self.logger) { rows.append(Row(row)) }
+            return rows
+        }
     }
 
     @discardableResult
@@ -162,25 +195,26 @@ struct Connection {
     /// Runs a fixed statement, prepared on this connection the first time.
     @discardableResult
     func query<Statement: FixedStatement>(_ statement: Statement.Type, _ values: [Value] = []) async throws -> [Row] {
-        try self.open()
-        var rows: [Row] = []
-        for try await row in try await self.connection.execute(Prepared<Statement>(bindings: Query("", values).binds), logger: self.logger) {
-            rows.append(Row(row))
+        try await self.onLoop {
+            var rows: [Row] = []
+            for try await row in try await self.connection.execute(Prepared<Statement>(bindings: Query("", values).binds), logger: self.logger) {
+                rows.append(Row(row))
+            }
+            return rows
         }
-        return rows
     }
 
     func execute(_ sql: String) async throws {
-        try self.open()
-        try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger)
+        try await self.onLoop { _ = try await self.connection.query(PostgresQuery(unsafeSQL: sql), logger: self.logger) }
     }
 
     /// `COPY table (columns) FROM STDIN` of `text`, rows in COPY's text format. `table` and
     /// `columns` are Herald's own names, never input.
     func copy(into table: String, columns: [String], _ text: ByteBuffer) async throws {
-        try self.open()
-        try await self.connection.copyFrom(table: table, columns: columns, logger: self.logger) { writer in
-            try await writer.write(text)
+        try await self.onLoop {
+            try await self.connection.copyFrom(table: table, columns: columns, logger: self.logger) { writer in
+                try await writer.write(text)
+            }
         }
     }
 
