@@ -9,9 +9,16 @@ import Glibc
 package final class BackgroundProcess: Sendable {
     private let child: ChildProcess
 
-    /// Starts `executable` (a path) with `arguments`; standard output and error are collected together.
-    package init(_ executable: String, _ arguments: [String]) throws {
-        self.child = try ChildProcess(executable, arguments, mergeErrors: true)
+    /// Starts `executable` (a path) with `arguments`; standard output and error are collected
+    /// together. With `keepInput`, its standard input stays open until ``closeInput()``: a program
+    /// that reads it to the end waits for the test's signal without a timer of its own.
+    package init(_ executable: String, _ arguments: [String], keepInput: Bool = false) throws {
+        self.child = try ChildProcess(executable, arguments, mergeErrors: true, keepInput: keepInput)
+    }
+
+    /// Closes its standard input (kept open with `keepInput`): end of file for the program.
+    package func closeInput() {
+        self.child.writeInputAndClose([])
     }
 
     deinit {
