@@ -39,9 +39,7 @@ API_PORT=${API_PORT:-18470}
 DRIVER=${DRIVER:-sqlite}
 source "$ROOT/Benchmarks/common.sh"
 
-for pkg in wrk curl python3; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }
-done
+ensure_packages wrk curl python3
 if [[ -z ${HERALD:-} ]]; then
   log "swift build -c release --product herald"
   (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)

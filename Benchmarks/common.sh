@@ -4,13 +4,18 @@
 # Defines log, SINK, HERALD, pids (killed by cleanup_processes) and the functions below.
 log() { printf '== %s\n' "$*" >&2; }
 
+# ensure_packages PKG...: installs the Debian packages that are missing (one apt-get for all).
+ensure_packages() {
+  local need=() pkg
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+  if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
+}
+
 # Installs what is missing, builds apns-sink (once) and release herald / herald-bench, and makes
 # the sink's certificate and a .p8 key in $WORK. HERALD=<binary> measures that herald instead
 # (another build, for a before/after in the same session).
 bench_setup() {
-  local need=() pkg
-  for pkg in nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
-  if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
+  ensure_packages nghttp2-client libnghttp2-dev libssl-dev gcc curl python3 "$@"
   SINK=$ROOT/.build-bench/apns-sink
   [[ -x $SINK ]] || gcc -O2 -o "$SINK" "$BENCH_DIR/server/apns-sink.c" -lnghttp2 -lssl -lcrypto -lpthread
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/sink.key" -out "$WORK/sink.crt" \
