@@ -67,6 +67,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Open API connections at most; more are closed at once; 0: no cap [HERALD_MAX_CONNECTIONS, maxConnections; 512].")
     var maxConnections: Int?
     @Flag(help: "No rate limits on registration and sending [HERALD_NO_RATE_LIMITS=1, noRateLimits].") var noRateLimits = false
+    @Flag(
+        help:
+            "Answer device registrations through the router like other routes, not the registration lane (the same answers, more work per request) [HERALD_NO_REGISTRATION_LANE=1, noRegistrationLane]."
+    ) var noRegistrationLane = false
     @Option(help: "Rate limit per register key, BURST/PER_SECOND, 0: none [HERALD_REGISTER_KEY_LIMIT, registerKeyLimit; 100000/20000].")
     var registerKeyLimit: String?
     @Option(help: "Rate limit per send key, BURST/PER_SECOND, 0: none [HERALD_SEND_KEY_LIMIT, sendKeyLimit; 100000/20000].") var sendKeyLimit: String?
@@ -139,6 +143,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard (0...1_000_000).contains(maxConnections) else { throw ValidationError("maxConnections must be 0 (no cap) to 1000000") }
         configuration.maxConnections = maxConnections == 0 ? nil : maxConnections
         configuration.rateLimits = try self.rateLimits(settings)
+        configuration.registrationLane = !(self.noRegistrationLane || settings.flag("noRegistrationLane"))
         for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }

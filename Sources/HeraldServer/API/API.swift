@@ -24,6 +24,10 @@ struct API: Sendable {
     /// The rate limits on registration and sending; nil: none.
     var rateLimit: RateLimitGate?
     static let bodyLimit = 1 << 20
+    /// When each key's use was last written down, for every path that authenticates.
+    let keyUsage = KeyUsage()
+
+    var authenticator: APIKeyAuthenticator { APIKeyAuthenticator(store: self.store, clock: self.clock, usage: self.keyUsage) }
 
     var webhooks: WebhooksController {
         WebhooksController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, allowInternal: self.webhookAllowInternal)
@@ -37,7 +41,7 @@ struct API: Sendable {
         router.get("/metrics", use: self.metricsText)
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
-        let v1 = router.group("v1").add(middleware: APIKeyAuthenticator(store: self.store, clock: self.clock))
+        let v1 = router.group("v1").add(middleware: self.authenticator)
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
         DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)

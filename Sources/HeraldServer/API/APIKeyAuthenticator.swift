@@ -14,11 +14,19 @@ struct APIKeyAuthenticator: RouterMiddleware {
     typealias Context = APIRequestContext
     let store: any HeraldStore
     let clock: any EpochClock
-    /// When this process last wrote each key's `lastUsedAt`: at most once a minute per key.
-    let usage = KeyUsage()
+    /// When this process last wrote each key's `lastUsedAt`: at most once a minute per key
+    /// (one record for the router and the registration lane, which both authenticate).
+    let usage: KeyUsage
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else { return try await next(request, context) }
+        var context = context
+        context.key = try await self.key(authorization: header)
+        return try await next(request, context)
+    }
+
+    /// The key an `Authorization` header presents, or 401 `unauthorized` / `key_expired`.
+    func key(authorization header: String) async throws -> StoredAPIKey {
         guard let token = APIKeySecret.bearerToken(header) else { throw HeraldError.unauthorized }
         guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
             throw HeraldError.unauthorized
@@ -27,9 +35,7 @@ struct APIKeyAuthenticator: RouterMiddleware {
         if let expiry = key.expiresAt, expiry <= now { throw HeraldError(code: "key_expired", "this API key has expired") }
         // Bookkeeping: a failure to note the use must not fail the request it authorized.
         if self.usage.due(key.id, now: now) { try? await self.store.touchAPIKey(id: key.id, now: now) }
-        var context = context
-        context.key = key
-        return try await next(request, context)
+        return key
     }
 }
 
@@ -47,15 +53,22 @@ struct RequireScope: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let key = try context.requireKey()
-        guard key.scope.allows(self.scope) else { throw HeraldError.forbidden("this key's scope (\(key.scope.rawValue)) does not allow this") }
-        let appID = context.parameters.get("app")
-        if let bound = key.appID, bound != appID { throw HeraldError.forbidden("this key belongs to another app") }
-        guard let appID else { return try await next(request, context) }
-        guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
+        guard let app = try await self.app(key: try context.requireKey(), appID: context.parameters.get("app")) else {
+            return try await next(request, context)
+        }
         var context = context
         context.app = app
         return try await next(request, context)
+    }
+
+    /// The app named by the path, if any, once `key` may act on it with this scope: 403
+    /// `forbidden` for a key whose scope or app does not allow it, 404 for an app that is not.
+    func app(key: StoredAPIKey, appID: String?) async throws -> App? {
+        guard key.scope.allows(self.scope) else { throw HeraldError.forbidden("this key's scope (\(key.scope.rawValue)) does not allow this") }
+        if let bound = key.appID, bound != appID { throw HeraldError.forbidden("this key belongs to another app") }
+        guard let appID else { return nil }
+        guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
+        return app
     }
 }
 

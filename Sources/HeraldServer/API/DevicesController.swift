@@ -24,14 +24,23 @@ struct DevicesController {
         read.get(":token/deliveries", use: self.deliveries)
     }
 
-    /// With a register key, what the registration may change is limited (``RegistrationPolicy``):
-    /// binding a user needs the backend's assertion for that user, and protected tags stay as they are.
     @Sendable func register(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
         let app = try context.requireApp()
         let token = try Validate.token(context)
-        var body = try await request.decode(as: DeviceRegistrationRequest.self, context: context)
+        let body = try await request.decode(as: DeviceRegistrationRequest.self, context: context)
+        return try await self.commit(try self.registration(body, app: app, key: try context.requireKey(), token: token), app: app)
+    }
+
+    /// A registration body checked for `key` on `app`. With a register key, what the
+    /// registration may change is limited (``RegistrationPolicy``): binding a user needs the
+    /// backend's assertion for that user, and protected tags stay as they are. The route and the
+    /// registration lane (``RegistrationLane``) both check a registration here.
+    func registration(
+        _ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, token: DeviceToken
+    ) throws -> (registration: DeviceRegistration, authority: RegistrationAuthority) {
+        var body = body
         var authority = RegistrationAuthority.backend
-        if try context.requireKey().scope == .register {
+        if key.scope == .register {
             authority = RegistrationAuthority(mayBindUser: !app.security.userVerification, protectedTags: Set(app.security.protectedTags))
         }
         if let text = body.userAssertion {
@@ -43,8 +52,12 @@ struct DevicesController {
             body.userId = assertion.userID
             authority.mayBindUser = true
         }
-        let registration = try Self.registration(body, token: token)
-        return DeviceResponse(try await self.store.register(appID: app.id, registration, authority: authority, now: self.clock.nowMilliseconds))
+        return (try Self.registration(body, token: token), authority)
+    }
+
+    /// A checked registration written: the device as it now is.
+    func commit(_ asked: (registration: DeviceRegistration, authority: RegistrationAuthority), app: App) async throws -> DeviceResponse {
+        DeviceResponse(try await self.store.register(appID: app.id, asked.registration, authority: asked.authority, now: self.clock.nowMilliseconds))
     }
 
     @Sendable func unregister(_ request: Request, context: APIRequestContext) async throws -> Response {

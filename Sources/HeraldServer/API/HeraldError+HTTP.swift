@@ -50,7 +50,12 @@ extension HeraldError: HTTPResponseError {
     package var status: HTTPResponse.Status { Self.status(forCode: self.code) }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        API.json(self.status, (try? APIJSONEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? Array("null".utf8))
+        API.json(self.status, self.jsonBody)
+    }
+
+    /// The error's JSON: `{"error": {"code", "message"}}`.
+    var jsonBody: [UInt8] {
+        (try? APIJSONEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? Array("null".utf8)
     }
 }
 

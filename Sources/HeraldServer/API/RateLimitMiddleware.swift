@@ -42,17 +42,25 @@ struct RateLimitGate: Sendable {
         "\(operation.rawValue) \(scope.rawValue) \(kind.rawValue)"
     }
 
+    /// A request over one of its limits: which, and when to come back (whole seconds, at least 1).
+    struct Refusal {
+        let kind: RateLimits.Kind
+        let retryAfter: Int
+
+        /// 429 `rate_limited`, answered with `Retry-After: retryAfter`.
+        var error: HeraldError {
+            let whose = self.kind == .key ? "this API key" : "this client address"
+            return HeraldError(code: "rate_limited", "too many requests from \(whose); retry in \(self.retryAfter) s")
+        }
+    }
+
     /// Nil when the request may go on; else the bucket that refused it and when to come back.
-    func check(
-        _ operation: RateLimits.Operation, key: StoredAPIKey, address: String?
-    ) async throws -> (
-        kind: RateLimits.Kind, retryAfter: Int
-    )? {
+    func check(_ operation: RateLimits.Operation, key: StoredAPIKey, address: String?) async throws -> Refusal? {
         let now = self.clock.nowMilliseconds
         for bucket in self.limits.buckets(scope: key.scope, keyID: key.id, address: address) {
             if case .refused(let seconds) = try await self.limiter.take(bucket, now: now) {
                 self.refused[Self.name(operation, key.scope, bucket.kind)]?.increment()
-                return (bucket.kind, seconds)
+                return Refusal(kind: bucket.kind, retryAfter: seconds)
             }
         }
         return nil
@@ -73,9 +81,7 @@ struct RateLimit: RouterMiddleware {
         let address = gate.limits.clientAddress(
             peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         guard let refused = try await gate.check(self.operation, key: key, address: address) else { return try await next(request, context) }
-        let whose = refused.kind == .key ? "this API key" : "this client address"
-        var response = try HeraldError(code: "rate_limited", "too many requests from \(whose); retry in \(refused.retryAfter) s")
-            .response(from: request, context: context)
+        var response = try refused.error.response(from: request, context: context)
         response.headers[.retryAfter] = String(refused.retryAfter)
         return response
     }

@@ -6,13 +6,15 @@ import Synchronization
 
 /// Hummingbird's HTTP/1.1 channel with Herald's connection limits: at most `connections.limit`
 /// open connections (more are closed at once) and a request-head timeout
-/// (``RequestHeadTimeoutHandler``). The idle timeout is `HTTP1Channel`'s own.
+/// (``RequestHeadTimeoutHandler``). The idle timeout is `HTTP1Channel`'s own. With a `lane`,
+/// registrations are answered by it (``RegistrationLaneHandler``), the rest by the router.
 struct LimitedHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
 
     let http1: HTTP1Channel
     let requestHeadTimeout: Duration?
     let connections: OpenConnections?
+    let lane: RegistrationLane?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         let accepted = self.connections?.open(logger: logger) ?? true
@@ -20,6 +22,7 @@ struct LimitedHTTP1Channel: ServerChildChannel {
             channel.closeFuture.whenComplete { _ in connections.close() }
         }
         let requestHeadTimeout = self.requestHeadTimeout
+        let lane = self.lane
         // Setting up never fails for a refused connection: a failed setup would end the
         // server's accept loop. It gets a pipeline that closes it as soon as it is active.
         return self.http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
@@ -27,6 +30,10 @@ struct LimitedHTTP1Channel: ServerChildChannel {
             guard accepted else {
                 try pipeline.addHandler(RefuseConnectionHandler(), position: .first)
                 return value
+            }
+            if let lane {
+                try pipeline.addHandler(
+                    RegistrationLaneHandler(lane: lane), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
             }
             if let requestHeadTimeout {
                 let timeout = RequestHeadTimeoutHandler(timeout: TimeAmount(requestHeadTimeout))

@@ -4,7 +4,7 @@ import NIOCore
 
 extension ServerConfiguration {
     /// The API's HTTP/1.1 server with this configuration's connection limits.
-    func httpServer() -> HTTPServerBuilder {
+    func httpServer(lane: RegistrationLane?) -> HTTPServerBuilder {
         let idleTimeout = self.idleTimeout.map { TimeAmount($0) }
         let requestHeadTimeout = self.requestHeadTimeout
         let connections = self.maxConnections.map { OpenConnections(limit: $0) }
@@ -12,7 +12,8 @@ extension ServerConfiguration {
             LimitedHTTP1Channel(
                 http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idleTimeout)),
                 requestHeadTimeout: requestHeadTimeout,
-                connections: connections
+                connections: connections,
+                lane: lane
             )
         }
     }
