@@ -23,6 +23,8 @@
 #
 #   Benchmarks/api-bench.sh            # THREADS=2 CONNECTIONS=64 DURATION=10 ROUNDS=2 WARMUP=20
 #   HERALD=/path/to/herald Benchmarks/api-bench.sh   # another build (no build step)
+#   HERALD_NO_REGISTRATION_LANE=1 Benchmarks/api-bench.sh   # registrations through the router,
+#       not the registration lane (the server reads its settings from the environment)
 #   DRIVER=postgres Benchmarks/api-bench.sh            # on PostgreSQL: a fresh database on
 #       PG_URL's server, or on a private durable server (fsync and synchronous_commit on, the
 #       defaults) that the script starts in PG_DIR (.build-bench/pg) on PG_PORT (25481) and stops

@@ -134,26 +134,6 @@ private struct Prepared<Statement: FixedStatement>: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }
 
-/// A task executor that runs its jobs on one NIO event loop.
-///
-/// postgres-nio (1.33) writes each statement to its channel without a promise for the write, so
-/// a statement that reaches the channel after it closed (and its handlers were taken away) is
-/// never answered, and whoever waits for it waits for ever: a worker that cannot stop, a server
-/// that cannot shut down. Checked from another thread, "the channel is still open" can be stale
-/// by the time the write lands (a close between the two, which a busy machine makes wide). Run
-/// on the channel's own event loop, the check and the write happen in one turn of the loop,
-/// before any close can: a channel open there has its handlers, which answer every statement.
-final class EventLoopTaskExecutor: TaskExecutor {
-    let loop: any EventLoop
-
-    init(_ loop: any EventLoop) { self.loop = loop }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        self.loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
-    }
-}
-
 /// A connection lent for one unit of work.
 struct Connection {
     let connection: PostgresConnection

@@ -154,7 +154,9 @@ private func runHeraldServer<Result: Sendable>(
         let listening = ListeningPort()
         let lane =
             configuration.registrationLane
-            ? RegistrationLane(api: api, refuseUndeclaredStatuses: configuration.refuseUndeclaredStatuses, serverName: "herald", logger: logger) : nil
+            ? RegistrationLane(
+                authenticator: api.authenticator, devices: api.devices, refuseUndeclaredStatuses: configuration.refuseUndeclaredStatuses,
+                serverName: "herald", logger: logger) : nil
         let application = Application(
             router: router,
             server: configuration.httpServer(lane: lane),

@@ -1,9 +1,13 @@
+import APNSModels
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
 import HTTPTypes
 import HeraldCore
+import HeraldSQLite
 import HeraldTesting
+import Logging
 import NIOCore
+import NIOEmbedded
 import NIOHTTPTypes
 import Testing
 
@@ -71,6 +75,17 @@ import Testing
             ]
             for r in requests:
                 sock.sendall(r)
+                print(json.dumps(answer()))
+        elif mode == "half-close":
+            # A client that sends its requests and closes its side: every answer still comes, in order.
+            requests = [
+                request("PUT", devices + t3, register, '{"environment":"sandbox"}'),
+                request("GET", "/livez"),
+                request("PUT", devices + t4, register, '{"locale":"de_DE"}'),
+            ]
+            sock.sendall(b"".join(requests))
+            sock.shutdown(socket.SHUT_WR)
+            for _ in requests:
                 print(json.dumps(answer()))
         elif mode == "pipelined":
             requests = [
@@ -170,6 +185,52 @@ import Testing
     }
 }
 
+extension RegistrationLaneTests {
+    @Test("a client that closes its side after sending gets every answer, in order")
+    func halfClose() async throws {
+        let result = try await self.run("half-close", app: "halved", lane: true)
+        #expect(result.answers.map(\.status) == [200, 204, 200], "\(result.answers)")
+        #expect(result.answered >= 1)
+    }
+
+    /// Counts the reads that reach it from the handlers after it.
+    final class ReadCounter: ChannelOutboundHandler {
+        typealias OutboundIn = Never
+        var reads = 0
+
+        func read(context: ChannelHandlerContext) {
+            self.reads += 1
+            context.read()
+        }
+    }
+
+    @Test("a connection that cannot take more writes is not read from until it can")
+    func backpressure() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-lane-pressure")
+        defer { directory.remove() }
+        let store = try await SQLiteStore(path: directory.path + "/herald.sqlite")
+        let clock = SystemEpochClock()
+        let lane = RegistrationLane(
+            authenticator: APIKeyAuthenticator(store: store, clock: clock, usage: KeyUsage()),
+            devices: DevicesController(store: store, secrets: try SecretBox(masterKey: SecretBox.generateMasterKey()), clock: clock),
+            refuseUndeclaredStatuses: false, serverName: "herald", logger: Logger(label: "test"))
+        let channel = EmbeddedChannel()
+        let counter = ReadCounter()
+        try channel.pipeline.syncOperations.addHandler(counter)
+        try channel.pipeline.syncOperations.addHandler(RegistrationLaneHandler(lane: lane))
+        channel.read()
+        #expect(counter.reads == 1, "a writable connection is read")
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.read()
+        #expect(counter.reads == 1, "the read waits while the connection cannot take writes")
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(counter.reads == 2, "and happens once it can")
+        _ = try channel.finish()
+    }
+}
+
 /// The lane's state machine alone: what it takes, what it hands on, and in which order.
 @Suite struct RegistrationLaneStateMachineTests {
     static let token = String(repeating: "ab", count: 32)
@@ -227,6 +288,16 @@ import Testing
         let over = machine.read(.body(ByteBuffer(repeating: 0x20, count: 2)), peer: nil)
         #expect(Self.named(over) == "forward 3 parts", "the head and both pieces of the body go to the router")
         #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        machine.routerAnswered()
+        // After a request that closes the connection, the router reads nothing more: nor does the lane.
+        var close = HTTPFields()
+        close[.connection] = "close"
+        #expect(
+            Self.named(machine.read(.head(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/livez", headerFields: close)), peer: nil))
+                == "forward")
+        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        machine.routerAnswered()
+        #expect(Self.named(machine.read(Self.head(.put, "/v1/apps/demo/devices/\(Self.token)"), peer: nil)) == "forward")
 
         let refused = [
             Self.head(.put, "/v1/apps/demo/devices/\(Self.token)", key: false), Self.head(.put, "/v1/apps/demo/devices/%61b"),

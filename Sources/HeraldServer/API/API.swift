@@ -28,6 +28,7 @@ struct API: Sendable {
     let keyUsage = KeyUsage()
 
     var authenticator: APIKeyAuthenticator { APIKeyAuthenticator(store: self.store, clock: self.clock, usage: self.keyUsage) }
+    var devices: DevicesController { DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit) }
 
     var webhooks: WebhooksController {
         WebhooksController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, allowInternal: self.webhookAllowInternal)
@@ -44,7 +45,7 @@ struct API: Sendable {
         let v1 = router.group("v1").add(middleware: self.authenticator)
         AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
-        DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit).addRoutes(to: v1)
+        self.devices.addRoutes(to: v1)
         NotificationsController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: self.rateLimit)
             .addRoutes(to: v1)
         self.webhooks.addRoutes(to: v1)

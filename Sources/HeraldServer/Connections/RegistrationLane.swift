@@ -5,6 +5,7 @@ import Dispatch
 import HTTPTypes
 import HeraldAPI
 import HeraldCore
+import HeraldPostgres
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -18,11 +19,11 @@ import Synchronization
 /// request (its request and context, the router, the middleware chain, the connection's async
 /// iteration), which costs more than the registration's write (docs/performance.md).
 ///
-/// The lane answers only what the route answers alike once a registration is checked: the
-/// device written (200), the rate limit's refusal (429), or the store's error. Everything the
-/// route would refuse earlier — no key, a key refused, a scope or app refused, a body that does
-/// not decode or check — is handed to the router, which answers it as always. Nothing has been
-/// written by then, so nothing happens twice.
+/// The lane answers what the route answers alike: a key refused (401, the route's first check),
+/// and once a registration is checked, the device written (200), the rate limit's refusal (429)
+/// or the store's error. What the route would refuse between the two — a scope or app refused, a
+/// body that does not decode or check — is handed to the router, which answers it as always.
+/// Nothing has been written by then, so nothing happens twice.
 final class RegistrationLane: Service {
     /// A registration request as the connection read it.
     struct Request: Sendable {
@@ -57,10 +58,12 @@ final class RegistrationLane: Service {
     private let jobs: AsyncStream<Job>
     private let intake: AsyncStream<Job>.Continuation
 
-    init(api: API, refuseUndeclaredStatuses: Bool, serverName: String, logger: Logger) {
-        self.authenticator = api.authenticator
-        self.scope = RequireScope(.register, store: api.store)
-        self.devices = DevicesController(store: api.store, secrets: api.secrets, clock: api.clock, rateLimit: api.rateLimit)
+    /// A lane checking keys with `authenticator` (the router's, so that a key's use is written
+    /// down once a minute whichever path it takes) and registrations with `devices`.
+    init(authenticator: APIKeyAuthenticator, devices: DevicesController, refuseUndeclaredStatuses: Bool, serverName: String, logger: Logger) {
+        self.authenticator = authenticator
+        self.scope = RequireScope(.register, store: devices.store)
+        self.devices = devices
         self.refuseUndeclaredStatuses = refuseUndeclaredStatuses
         self.serverName = serverName
         self.logger = logger
@@ -73,7 +76,7 @@ final class RegistrationLane: Service {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 for await job in self.jobs {
-                    group.addTask { job.reply.send(await self.answer(job.request)) }
+                    group.addTask(executorPreference: job.executor) { job.reply.send(await self.answer(job.request)) }
                 }
             }
         } onGracefulShutdown: {
@@ -83,9 +86,9 @@ final class RegistrationLane: Service {
 
     /// Takes `request` to answer, then completes `promise` on its event loop; false when the
     /// lane has stopped (the caller hands the request to the router).
-    func submit(_ request: Request, promise: EventLoopPromise<Answer>) -> Bool {
+    func submit(_ request: Request, promise: EventLoopPromise<Answer>, executor: EventLoopTaskExecutor) -> Bool {
         let reply = Reply(promise)
-        guard case .enqueued = self.intake.yield(Job(request: request, reply: reply)) else {
+        guard case .enqueued = self.intake.yield(Job(request: request, reply: reply, executor: executor)) else {
             reply.abandon()
             return false
         }
@@ -94,12 +97,21 @@ final class RegistrationLane: Service {
 
     /// The answer to one registration.
     func answer(_ request: Request) async -> Answer {
-        // The checks that write nothing: whatever they refuse, the router refuses the same way.
+        let started = DispatchTime.now().uptimeNanoseconds
+        self.metrics.active.increment()
+        defer { self.metrics.active.decrement() }
+        // The key first, as the router's authenticator does: a key refused is answered here, as
+        // the router would (an unknown key costs a read, which the router would make again).
         let key: StoredAPIKey
+        do {
+            key = try await self.authenticator.key(authorization: request.authorization)
+        } catch {
+            return self.refused(error)
+        }
+        // The checks that write nothing: whatever they refuse, the router refuses the same way.
         let app: App
         let asked: (registration: DeviceRegistration, authority: RegistrationAuthority)
         do {
-            key = try await self.authenticator.key(authorization: request.authorization)
             guard let found = try await self.scope.app(key: key, appID: request.appID) else { throw HeraldError.notFound("app") }
             app = found
             let token = try Validate.token(request.token)
@@ -111,33 +123,34 @@ final class RegistrationLane: Service {
             return .route
         }
         self.metrics.answered(app.id).increment()
-        let started = DispatchTime.now().uptimeNanoseconds
-        self.metrics.active.increment()
-        defer { self.metrics.active.decrement() }
         do {
             if let gate = self.devices.rateLimit,
                 let refused = try await gate.check(
                     .register, key: key, address: gate.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor))
             {
-                var response = self.response(refused.error.status, body: refused.error.jsonBody)
-                response.headerFields[.retryAfter] = String(refused.retryAfter)
-                return self.answered(response, body: refused.error.jsonBody, started: started)
+                let body = refused.error.jsonBody
+                return self.answered(self.response(refused.error.status, body: body, retryAfter: refused.retryAfter), body: body, started: started)
             }
             let device = try await self.devices.commit(asked, app: app)
             let body = try APIJSONEncoder().encode(device)
             return self.answered(self.response(.ok, body: body), body: body, started: started)
         } catch {
-            // As the route's middlewares do: Herald's errors with their status, anything else a logged 500.
-            let refusal: HeraldError
-            if let error = error as? HeraldError {
-                refusal = error
-            } else {
-                self.logger.error("request failed", metadata: ["error": "\(error)"])
-                refusal = HeraldError(code: "internal_error", "the server failed to handle the request")
-            }
-            self.metrics.endpoint(refusal.status).errors.increment()
-            return self.answered(self.response(refusal.status, body: refusal.jsonBody), body: refusal.jsonBody, started: nil)
+            return self.refused(error)
         }
+    }
+
+    /// A thrown error's answer, as the route's middlewares make it: Herald's errors with their
+    /// status, anything else a logged 500; counted as an error.
+    private func refused(_ error: any Error) -> Answer {
+        let refusal: HeraldError
+        if let error = error as? HeraldError {
+            refusal = error
+        } else {
+            self.logger.error("request failed", metadata: ["error": "\(error)"])
+            refusal = HeraldError(code: "internal_error", "the server failed to handle the request")
+        }
+        self.metrics.endpoint(refusal.status).errors.increment()
+        return self.answered(self.response(refusal.status, body: refusal.jsonBody), body: refusal.jsonBody, started: nil)
     }
 
     /// The answer counted as the router's metrics count it (its duration only for an answer that
@@ -159,11 +172,12 @@ final class RegistrationLane: Service {
         return .respond(response, body: body)
     }
 
-    /// A JSON answer with the headers the router's answers carry.
-    private func response(_ status: HTTPResponse.Status, body: [UInt8]) -> HTTPResponse {
+    /// A JSON answer with the headers the router's answers carry, in their order.
+    private func response(_ status: HTTPResponse.Status, body: [UInt8], retryAfter: Int? = nil) -> HTTPResponse {
         var fields = HTTPFields()
         fields[.contentType] = "application/json"
         fields[.contentLength] = String(body.count)
+        if let retryAfter { fields[.retryAfter] = String(retryAfter) }
         fields[.date] = self.dates.now
         fields[.server] = self.serverName
         return HTTPResponse(status: status, headerFields: fields)
@@ -172,6 +186,7 @@ final class RegistrationLane: Service {
     private struct Job: Sendable {
         let request: Request
         let reply: Reply
+        let executor: EventLoopTaskExecutor
     }
 
     /// A request's promise, completed exactly once: with the lane's answer, or — when the lane

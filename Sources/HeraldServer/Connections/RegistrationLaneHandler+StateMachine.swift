@@ -15,13 +15,16 @@ extension RegistrationLaneHandler {
             case idle
             /// A registration's body being read for the lane.
             case reading(head: HTTPRequest, request: RegistrationLane.Request)
-            /// A registration with the lane: its head and body kept in case it is handed to the router.
-            case answering(head: HTTPRequest, body: ByteBuffer)
+            /// A registration with the lane: its parts kept in case it is handed to the router.
+            case answering(head: HTTPRequest, body: ByteBuffer, trailers: HTTPFields?)
             /// Requests handed to the router that it has not finished answering.
             case routing(count: Int)
         }
 
         private(set) var state = State.idle
+        /// A request handed to the router asked to close the connection after its answer: the
+        /// router reads nothing after it, so neither does the lane.
+        private(set) var closing = false
 
         /// Whether the lane is working on a request, so that the connection's reads wait.
         var isAnswering: Bool {
@@ -44,8 +47,9 @@ extension RegistrationLaneHandler {
         mutating func read(_ part: HTTPRequestPart, peer: String?) -> ReadAction {
             switch (self.state, part) {
             case (.idle, .head(let head)):
-                guard let asked = RegistrationLane.registration(head) else {
+                guard !self.closing, let asked = RegistrationLane.registration(head) else {
                     self.state = .routing(count: 1)
+                    self.noteClose(head)
                     return .forward
                 }
                 let request = RegistrationLane.Request(
@@ -62,11 +66,12 @@ extension RegistrationLaneHandler {
                 request.body.writeBuffer(&chunk)
                 self.state = .reading(head: head, request: request)
                 return .keep
-            case (.reading(let head, let request), .end):
-                self.state = .answering(head: head, body: request.body)
+            case (.reading(let head, let request), .end(let trailers)):
+                self.state = .answering(head: head, body: request.body, trailers: trailers)
                 return .submit(request)
-            case (.routing(let count), .head):
+            case (.routing(let count), .head(let head)):
                 self.state = .routing(count: count + 1)
+                self.noteClose(head)
                 return .forward
             case (.reading(let head, let request), .head):
                 // The parser never starts a request before ending the last: hand both to the router.
@@ -81,9 +86,13 @@ extension RegistrationLaneHandler {
 
         /// The lane did not take the request (it has stopped) or handed it back: its parts go to the router.
         mutating func route() -> [HTTPRequestPart] {
-            guard case .answering(let head, let body) = self.state else { preconditionFailure("no request with the lane") }
+            guard case .answering(let head, let body, let trailers) = self.state else { preconditionFailure("no request with the lane") }
             self.state = .routing(count: 1)
-            return [.head(head), .body(body), .end(nil)]
+            return [.head(head), .body(body), .end(trailers)]
+        }
+
+        private mutating func noteClose(_ head: HTTPRequest) {
+            if head.headerFields[.connection]?.lowercased().contains("close") == true { self.closing = true }
         }
 
         /// The lane's answer is written.

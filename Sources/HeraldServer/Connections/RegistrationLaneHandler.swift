@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import HTTPTypes
+import HeraldPostgres
 import NIOCore
 import NIOHTTPTypes
 
@@ -18,6 +19,8 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     private enum Held {
         case part(HTTPRequestPart)
         case error(any Error)
+        /// Such as the end of the client's input (a half-close), which ends the router's reading.
+        case event(Any)
     }
 
     private let lane: RegistrationLane
@@ -26,6 +29,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// A read asked for while the lane answers: done once it has.
     private var readPending = false
     private var peer: String?
+    private var executor: EventLoopTaskExecutor?
     /// The channel has closed and its pipeline gone: a late answer has nowhere to go.
     private var isRemoved = false
 
@@ -35,6 +39,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.peer = context.channel.remoteAddress?.ipAddress
+        self.executor = EventLoopTaskExecutor(context.eventLoop)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -59,10 +64,33 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if self.state.isAnswering || !self.held.isEmpty {
+            self.held.append(.event(event))
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    /// Reads wait while the lane answers, and while the connection cannot take more writes: a
+    /// client that sends requests without reading the answers is not read from until it does,
+    /// as the router's own writer would make it wait.
     func read(context: ChannelHandlerContext) {
-        if self.state.isAnswering {
+        if self.state.isAnswering || !context.channel.isWritable {
             self.readPending = true
         } else {
+            context.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        context.fireChannelWritabilityChanged()
+        self.readIfPending(context: context)
+    }
+
+    private func readIfPending(context: ChannelHandlerContext) {
+        if self.readPending, !self.state.isAnswering, context.channel.isWritable {
+            self.readPending = false
             context.read()
         }
     }
@@ -82,7 +110,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
             for part in parts { context.fireChannelRead(self.wrapInboundOut(part)) }
         case .submit(let request):
             let promise = context.eventLoop.makePromise(of: RegistrationLane.Answer.self)
-            guard self.lane.submit(request, promise: promise) else {
+            guard self.lane.submit(request, promise: promise, executor: self.executor ?? EventLoopTaskExecutor(context.eventLoop)) else {
                 // The lane has stopped (the server is shutting down); `submit` completed the promise.
                 self.route(context: context)
                 return
@@ -122,14 +150,13 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
                 self.handle(part, context: context)
             case .error(let error):
                 context.fireErrorCaught(error)
+            case .event(let event):
+                context.fireUserInboundEventTriggered(event)
             }
             forwarded = true
         }
         if forwarded { context.fireChannelReadComplete() }
-        if !self.state.isAnswering, self.readPending {
-            self.readPending = false
-            context.read()
-        }
+        self.readIfPending(context: context)
     }
 }
 
