@@ -42,11 +42,7 @@ DRIVER=${DRIVER:-sqlite}
 source "$ROOT/Benchmarks/common.sh"
 
 ensure_packages wrk curl python3
-if [[ -z ${HERALD:-} ]]; then
-  log "swift build -c release --product herald"
-  (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
-  HERALD=$ROOT/.build/release/herald
-fi
+use_herald
 rm -rf "$WORK" && mkdir -p "$WORK"
 STORE_ARGS=()
 STOP_PG=

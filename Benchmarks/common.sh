@@ -11,6 +11,15 @@ ensure_packages() {
   if ((${#need[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null; fi
 }
 
+# use_herald: HERALD=<binary> measures that build; without it, this tree's release build (built now).
+use_herald() {
+  if [[ -z ${HERALD:-} ]]; then
+    log "swift build -c release --product herald"
+    (cd "$ROOT" && swift build -c release --product herald 2>&1 | tail -n 1 >&2)
+    HERALD=$ROOT/.build/release/herald
+  fi
+}
+
 # Installs what is missing, builds apns-sink (once) and release herald / herald-bench, and makes
 # the sink's certificate and a .p8 key in $WORK. HERALD=<binary> measures that herald instead
 # (another build, for a before/after in the same session).
