@@ -1,5 +1,5 @@
-import APNSModels
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 import Foundation
 import HTTPTypes
 import HeraldCore
