@@ -152,15 +152,16 @@ private func runHeraldServer<Result: Sendable>(
         }
         let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         let listening = ListeningPort()
+        let serverName = "herald"
         let lane =
             configuration.registrationLane
             ? RegistrationLane(
                 authenticator: api.authenticator, devices: api.devices, refuseUndeclaredStatuses: configuration.refuseUndeclaredStatuses,
-                serverName: "herald", logger: logger) : nil
+                serverName: serverName, logger: logger) : nil
         let application = Application(
             router: router,
             server: configuration.httpServer(lane: lane),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "herald"),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: serverName),
             onServerRunning: { channel in listening.resume(.success(channel.localAddress?.port ?? 0)) },
             logger: logger
         )

@@ -217,7 +217,7 @@ extension RegistrationLaneTests {
         let channel = EmbeddedChannel()
         let counter = ReadCounter()
         try channel.pipeline.syncOperations.addHandler(counter)
-        try channel.pipeline.syncOperations.addHandler(RegistrationLaneHandler(lane: lane))
+        try channel.pipeline.syncOperations.addHandler(RegistrationLaneHandler(lane: lane, channel: channel))
         channel.read()
         #expect(counter.reads == 1, "a writable connection is read")
         channel.isWritable = false
@@ -253,11 +253,11 @@ extension RegistrationLaneTests {
 
     @Test("a registration is read whole and submitted; a request behind router requests waits for their answers")
     func takesRegistrations() throws {
-        var machine = RegistrationLaneHandler.StateMachine()
+        var machine = RegistrationLaneHandler.StateMachine(peer: "127.0.0.1")
         let registration = Self.head(.put, "/v1/apps/demo/devices/\(Self.token)")
-        #expect(Self.named(machine.read(registration, peer: "127.0.0.1")) == "keep")
-        #expect(Self.named(machine.read(.body(ByteBuffer(string: "{}")), peer: nil)) == "keep")
-        let submitted = machine.read(.end(nil), peer: nil)
+        #expect(Self.named(machine.read(registration)) == "keep")
+        #expect(Self.named(machine.read(.body(ByteBuffer(string: "{}")))) == "keep")
+        let submitted = machine.read(.end(nil))
         guard case .submit(let request) = submitted else {
             Issue.record("the end submits the request, not \(Self.named(submitted))")
             return
@@ -267,37 +267,37 @@ extension RegistrationLaneTests {
         #expect(machine.isAnswering)
         machine.answered()
         // Two requests for the router: a registration pipelined behind them is the router's too.
-        #expect(Self.named(machine.read(Self.head(.get, "/livez"), peer: nil)) == "forward")
-        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
-        #expect(Self.named(machine.read(registration, peer: nil)) == "forward")
-        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        #expect(Self.named(machine.read(Self.head(.get, "/livez"))) == "forward")
+        #expect(Self.named(machine.read(.end(nil))) == "forward")
+        #expect(Self.named(machine.read(registration)) == "forward")
+        #expect(Self.named(machine.read(.end(nil))) == "forward")
         machine.routerAnswered()
-        #expect(Self.named(machine.read(registration, peer: nil)) == "forward", "one router request is still unanswered")
-        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        #expect(Self.named(machine.read(registration)) == "forward", "one router request is still unanswered")
+        #expect(Self.named(machine.read(.end(nil))) == "forward")
         machine.routerAnswered()
         machine.routerAnswered()
         // Once the router has answered all, the lane takes registrations again.
-        #expect(Self.named(machine.read(registration, peer: nil)) == "keep")
+        #expect(Self.named(machine.read(registration)) == "keep")
     }
 
     @Test("a body over the lane's limit, and heads the lane does not take, go to the router")
     func handsOn() throws {
-        var machine = RegistrationLaneHandler.StateMachine()
-        _ = machine.read(Self.head(.put, "/v1/apps/demo/devices/\(Self.token)"), peer: nil)
-        #expect(Self.named(machine.read(.body(ByteBuffer(repeating: 0x20, count: RegistrationLane.bodyLimit - 1)), peer: nil)) == "keep")
-        let over = machine.read(.body(ByteBuffer(repeating: 0x20, count: 2)), peer: nil)
+        var machine = RegistrationLaneHandler.StateMachine(peer: "127.0.0.1")
+        _ = machine.read(Self.head(.put, "/v1/apps/demo/devices/\(Self.token)"))
+        #expect(Self.named(machine.read(.body(ByteBuffer(repeating: 0x20, count: RegistrationLane.bodyLimit - 1)))) == "keep")
+        let over = machine.read(.body(ByteBuffer(repeating: 0x20, count: 2)))
         #expect(Self.named(over) == "forward 3 parts", "the head and both pieces of the body go to the router")
-        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        #expect(Self.named(machine.read(.end(nil))) == "forward")
         machine.routerAnswered()
         // After a request that closes the connection, the router reads nothing more: nor does the lane.
         var close = HTTPFields()
         close[.connection] = "close"
         #expect(
-            Self.named(machine.read(.head(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/livez", headerFields: close)), peer: nil))
+            Self.named(machine.read(.head(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/livez", headerFields: close))))
                 == "forward")
-        #expect(Self.named(machine.read(.end(nil), peer: nil)) == "forward")
+        #expect(Self.named(machine.read(.end(nil))) == "forward")
         machine.routerAnswered()
-        #expect(Self.named(machine.read(Self.head(.put, "/v1/apps/demo/devices/\(Self.token)"), peer: nil)) == "forward")
+        #expect(Self.named(machine.read(Self.head(.put, "/v1/apps/demo/devices/\(Self.token)"))) == "forward")
 
         let refused = [
             Self.head(.put, "/v1/apps/demo/devices/\(Self.token)", key: false), Self.head(.put, "/v1/apps/demo/devices/%61b"),

@@ -87,6 +87,14 @@ extension API {
     static let operationsByRoute: [String: Operation] = Dictionary(
         uniqueKeysWithValues: Self.operations.map { ("\($0.method.rawValue) \($0.path)", $0) }
     )
+
+    /// For a server started with ``ServerConfiguration/refuseUndeclaredStatuses``: the 500
+    /// `undeclared_status` that replaces `status` when `operation` does not declare it, else nil.
+    static func undeclared(_ status: HTTPResponse.Status, of operation: Operation) -> HeraldError? {
+        guard !operation.statuses.contains(Int(status.code)) else { return nil }
+        return HeraldError(
+            code: "undeclared_status", "\(operation.method.rawValue) \(operation.path) answered \(status.code), which its operation does not declare")
+    }
 }
 
 /// For tests: an answer whose status its operation does not declare becomes a 500
@@ -97,11 +105,6 @@ struct DeclaredStatusMiddleware<Context: RequestContext>: RouterMiddleware {
         guard let path = context.endpointPath, let operation = API.operationsByRoute["\(request.method.rawValue) \(path)"] else {
             return response
         }
-        let status = Int(response.status.code)
-        guard operation.statuses.contains(status) else {
-            return try HeraldError(code: "undeclared_status", "\(request.method) \(path) answered \(status), which its operation does not declare")
-                .response(from: request, context: context)
-        }
-        return response
+        return try API.undeclared(response.status, of: operation)?.response(from: request, context: context) ?? response
     }
 }

@@ -35,9 +35,10 @@ struct DevicesController {
     /// registration may change is limited (``RegistrationPolicy``): binding a user needs the
     /// backend's assertion for that user, and protected tags stay as they are. The route and the
     /// registration lane (``RegistrationLane``) both check a registration here.
-    func registration(
-        _ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, token: DeviceToken
-    ) throws -> (registration: DeviceRegistration, authority: RegistrationAuthority) {
+    /// A registration checked, with what its caller may change.
+    typealias Checked = (registration: DeviceRegistration, authority: RegistrationAuthority)
+
+    func registration(_ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, token: DeviceToken) throws -> Checked {
         var body = body
         var authority = RegistrationAuthority.backend
         if key.scope == .register {
@@ -56,7 +57,7 @@ struct DevicesController {
     }
 
     /// A checked registration written: the device as it now is.
-    func commit(_ asked: (registration: DeviceRegistration, authority: RegistrationAuthority), app: App) async throws -> DeviceResponse {
+    func commit(_ asked: Checked, app: App) async throws -> DeviceResponse {
         DeviceResponse(try await self.store.register(appID: app.id, asked.registration, authority: asked.authority, now: self.clock.nowMilliseconds))
     }
 

@@ -53,6 +53,9 @@ extension HeraldError: HTTPResponseError {
         API.json(self.status, self.jsonBody)
     }
 
+    /// What a request that failed on something other than a Herald error is answered (after the failure is logged).
+    static let internalFailure = HeraldError(code: "internal_error", "the server failed to handle the request")
+
     /// The error's JSON: `{"error": {"code", "message"}}`.
     var jsonBody: [UInt8] {
         (try? APIJSONEncoder().encode(APIErrorBody(code: self.code, message: self.message))) ?? Array("null".utf8)
@@ -74,7 +77,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return answer
         } catch {
             context.logger.error("request failed", metadata: ["error": "\(error)"])
-            return try HeraldError(code: "internal_error", "the server failed to handle the request").response(from: request, context: context)
+            return try HeraldError.internalFailure.response(from: request, context: context)
         }
     }
 }

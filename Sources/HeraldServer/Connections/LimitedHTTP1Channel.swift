@@ -33,7 +33,8 @@ struct LimitedHTTP1Channel: ServerChildChannel {
             }
             if let lane {
                 try pipeline.addHandler(
-                    RegistrationLaneHandler(lane: lane), position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
+                    RegistrationLaneHandler(lane: lane, channel: channel),
+                    position: .after(try pipeline.handler(type: HTTPConnectionStateHandler.self)))
             }
             if let requestHeadTimeout {
                 let timeout = RequestHeadTimeoutHandler(timeout: TimeAmount(requestHeadTimeout))

@@ -46,6 +46,8 @@ final class RegistrationLane: Service {
     static let route = "/v1/apps/{app}/devices/{token}"
     /// Bodies up to this size are read for the lane; a larger one goes to the router (whose limit is ``API/bodyLimit``).
     static let bodyLimit = 64 << 10
+    /// The route's operation in `openapi.yaml`: the statuses it may answer.
+    static let operation = API.operationsByRoute["PUT \(route)"]
 
     private let authenticator: APIKeyAuthenticator
     private let scope: RequireScope
@@ -110,7 +112,7 @@ final class RegistrationLane: Service {
         }
         // The checks that write nothing: whatever they refuse, the router refuses the same way.
         let app: App
-        let asked: (registration: DeviceRegistration, authority: RegistrationAuthority)
+        let asked: DevicesController.Checked
         do {
             guard let found = try await self.scope.app(key: key, appID: request.appID) else { throw HeraldError.notFound("app") }
             app = found
@@ -147,7 +149,7 @@ final class RegistrationLane: Service {
             refusal = error
         } else {
             self.logger.error("request failed", metadata: ["error": "\(error)"])
-            refusal = HeraldError(code: "internal_error", "the server failed to handle the request")
+            refusal = HeraldError.internalFailure
         }
         self.metrics.endpoint(refusal.status).errors.increment()
         return self.answered(self.response(refusal.status, body: refusal.jsonBody), body: refusal.jsonBody, started: nil)
@@ -160,14 +162,8 @@ final class RegistrationLane: Service {
         let endpoint = self.metrics.endpoint(response.status)
         endpoint.requests.increment()
         if let started { endpoint.duration.recordNanoseconds(Int64(DispatchTime.now().uptimeNanoseconds - started)) }
-        var response = response
-        var body = body
-        let declared = API.operationsByRoute["PUT \(Self.route)"]?.statuses ?? []
-        if self.refuseUndeclaredStatuses, !declared.contains(Int(response.status.code)) {
-            let error = HeraldError(
-                code: "undeclared_status", "PUT \(Self.route) answered \(response.status.code), which its operation does not declare")
-            body = error.jsonBody
-            response = self.response(error.status, body: body)
+        if self.refuseUndeclaredStatuses, let operation = Self.operation, let error = API.undeclared(response.status, of: operation) {
+            return .respond(self.response(error.status, body: error.jsonBody), body: error.jsonBody)
         }
         return .respond(response, body: body)
     }
@@ -220,7 +216,7 @@ extension RegistrationLane {
     /// and neither `Expect` nor `Connection: close`. Anything else is the router's.
     static func registration(_ head: HTTPRequest) -> (appID: String, token: String, authorization: String)? {
         guard head.method == .put, let target = head.path, let authorization = head.headerFields[.authorization],
-            head.headerFields[.expect] == nil, !(head.headerFields[.connection]?.lowercased().contains("close") ?? false)
+            head.headerFields[.expect] == nil, !Self.asksToClose(head)
         else { return nil }
         // Read as bytes: the path is ASCII when it is one the lane takes, and a walk by Character
         // (grapheme breaking) would cost more than the rest of the match.
@@ -245,6 +241,11 @@ extension RegistrationLane {
                 String(decoding: UnsafeBufferPointer(rebasing: bytes[tokenStart..<tokenEnd]), as: UTF8.self), authorization
             )
         }
+    }
+
+    /// Whether the request asks for the connection to close after its answer.
+    static func asksToClose(_ head: HTTPRequest) -> Bool {
+        head.headerFields[.connection]?.lowercased().contains("close") == true
     }
 
     private static func matches(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int, _ text: StaticString) -> Bool {

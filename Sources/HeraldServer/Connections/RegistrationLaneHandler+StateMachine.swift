@@ -22,6 +22,8 @@ extension RegistrationLaneHandler {
         }
 
         private(set) var state = State.idle
+        /// The connection's TCP peer, for the rate limit's client address.
+        let peer: String?
         /// A request handed to the router asked to close the connection after its answer: the
         /// router reads nothing after it, so neither does the lane.
         private(set) var closing = false
@@ -39,12 +41,16 @@ extension RegistrationLaneHandler {
             case keep
             /// The lane's request, read whole.
             case submit(RegistrationLane.Request)
-            /// These parts (a request read for the lane that turned out too large) go to the router, in order.
+            /// These parts (a request read for the lane that turned out too large, or not to end) go to the router, in order.
             case forwardParts([HTTPRequestPart])
         }
 
+        init(peer: String?) {
+            self.peer = peer
+        }
+
         /// What to do with a part read while the lane is not answering (held parts wait until it is not).
-        mutating func read(_ part: HTTPRequestPart, peer: String?) -> ReadAction {
+        mutating func read(_ part: HTTPRequestPart) -> ReadAction {
             switch (self.state, part) {
             case (.idle, .head(let head)):
                 guard !self.closing, let asked = RegistrationLane.registration(head) else {
@@ -54,7 +60,7 @@ extension RegistrationLaneHandler {
                 }
                 let request = RegistrationLane.Request(
                     appID: asked.appID, token: asked.token, authorization: asked.authorization,
-                    forwardedFor: head.headerFields[values: .forwardedFor], peer: peer, body: ByteBuffer())
+                    forwardedFor: head.headerFields[values: .forwardedFor], peer: self.peer, body: ByteBuffer())
                 self.state = .reading(head: head, request: request)
                 return .keep
             case (.reading(let head, var request), .body(var chunk)):
@@ -92,7 +98,7 @@ extension RegistrationLaneHandler {
         }
 
         private mutating func noteClose(_ head: HTTPRequest) {
-            if head.headerFields[.connection]?.lowercased().contains("close") == true { self.closing = true }
+            if RegistrationLane.asksToClose(head) { self.closing = true }
         }
 
         /// The lane's answer is written.

@@ -24,22 +24,20 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     private let lane: RegistrationLane
-    private var state = StateMachine()
+    /// The connection's event loop, where the lane answers its registrations.
+    private let executor: EventLoopTaskExecutor
+    private var state: StateMachine
     private var held = CircularBuffer<Held>()
     /// A read asked for while the lane answers: done once it has.
     private var readPending = false
-    private var peer: String?
-    private var executor: EventLoopTaskExecutor?
     /// The channel has closed and its pipeline gone: a late answer has nowhere to go.
     private var isRemoved = false
 
-    init(lane: RegistrationLane) {
+    /// The handler of the connection `channel`.
+    init(lane: RegistrationLane, channel: any Channel) {
         self.lane = lane
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.peer = context.channel.remoteAddress?.ipAddress
-        self.executor = EventLoopTaskExecutor(context.eventLoop)
+        self.executor = EventLoopTaskExecutor(channel.eventLoop)
+        self.state = StateMachine(peer: channel.remoteAddress?.ipAddress)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -101,7 +99,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     private func handle(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
-        switch self.state.read(part, peer: self.peer) {
+        switch self.state.read(part) {
         case .forward:
             context.fireChannelRead(self.wrapInboundOut(part))
         case .keep:
@@ -110,7 +108,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
             for part in parts { context.fireChannelRead(self.wrapInboundOut(part)) }
         case .submit(let request):
             let promise = context.eventLoop.makePromise(of: RegistrationLane.Answer.self)
-            guard self.lane.submit(request, promise: promise, executor: self.executor ?? EventLoopTaskExecutor(context.eventLoop)) else {
+            guard self.lane.submit(request, promise: promise, executor: self.executor) else {
                 // The lane has stopped (the server is shutting down); `submit` completed the promise.
                 self.route(context: context)
                 return
