@@ -8,10 +8,12 @@
 # run's rate and herald's CPU per registration (user + system, from /proc), then the medians and
 # the lane's ratio to the router. Both databases grow as the runs go (each run registers new
 # devices), so later pairs are slower than earlier ones: compare within a pair. Not a test:
-# nothing fails on a number.
+# nothing fails on a number. With BEFORE=<binary>, the reference is that build's lane instead of
+# the router: two builds' lanes, before and after a change, in one run.
 #
 #   Benchmarks/lane-bench.sh                 # PAIRS=8 DURATION=5
 #   HERALD=/path/to/herald Benchmarks/lane-bench.sh
+#   HERALD=/path/to/new BEFORE=/path/to/old Benchmarks/lane-bench.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$ROOT/.build-bench/lane
@@ -26,12 +28,12 @@ use_herald
 rm -rf "$WORK" && mkdir -p "$WORK"
 trap cleanup_processes EXIT
 
-# serve NAME PORT [ENV...]: a server with app `bench`; sets NAME_PID and NAME_KEY (a register key).
+# serve NAME PORT BINARY [ENV...]: a server with app `bench`; sets NAME_PID and NAME_KEY (a register key).
 serve() {
-  local name=$1 port=$2 admin
-  shift 2
+  local name=$1 port=$2 binary=$3 admin
+  shift 3
   mkdir -p "$WORK/$name"
-  env "$@" HERALD_REGISTER_ADDRESS_LIMIT=0 "$HERALD" serve --port "$port" --data-dir "$WORK/$name/data" --no-emulator \
+  env "$@" HERALD_REGISTER_ADDRESS_LIMIT=0 "$binary" serve --port "$port" --data-dir "$WORK/$name/data" --no-emulator \
     --log-level warning > "$WORK/$name/serve.log" 2>&1 &
   pids+=($!)
   printf -v "${name}_PID" '%s' "$!"
@@ -42,8 +44,14 @@ serve() {
   printf -v "${name}_KEY" '%s' "$(curl -fsS -X POST "http://127.0.0.1:$port/v1/keys" -H "authorization: Bearer $admin" \
     -d '{"scope":"register","appId":"bench"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
 }
-serve lane "$LANE_PORT"
-serve router "$ROUTER_PORT" HERALD_NO_REGISTRATION_LANE=1
+serve lane "$LANE_PORT" "$HERALD"
+if [[ -n ${BEFORE:-} ]]; then
+  serve router "$ROUTER_PORT" "$BEFORE"
+  REFERENCE="the lane, before ($BEFORE)"
+else
+  serve router "$ROUTER_PORT" "$HERALD" HERALD_NO_REGISTRATION_LANE=1
+  REFERENCE="the router"
+fi
 cat "$ROOT/Benchmarks/wrk/register.lua" "$ROOT/Benchmarks/wrk/report.lua" > "$WORK/register.lua"
 
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -65,7 +73,7 @@ for pair in $(seq "$PAIRS"); do
   measure lane "$LANE_PORT" "$lane_PID" "$lane_KEY" $((pair + 100))
   measure router "$ROUTER_PORT" "$router_PID" "$router_KEY" $((pair + 100))
 done | tee "$WORK/runs.txt"
-python3 - "$WORK/runs.txt" "$PAIRS" "$SECONDS_EACH" <<'PY'
+python3 - "$WORK/runs.txt" "$PAIRS" "$SECONDS_EACH" "$REFERENCE" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
 def of(name, column): return [float(row[column]) for row in rows if row[0] == name]
@@ -74,7 +82,7 @@ print(f"\nregistrations (register key, new tokens; wrk -t 2 -c 64, {sys.argv[2]}
 print("| path | req/s (median) | herald CPU per registration (median) |")
 print("|---|---:|---:|")
 print(f"| the lane | {statistics.median(lane):,.0f} | {statistics.median(of('lane', 2)):.1f} µs |")
-print(f"| the router (reference) | {statistics.median(router):,.0f} | {statistics.median(of('router', 2)):.1f} µs |")
+print(f"| {sys.argv[4]} (reference) | {statistics.median(router):,.0f} | {statistics.median(of('router', 2)):.1f} µs |")
 ratios = [a / b for a, b in zip(lane, router)]
-print(f"lane / router, pair by pair: {' '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
+print(f"lane / reference, pair by pair: {' '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
 PY

@@ -12,9 +12,9 @@ package import NIOCore
 ///   between the two, which a busy machine makes wide). Run on the channel's own event loop, the
 ///   check and the write happen in one turn of the loop, before any close can: a channel open
 ///   there has its handlers, which answer every statement.
-/// - The API's registration lane: a registration read by a connection's handler is checked and
-///   answered on that connection's loop (only its hand-over to the lane's queue passes a thread
-///   of the concurrency pool), not on the pool with a hop back to the loop at each step.
+/// - The API's registration lane: a registration read by a connection's handler is handed over,
+///   checked and answered on that connection's loop, not on the concurrency pool with a hop back
+///   to the loop at each step.
 package final class EventLoopTaskExecutor: TaskExecutor {
     package let loop: any EventLoop
 

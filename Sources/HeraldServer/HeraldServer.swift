@@ -8,6 +8,7 @@ import HeraldSQLite
 import Hummingbird
 package import Logging
 import NIOCore
+import NIOPosix
 package import Prometheus
 import ServiceLifecycle
 import Synchronization
@@ -153,16 +154,18 @@ private func runHeraldServer<Result: Sendable>(
         let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         let listening = ListeningPort()
         let serverName = "herald"
+        let eventLoopGroup = MultiThreadedEventLoopGroup.singleton
         let lane =
             configuration.registrationLane
             ? RegistrationLane(
-                authenticator: api.authenticator, devices: api.devices, refuseUndeclaredStatuses: configuration.refuseUndeclaredStatuses,
-                serverName: serverName, logger: logger) : nil
+                authenticator: api.authenticator, devices: api.devices, eventLoopGroup: eventLoopGroup,
+                refuseUndeclaredStatuses: configuration.refuseUndeclaredStatuses, serverName: serverName, logger: logger) : nil
         let application = Application(
             router: router,
             server: configuration.httpServer(lane: lane),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: serverName),
             onServerRunning: { channel in listening.resume(.success(channel.localAddress?.port ?? 0)) },
+            eventLoopGroupProvider: .shared(eventLoopGroup),
             logger: logger
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [

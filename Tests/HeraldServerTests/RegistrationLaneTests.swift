@@ -204,17 +204,18 @@ extension RegistrationLaneTests {
         }
     }
 
-    @Test("a connection that cannot take more writes is not read from until it can")
+    @Test("reads wait while the connection cannot take more writes, and while a request waits behind the lane's answer")
     func backpressure() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-lane-pressure")
         defer { directory.remove() }
         let store = try await SQLiteStore(path: directory.path + "/herald.sqlite")
         let clock = SystemEpochClock()
+        let channel = EmbeddedChannel()
         let lane = RegistrationLane(
             authenticator: APIKeyAuthenticator(store: store, clock: clock, usage: KeyUsage()),
             devices: DevicesController(store: store, secrets: try SecretBox(masterKey: SecretBox.generateMasterKey()), clock: clock),
-            refuseUndeclaredStatuses: false, serverName: "herald", logger: Logger(label: "test"))
-        let channel = EmbeddedChannel()
+            eventLoopGroup: channel.eventLoop, refuseUndeclaredStatuses: false, serverName: "herald",
+            logger: Logger(label: "test"))
         let counter = ReadCounter()
         try channel.pipeline.syncOperations.addHandler(counter)
         try channel.pipeline.syncOperations.addHandler(RegistrationLaneHandler(lane: lane, channel: channel))
@@ -227,6 +228,17 @@ extension RegistrationLaneTests {
         channel.isWritable = true
         channel.pipeline.fireChannelWritabilityChanged()
         #expect(counter.reads == 2, "and happens once it can")
+        // A registration the lane answers (its queue is not read here, so the answer never
+        // comes): the connection reads on until something arrives behind it, then waits.
+        let token = RegistrationLaneStateMachineTests.token
+        try channel.writeInbound(RegistrationLaneStateMachineTests.head(.put, "/v1/apps/app/devices/\(token)"))
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        channel.read()
+        #expect(counter.reads == 3, "a registration being answered with nothing behind it does not stop reads")
+        try channel.writeInbound(RegistrationLaneStateMachineTests.head(.get, "/v1/apps"))
+        channel.read()
+        #expect(counter.reads == 3, "a request held behind it does")
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == nil, "and is held, not passed on")
         _ = try channel.finish()
     }
 }

@@ -57,40 +57,58 @@ final class RegistrationLane: Service {
     private let logger: Logger
     private let dates = HTTPDateCache()
     private let metrics = LaneMetrics()
-    private let jobs: AsyncStream<Job>
-    private let intake: AsyncStream<Job>.Continuation
+    /// One queue for each event loop of the server's: a connection's registrations are answered
+    /// on its own loop, and handed over there (no thread between the two).
+    private let queues: [Queue]
 
     /// A lane checking keys with `authenticator` (the router's, so that a key's use is written
     /// down once a minute whichever path it takes) and registrations with `devices`.
-    init(authenticator: APIKeyAuthenticator, devices: DevicesController, refuseUndeclaredStatuses: Bool, serverName: String, logger: Logger) {
+    /// The connections it serves are on `eventLoopGroup`'s loops (the API server's).
+    init(
+        authenticator: APIKeyAuthenticator, devices: DevicesController, eventLoopGroup: any EventLoopGroup, refuseUndeclaredStatuses: Bool,
+        serverName: String, logger: Logger
+    ) {
         self.authenticator = authenticator
         self.scope = RequireScope(.register, store: devices.store)
         self.devices = devices
+        self.queues = eventLoopGroup.makeIterator().map(Queue.init)
         self.refuseUndeclaredStatuses = refuseUndeclaredStatuses
         self.serverName = serverName
         self.logger = logger
-        (self.jobs, self.intake) = AsyncStream.makeStream()
     }
 
-    /// Answers each submitted request in a task of its own until graceful shutdown; the requests
-    /// taken by then are answered before it returns. One submitted later goes to the router.
+    /// Answers each submitted request in a task of its own, on its connection's event loop, until
+    /// graceful shutdown; the requests taken by then are answered before it returns. One
+    /// submitted later goes to the router.
     func run() async {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                for await job in self.jobs {
-                    group.addTask(executorPreference: job.executor) { job.reply.send(await self.answer(job.request)) }
+            await withDiscardingTaskGroup { loops in
+                for queue in self.queues {
+                    // A loop's queue is read on that loop, and its requests (child tasks, which
+                    // keep the preference) are answered there.
+                    loops.addTask(executorPreference: queue.executor) {
+                        await withDiscardingTaskGroup { requests in
+                            for await job in queue.jobs {
+                                requests.addTask { job.reply.send(await self.answer(job.request)) }
+                            }
+                        }
+                    }
                 }
             }
         } onGracefulShutdown: {
-            self.intake.finish()
+            for queue in self.queues { queue.intake.finish() }
         }
     }
 
-    /// Takes `request` to answer, then completes `promise` on its event loop; false when the
-    /// lane has stopped (the caller hands the request to the router).
-    func submit(_ request: Request, promise: EventLoopPromise<Answer>, executor: EventLoopTaskExecutor) -> Bool {
+    /// Takes `request` to answer, then completes `promise` on its event loop (the connection's);
+    /// false when the lane has stopped or does not serve that loop (the caller hands the
+    /// request to the router).
+    func submit(_ request: Request, promise: EventLoopPromise<Answer>) -> Bool {
         let reply = Reply(promise)
-        guard case .enqueued = self.intake.yield(Job(request: request, reply: reply, executor: executor)) else {
+        let loop = promise.futureResult.eventLoop
+        guard let queue = self.queues.first(where: { $0.executor.loop === loop }),
+            case .enqueued = queue.intake.yield(Job(request: request, reply: reply))
+        else {
             reply.abandon()
             return false
         }
@@ -182,7 +200,18 @@ final class RegistrationLane: Service {
     private struct Job: Sendable {
         let request: Request
         let reply: Reply
+    }
+
+    /// The requests submitted by one event loop's connections, and that loop as an executor.
+    private struct Queue: Sendable {
         let executor: EventLoopTaskExecutor
+        let jobs: AsyncStream<Job>
+        let intake: AsyncStream<Job>.Continuation
+
+        init(_ loop: any EventLoop) {
+            self.executor = EventLoopTaskExecutor(loop)
+            (self.jobs, self.intake) = AsyncStream.makeStream()
+        }
     }
 
     /// A request's promise, completed exactly once: with the lane's answer, or — when the lane

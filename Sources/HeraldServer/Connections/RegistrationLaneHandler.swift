@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import HTTPTypes
-import HeraldPostgres
 import NIOCore
 import NIOHTTPTypes
 
@@ -24,8 +23,6 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     private let lane: RegistrationLane
-    /// The connection's event loop, where the lane answers its registrations.
-    private let executor: EventLoopTaskExecutor
     private var state: StateMachine
     private var held = CircularBuffer<Held>()
     /// A read asked for while the lane answers: done once it has.
@@ -36,7 +33,6 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     /// The handler of the connection `channel`.
     init(lane: RegistrationLane, channel: any Channel) {
         self.lane = lane
-        self.executor = EventLoopTaskExecutor(channel.eventLoop)
         self.state = StateMachine(peer: channel.remoteAddress?.ipAddress)
     }
 
@@ -70,11 +66,15 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
     }
 
-    /// Reads wait while the lane answers, and while the connection cannot take more writes: a
-    /// client that sends requests without reading the answers is not read from until it does,
-    /// as the router's own writer would make it wait.
+    /// Reads wait while something read waits for the lane's answer, and while the connection
+    /// cannot take more writes: a client that sends requests without reading the answers is not
+    /// read from until it does, as the router's own writer would make it wait. While the lane
+    /// answers with nothing behind it, the connection reads on (a client waiting for its answer
+    /// sends nothing, and the socket's interest in reading is not taken away and given back for
+    /// each registration); what one read brings while the lane answers is held, and the reads
+    /// wait from then on.
     func read(context: ChannelHandlerContext) {
-        if self.state.isAnswering || !context.channel.isWritable {
+        if !self.held.isEmpty || !context.channel.isWritable {
             self.readPending = true
         } else {
             context.read()
@@ -87,7 +87,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     private func readIfPending(context: ChannelHandlerContext) {
-        if self.readPending, !self.state.isAnswering, context.channel.isWritable {
+        if self.readPending, self.held.isEmpty, context.channel.isWritable {
             self.readPending = false
             context.read()
         }
@@ -108,7 +108,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
             for part in parts { context.fireChannelRead(self.wrapInboundOut(part)) }
         case .submit(let request):
             let promise = context.eventLoop.makePromise(of: RegistrationLane.Answer.self)
-            guard self.lane.submit(request, promise: promise, executor: self.executor) else {
+            guard self.lane.submit(request, promise: promise) else {
                 // The lane has stopped (the server is shutting down); `submit` completed the promise.
                 self.route(context: context)
                 return
