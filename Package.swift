@@ -225,7 +225,7 @@ let package = Package(
             // The store contract, written once, run against every driver.
             name: "HeraldStoreTests",
             dependencies: [
-                "HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting",
+                "HeraldSQLite", "HeraldPostgres", "HeraldCore", "APNSModels", "HeraldTesting", "CSQLite",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],

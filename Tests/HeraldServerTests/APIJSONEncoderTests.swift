@@ -62,6 +62,56 @@ struct APIJSONEncoderTests {
                 == Dictionary(uniqueKeysWithValues: expected.map { ($0.0, $0.1) }))
     }
 
+    struct Widths: Encodable {
+        var bool = true
+        var int = -1
+        var int8: Int8 = -8
+        var int16: Int16 = -16
+        var int32: Int32 = -32
+        var int64: Int64 = .min
+        var uint: UInt = 1
+        var uint8: UInt8 = 8
+        var uint16: UInt16 = 16
+        var uint32: UInt32 = 32
+        var uint64: UInt64 = 64
+        var float: Float = 0.5
+        var double = -0.25
+        var string = "s\n"
+        var lists = Lists()
+    }
+
+    struct Lists: Encodable {
+        var bools = [false]
+        var ints = [Int.max]
+        var int8s: [Int8] = [.min]
+        var int16s: [Int16] = [.min]
+        var int32s: [Int32] = [.min]
+        var int64s: [Int64] = [.max]
+        var uints: [UInt] = [2]
+        var uint8s: [UInt8] = [.max]
+        var uint16s: [UInt16] = [.max]
+        var uint32s: [UInt32] = [.max]
+        var uint64s: [UInt64] = [UInt64(Int64.max)]
+        var floats: [Float] = [1.5]
+        var doubles = [2.0]
+        var strings = ["\u{1}"]
+    }
+
+    @Test("every primitive width, as a member and in an array, as Foundation writes it; an unsigned one past 64 bits signed fails")
+    func widths() throws {
+        let value = Widths()
+        #expect(try JSONValue.parse(try APIJSONEncoder().encode(value)) == JSONValue.parse(Array(try JSONEncoder().encode(value))))
+        #expect(
+            try self.text(value).hasPrefix(
+                #"{"bool":true,"int":-1,"int8":-8,"int16":-16,"int32":-32,"int64":-9223372036854775808,"uint":1,"uint8":8,"#))
+        var past = Widths()
+        past.uint64 = .max
+        #expect(throws: EncodingError.self) { try APIJSONEncoder().encode(past) }
+        past = Widths()
+        past.lists.uints = [.max]
+        #expect(throws: EncodingError.self) { try APIJSONEncoder().encode(past) }
+    }
+
     @Test("a type's omitted fields are left out when nil, only on that type")
     func omitted() throws {
         #expect(try self.text(Hidden(gone: nil, kept: nil)) == #"{"kept":null}"#)
