@@ -112,6 +112,45 @@ struct APIJSONEncoderTests {
         #expect(throws: EncodingError.self) { try APIJSONEncoder().encode(past) }
     }
 
+    /// A device with every optional set or not, and strings that need escapes, from `seed`.
+    static func device(_ seed: UInt64) -> DeviceResponse {
+        var state = seed &* 0x9E37_79B9_7F4A_7C15 | 1
+        func next() -> UInt64 {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return state
+        }
+        let pieces = ["a", "Zé", "\"", "\\", "\n", "\u{1}", "\u{7f}", "😀", "/", " ", "\u{2028}", "x_y-1.2"]
+        func text() -> String { (0..<Int(next() % 4)).map { _ in pieces[Int(next() % UInt64(pieces.count))] }.joined() }
+        func maybe() -> String? { next() % 3 == 0 ? nil : text() }
+        func number() -> Int64 { Int64(bitPattern: next()) >> Int64(next() % 64) }
+        return DeviceResponse(
+            token: text(), kind: text(), environment: text(), userId: maybe(), tags: (0..<Int(next() % 3)).map { _ in text() },
+            locale: maybe(), timeZone: maybe(), appVersion: maybe(), platform: maybe(), activityId: maybe(), attributesType: maybe(),
+            active: next() % 2 == 0, createdAt: number(), lastRegisteredAt: number(), invalidatedAt: next() % 2 == 0 ? nil : number(),
+            invalidationReason: maybe(), publicKeyType: maybe(), publicKey: maybe(),
+            invalidations: next() % 3 == 0
+                ? nil
+                : (0..<Int(next() % 3)).map { _ in
+                    .init(reason: text(), apnsTimestamp: next() % 2 == 0 ? nil : number(), at: number(), applied: next() % 2 == 0)
+                }
+        )
+    }
+
+    @Test("a device, alone and in a list, writes itself as the encoder writes it through its Encodable conformance, byte for byte")
+    func writtenDirectly() throws {
+        let codable = APIJSONEncoder(writesDirectly: false)
+        for seed in 0..<500 as Range<UInt64> {
+            let device = Self.device(seed)
+            #expect(try APIJSONEncoder().encode(device) == codable.encode(device), "seed \(seed)")
+        }
+        for next in [nil, "c"] {
+            let list = DeviceList(devices: (0..<20).map { Self.device($0 + 1000) }, next: next)
+            #expect(try APIJSONEncoder().encode(list) == codable.encode(list))
+        }
+    }
+
     @Test("a type's omitted fields are left out when nil, only on that type")
     func omitted() throws {
         #expect(try self.text(Hidden(gone: nil, kept: nil)) == #"{"kept":null}"#)

@@ -2,6 +2,7 @@
 import APNSModels
 import Foundation
 import HTTPTypes
+import HeraldAPI
 import HeraldCore
 import HeraldSQLite
 import HeraldTesting
@@ -334,6 +335,50 @@ extension RegistrationLaneTests {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         for second: Int64 in [0, 59, 951_782_400, 951_868_799, 1_709_164_800, 1_795_945_309, 4_102_444_800, 4_107_542_399] {
             #expect(HTTPDateCache.text(second: second) == formatter.string(from: Date(timeIntervalSince1970: TimeInterval(second))))
+        }
+    }
+}
+
+/// The lane's own reading of a registration's body, against the API's decoder.
+@Suite struct RegistrationBodyTests {
+    static let fields = [
+        "kind", "environment", "userId", "tags", "locale", "timeZone", "appVersion", "platform", "activityId", "attributesType", "publicKey",
+        "publicKeyType", "userAssertion",
+    ]
+
+    @Test("a body the lane reads, the API's decoder reads alike; one it does not read, the decoder refuses")
+    func sameAsDecoder() throws {
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next(_ bound: Int) -> Int {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            return Int(state % UInt64(bound))
+        }
+        let names = Self.fields + Self.fields + ["unknown", "Kind", "tags "]
+        let values: [JSONValue] = [
+            .null, .string(""), .string("en_US"), .string("\u{1}é"), .int(1), .bool(true), .double(0.5), .array([]), .array([.string("a")]),
+            .array([.string("a"), .string("b")]), .array([.int(1)]), .array([.null]), .object([]),
+        ]
+        var read = 0
+        for _ in 0..<5000 {
+            let json = JSONValue.object((0..<next(7)).map { _ in (names[next(names.count)], values[next(values.count)]) })
+            let lane = DeviceRegistrationRequest(plainJSON: json)
+            let decoded = try? APIRequestDecoder.decode(DeviceRegistrationRequest.self, json: json)
+            #expect(lane == decoded, "\(json.jsonString)")
+            if lane != nil { read += 1 }
+        }
+        #expect(read > 500, "the lane reads the plain bodies itself (\(read) of 5,000)")
+        #expect(DeviceRegistrationRequest(plainJSON: .array([])) == nil)
+
+        // Every field of the request, each read: a field added to the type and not to the lane's
+        // reading stays nil here.
+        let full = JSONValue.object(Self.fields.map { ($0, $0 == "tags" ? .array([.string("t")]) : .string($0)) })
+        let request = try #require(DeviceRegistrationRequest(plainJSON: full))
+        #expect(request == (try APIRequestDecoder.decode(DeviceRegistrationRequest.self, json: full)))
+        for field in Mirror(reflecting: request).children {
+            let value = Mirror(reflecting: field.value)
+            #expect(value.displayStyle != .optional || !value.children.isEmpty, "\(field.label ?? "?") is read")
         }
     }
 }

@@ -15,8 +15,18 @@ protocol OmitsNilFields {
 /// sibling that came later in the output (which only a hand-written `encode(to:)` can do) fails
 /// the encoding with `EncodingError.invalidValue` rather than writing its members out of place.
 struct APIJSONEncoder {
+    /// Whether a ``JSONWritable`` value writes itself (the same bytes); off only in the tests
+    /// that hold the two ways together.
+    var writesDirectly = true
+
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let writer = JSONStreamWriter()
+        if self.writesDirectly, let writable = value as? any JSONWritable {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(512)
+            writable.json(into: &bytes)
+            return bytes
+        }
+        let writer = JSONStreamWriter(writesDirectly: self.writesDirectly)
         let root = writer.openSlot()
         try SlotEncoder(writer: writer, handle: root, omitted: nil).encode(value)
         writer.close(to: 0)
@@ -56,8 +66,11 @@ private final class JSONStreamWriter {
     /// The first misuse seen where the protocol gives no way to throw (a nested container asked
     /// of a closed one): the encoding fails with it at the end.
     @exclusivity(unchecked) var failure: EncodingError?
+    /// ``APIJSONEncoder/writesDirectly``.
+    let writesDirectly: Bool
 
-    init() {
+    init(writesDirectly: Bool) {
+        self.writesDirectly = writesDirectly
         self.bytes.reserveCapacity(512)
         self.frames.reserveCapacity(8)
     }
@@ -158,6 +171,10 @@ private final class JSONStreamWriter {
     func write<T: Encodable>(_ value: T) throws {
         if let json = primitive(value) {
             json.serialize(into: &self.bytes)
+            return
+        }
+        if self.writesDirectly, let writable = value as? any JSONWritable {
+            writable.json(into: &self.bytes)
             return
         }
         let slot = self.openSlot()

@@ -135,8 +135,8 @@ final class RegistrationLane: Service {
             guard let found = try await self.scope.app(key: key, appID: request.appID) else { throw HeraldError.notFound("app") }
             app = found
             let token = try Validate.token(request.token)
-            let body = try APIRequestDecoder.decode(
-                DeviceRegistrationRequest.self, json: try APIRequestDecoder.parse(request.body.readableBytesView))
+            let json = try APIRequestDecoder.parse(request.body.readableBytesView)
+            let body = try DeviceRegistrationRequest(plainJSON: json) ?? APIRequestDecoder.decode(DeviceRegistrationRequest.self, json: json)
             asked = try self.devices.registration(body, app: app, key: key, token: token)
         } catch {
             self.metrics.routed.increment()
