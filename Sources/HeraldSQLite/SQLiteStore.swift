@@ -465,6 +465,20 @@ package final class SQLiteStore: HeraldStore {
         attributes_type, active, created_at, last_registered_at, invalidated_at, invalidation_reason, public_key, public_key_type
         """
 
+    /// The registration's upsert, made once (not per registration: the statement cache looks it up by its text).
+    private static let upsertDevice = """
+        INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
+            activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+        ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
+            user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
+            app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
+            attributes_type = excluded.attributes_type, active = 1, public_key = excluded.public_key,
+            public_key_type = excluded.public_key_type,
+            last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
+        RETURNING \(deviceColumns)
+        """
+
     package func register(appID: String, _ asked: DeviceRegistration, authority: RegistrationAuthority, now: Int64) async throws -> Device {
         try await self.database.writeGrouped { db in
             // What the device holds now decides what this caller may change (read in this write).
@@ -482,18 +496,7 @@ package final class SQLiteStore: HeraldStore {
             }
             let registration = try RegistrationPolicy.apply(asked, existing: existing, authority: authority)
             let rows = try db.query(
-                """
-                INSERT INTO devices (app_id, token, kind, environment, user_id, locale, time_zone, app_version, platform,
-                    activity_id, attributes_type, active, created_at, last_registered_at, public_key, public_key_type)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
-                ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, environment = excluded.environment,
-                    user_id = excluded.user_id, locale = excluded.locale, time_zone = excluded.time_zone,
-                    app_version = excluded.app_version, platform = excluded.platform, activity_id = excluded.activity_id,
-                    attributes_type = excluded.attributes_type, active = 1, public_key = excluded.public_key,
-                    public_key_type = excluded.public_key_type,
-                    last_registered_at = excluded.last_registered_at, invalidated_at = NULL, invalidation_reason = NULL
-                RETURNING \(Self.deviceColumns)
-                """,
+                Self.upsertDevice,
                 [
                     .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
                     Self.optional(registration.userID), Self.optional(registration.locale), Self.optional(registration.timeZone),
