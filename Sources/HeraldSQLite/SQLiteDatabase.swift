@@ -385,11 +385,12 @@ package final class SQLiteDatabase: Sendable {
         private let cache: StatementCache
 
         /// Set once, before the process's first connection: no memory statistics (a global mutex
-        /// on every allocation of every connection's thread).
-        private static let configured: Void = { _ = herald_sqlite3_memory_statistics_off() }()
+        /// on every allocation of every connection's thread). `SQLITE_OK`, or SQLite's refusal
+        /// when something in the process had started SQLite first (the statistics then stay on).
+        package static let memoryStatisticsOff: Int32 = herald_sqlite3_memory_statistics_off()
 
         fileprivate init(path: String) throws {
-            Self.configured
+            _ = Self.memoryStatisticsOff
             var handle: OpaquePointer?
             let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
             let status = sqlite3_open_v2(path, &handle, flags, nil)

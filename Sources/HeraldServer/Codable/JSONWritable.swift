@@ -33,7 +33,7 @@ struct JSONObjectWriter {
         if self.count > 0 { self.bytes.append(UInt8(ascii: ",")) }
         self.count += 1
         self.bytes.append(UInt8(ascii: "\""))
-        self.bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        key.withUTF8Buffer { self.bytes.append(contentsOf: $0) }
         self.bytes.append(contentsOf: "\":".utf8)
     }
 

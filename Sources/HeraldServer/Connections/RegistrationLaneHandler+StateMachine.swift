@@ -7,8 +7,8 @@ extension RegistrationLaneHandler {
     /// Which of one connection's requests go to the lane, and the order of the answers: HTTP/1.1
     /// answers requests in the order they came, and a client may send the next before the answer
     /// (pipelining). So the lane takes a request only when the router owes the connection no
-    /// answer, and while the lane works, whatever arrives is held (and no more is read) until
-    /// the lane's answer is written or the request is handed to the router.
+    /// answer, and while the lane works, whatever arrives is held (and, once something is, no
+    /// more is read) until the lane's answer is written or the request is handed to the router.
     struct StateMachine {
         enum State {
             /// No request in progress.
@@ -28,7 +28,7 @@ extension RegistrationLaneHandler {
         /// router reads nothing after it, so neither does the lane.
         private(set) var closing = false
 
-        /// Whether the lane is working on a request, so that the connection's reads wait.
+        /// Whether the lane is working on a request, so that what arrives meanwhile is held.
         var isAnswering: Bool {
             if case .answering = self.state { return true }
             return false
