@@ -12,29 +12,24 @@ extension DeviceRegistrationRequest {
     init?(plainJSON json: JSONValue) {
         guard case .object(let members) = json else { return nil }
         self.init()
+        // The fields read so far, a bit each: each field once.
         var seen: UInt16 = 0
         for (name, value) in members {
-            // The field's place, which is also its bit in `seen`: each field once.
-            let field: Int
-            switch name {
-            case "kind": field = 0
-            case "environment": field = 1
-            case "userId": field = 2
-            case "locale": field = 3
-            case "timeZone": field = 4
-            case "appVersion": field = 5
-            case "platform": field = 6
-            case "activityId": field = 7
-            case "attributesType": field = 8
-            case "publicKey": field = 9
-            case "publicKeyType": field = 10
-            case "userAssertion": field = 11
-            case "tags": field = 12
-            default: return nil
+            /// `value` into `field` (the field numbered `bit`) when it is a string or null.
+            func text(_ bit: UInt16, _ field: inout String?) -> Bool {
+                guard seen & (1 << bit) == 0 else { return false }
+                seen |= 1 << bit
+                switch value {
+                case .null: field = nil
+                case .string(let string): field = string
+                default: return false
+                }
+                return true
             }
-            guard seen & (1 << field) == 0 else { return nil }
-            seen |= 1 << field
-            if field == 12 {
+            /// `value` into `tags` when it is an array of strings or null.
+            func tags() -> Bool {
+                guard seen & (1 << 12) == 0 else { return false }
+                seen |= 1 << 12
                 switch value {
                 case .null:
                     self.tags = nil
@@ -42,35 +37,33 @@ extension DeviceRegistrationRequest {
                     var tags: [String] = []
                     tags.reserveCapacity(items.count)
                     for item in items {
-                        guard case .string(let tag) = item else { return nil }
+                        guard case .string(let tag) = item else { return false }
                         tags.append(tag)
                     }
                     self.tags = tags
                 default:
-                    return nil
+                    return false
                 }
-                continue
+                return true
             }
-            let text: String?
-            switch value {
-            case .null: text = nil
-            case .string(let string): text = string
-            default: return nil
+            let read: Bool
+            switch name {
+            case "kind": read = text(0, &self.kind)
+            case "environment": read = text(1, &self.environment)
+            case "userId": read = text(2, &self.userId)
+            case "locale": read = text(3, &self.locale)
+            case "timeZone": read = text(4, &self.timeZone)
+            case "appVersion": read = text(5, &self.appVersion)
+            case "platform": read = text(6, &self.platform)
+            case "activityId": read = text(7, &self.activityId)
+            case "attributesType": read = text(8, &self.attributesType)
+            case "publicKey": read = text(9, &self.publicKey)
+            case "publicKeyType": read = text(10, &self.publicKeyType)
+            case "userAssertion": read = text(11, &self.userAssertion)
+            case "tags": read = tags()
+            default: read = false
             }
-            switch field {
-            case 0: self.kind = text
-            case 1: self.environment = text
-            case 2: self.userId = text
-            case 3: self.locale = text
-            case 4: self.timeZone = text
-            case 5: self.appVersion = text
-            case 6: self.platform = text
-            case 7: self.activityId = text
-            case 8: self.attributesType = text
-            case 9: self.publicKey = text
-            case 10: self.publicKeyType = text
-            default: self.userAssertion = text
-            }
+            guard read else { return nil }
         }
     }
 }
