@@ -20,16 +20,10 @@ struct APIJSONEncoder {
     var writesDirectly = true
 
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        if self.writesDirectly, let writable = value as? any JSONWritable {
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(512)
-            writable.json(into: &bytes)
-            return bytes
-        }
         let writer = JSONStreamWriter(writesDirectly: self.writesDirectly)
-        let root = writer.openSlot()
-        try SlotEncoder(writer: writer, handle: root, omitted: nil).encode(value)
-        writer.close(to: 0)
+        // The top-level value as any nested one: a primitive, a value that writes itself, or
+        // one that encodes itself into a slot.
+        try writer.write(value)
         if let failure = writer.failure { throw failure }
         return writer.bytes
     }

@@ -41,9 +41,13 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
         self.held.removeAll()
     }
 
+    /// Whether what arrives now is held: the lane is answering, or something arrived before it
+    /// that still waits.
+    private var holds: Bool { self.state.isAnswering || !self.held.isEmpty }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = self.unwrapInboundIn(data)
-        if self.state.isAnswering || !self.held.isEmpty {
+        if self.holds {
             self.held.append(.part(part))
         } else {
             self.handle(part, context: context)
@@ -51,7 +55,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if self.state.isAnswering || !self.held.isEmpty {
+        if self.holds {
             self.held.append(.error(error))
         } else {
             context.fireErrorCaught(error)
@@ -59,7 +63,7 @@ final class RegistrationLaneHandler: ChannelDuplexHandler, RemovableChannelHandl
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if self.state.isAnswering || !self.held.isEmpty {
+        if self.holds {
             self.held.append(.event(event))
         } else {
             context.fireUserInboundEventTriggered(event)
