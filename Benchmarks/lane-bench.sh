@@ -3,7 +3,7 @@
 #
 # The registration lane against the router, in one run: two release `herald serve` on SQLite
 # from the same binary, one answering registrations in the lane (the default), one through the
-# router (HERALD_NO_REGISTRATION_LANE=1), and short wrk runs of new-token registrations with the
+# router (--no-registration-lane), and short wrk runs of new-token registrations with the
 # register key alternated between them, so that the host's drift falls on both alike. Prints each
 # run's rate and herald's CPU per registration (user + system, from /proc), then the medians and
 # the lane's ratio to the router. Both databases grow as the runs go (each run registers new
@@ -28,31 +28,27 @@ use_herald
 rm -rf "$WORK" && mkdir -p "$WORK"
 trap cleanup_processes EXIT
 
-# serve NAME PORT BINARY [ENV...]: a server with app `bench`; sets NAME_PID and NAME_KEY (a register key).
+# serve NAME PORT BINARY [FLAG...]: the common start_api_server for one of the two servers (its
+# own directory, port and binary), with app `bench`; sets NAME_PID and NAME_KEY (a register key).
 serve() {
-  local name=$1 port=$2 binary=$3 admin
+  local name=$1 port=$2 binary=$3
   shift 3
   mkdir -p "$WORK/$name"
-  env "$@" HERALD_REGISTER_ADDRESS_LIMIT=0 "$binary" serve --port "$port" --data-dir "$WORK/$name/data" --no-emulator \
-    --log-level warning > "$WORK/$name/serve.log" 2>&1 &
-  pids+=($!)
-  printf -v "${name}_PID" '%s' "$!"
-  for _ in $(seq 300); do grep -q "Herald listening" "$WORK/$name/serve.log" && break; sleep 0.1; done
-  grep -q "Herald listening" "$WORK/$name/serve.log" || { cat "$WORK/$name/serve.log" >&2; exit 1; }
-  admin=$(grep -A1 "Admin API key" "$WORK/$name/serve.log" | tail -n 1 | tr -d ' ')
-  curl -fsS -X POST "http://127.0.0.1:$port/v1/apps" -H "authorization: Bearer $admin" -d '{"id":"bench","bundleId":"com.example.app"}' >/dev/null
-  printf -v "${name}_KEY" '%s' "$(curl -fsS -X POST "http://127.0.0.1:$port/v1/keys" -H "authorization: Bearer $admin" \
-    -d '{"scope":"register","appId":"bench"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
+  WORK=$WORK/$name API_PORT=$port HERALD=$binary start_api_server "$WORK/$name/data" --no-emulator "$@"
+  printf -v "${name}_PID" '%s' "$SERVE_PID"
+  api POST /v1/apps '{"id":"bench","bundleId":"com.example.app"}' >/dev/null
+  printf -v "${name}_KEY" '%s' "$(api POST /v1/keys '{"scope":"register","appId":"bench"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')"
 }
 serve lane "$LANE_PORT" "$HERALD"
 if [[ -n ${BEFORE:-} ]]; then
   serve router "$ROUTER_PORT" "$BEFORE"
   REFERENCE="the lane, before ($BEFORE)"
 else
-  serve router "$ROUTER_PORT" "$HERALD" HERALD_NO_REGISTRATION_LANE=1
+  serve router "$ROUTER_PORT" "$HERALD" --no-registration-lane
   REFERENCE="the router"
 fi
-cat "$ROOT/Benchmarks/wrk/register.lua" "$ROOT/Benchmarks/wrk/report.lua" > "$WORK/register.lua"
+wrk_script register
 
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICKS=$(getconf CLK_TCK)
