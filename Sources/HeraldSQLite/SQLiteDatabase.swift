@@ -97,10 +97,10 @@ package final class SQLiteDatabase: Sendable {
         self.readerThreads.shutdownGracefully { _ in }
     }
 
-    /// Checkpoints run in the background, and the WAL frames each found copied into the database
-    /// file when it ended, added up (for tests and diagnostics): once every checkpoint handed
-    /// over before this call has ended.
-    package func backgroundCheckpoints() async throws -> (runs: Int, frames: Int) {
+    /// Checkpoints run in the background, the WAL frames each found copied into the database
+    /// file when it ended, added up, and the writer's own checkpoints of what a background run
+    /// left (for tests and diagnostics): once every checkpoint handed over before this call has ended.
+    package func backgroundCheckpoints() async throws -> (runs: Int, frames: Int, tails: Int) {
         try await self.checkpointer.settled()
     }
 
@@ -268,17 +268,29 @@ package final class SQLiteDatabase: Sendable {
     /// writer's WAL hook how many pages the WAL holds; at `pages` or more, a checkpoint runs on
     /// a connection and thread of its own (`PASSIVE`: it copies what no reader still needs,
     /// beside the writer, and waits for the fsyncs there), again for the pages the writer added
-    /// meanwhile until it has copied them all, so that the WAL restarts from its beginning with
-    /// the writer's next transaction. When it does not catch up in a few rounds, the writer's
-    /// next commit copies the rest (the tail) itself. Should the background fall far behind (4 × `pages`),
-    /// the writer checkpoints itself, as SQLite's own `wal_autocheckpoint` does.
+    /// meanwhile (a few rounds at most, each shorter than the one before).
+    ///
+    /// The WAL restarts from its beginning only at a write transaction that begins with every
+    /// frame copied. Under steady writes the writer is always inside a transaction when the
+    /// background catches up, so the background alone never restarts it: the WAL would grow
+    /// until the writer's own checkpoint at 4 × `pages`, and every commit in between would hand
+    /// the background another run of a few frames, each with its two fsyncs, copying pages again
+    /// that a single run would have copied once. So after each background run the writer's next
+    /// commit copies what the run left (the frames of the commits made during its last round)
+    /// itself, and its next transaction restarts the WAL. Should the background fall far behind
+    /// (4 × `pages`), the writer checkpoints itself, as SQLite's own `wal_autocheckpoint` does.
     private final class Checkpointer: Sendable {
         private struct State {
             var running = false
+            /// A background run has ended: the writer's next commit copies what it left.
             var tailDue = false
+            /// The frames the WAL held after the writer's latest commit.
+            var walFrames = 0
             var completed = 0
             /// The frames each run found backfilled when it ended, added up.
             var frames = 0
+            /// The writer's checkpoints of what a background run left.
+            var tails = 0
         }
 
         private let connection: Mutex<Connection>
@@ -299,9 +311,9 @@ package final class SQLiteDatabase: Sendable {
 
         /// Its counts once the checkpoints handed over so far have ended: its one thread runs
         /// jobs in order, so this waits behind them.
-        func settled() async throws -> (runs: Int, frames: Int) {
+        func settled() async throws -> (runs: Int, frames: Int, tails: Int) {
             try await self.thread.runIfActive {}
-            return self.state.withLock { ($0.completed, $0.frames) }
+            return self.state.withLock { ($0.completed, $0.frames, $0.tails) }
         }
 
         /// Runs `body` while no background checkpoint runs (it waits for one running now).
@@ -320,12 +332,14 @@ package final class SQLiteDatabase: Sendable {
         private func committed(_ writer: OpaquePointer, _ name: UnsafePointer<CChar>?, pages: Int) {
             enum Step { case none, here(behind: Bool), background }
             let step: Step = self.state.withLock { state in
+                state.walFrames = pages
                 if pages >= 4 * self.pages {
                     state.tailDue = false
                     return .here(behind: state.running)
                 }
                 if state.tailDue {
                     state.tailDue = false
+                    state.tails += 1
                     return .here(behind: false)
                 }
                 guard pages >= self.pages, !state.running else { return .none }
@@ -343,10 +357,11 @@ package final class SQLiteDatabase: Sendable {
                 _ = sqlite3_wal_checkpoint_v2(writer, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             case .background:
                 self.thread.submit { state in
-                    // Again while the writer added frames meanwhile (a few times at most): once
-                    // every frame is copied, the writer's next transaction restarts the WAL.
+                    // Again while the writer added more than `tail` frames meanwhile (a few
+                    // times at most; a round reports the frames the WAL held when it began), so
+                    // that what the writer's next commit copies itself is short.
+                    let tail = max(1, self.pages / 128)
                     var copied: Int32 = 0
-                    var caughtUp = false
                     if case .active = state {
                         self.connection.withLock { connection in
                             for _ in 0..<8 {
@@ -356,16 +371,13 @@ package final class SQLiteDatabase: Sendable {
                                     break
                                 }
                                 copied = max(copied, done)
-                                if done >= log {
-                                    caughtUp = true
-                                    break
-                                }
+                                if self.state.withLock({ $0.walFrames }) - Int(done) <= tail { break }
                             }
                         }
                     }
                     self.state.withLock { state in
                         state.running = false
-                        state.tailDue = !caughtUp
+                        state.tailDue = true
                         state.completed += 1
                         state.frames += Int(max(0, copied))
                     }

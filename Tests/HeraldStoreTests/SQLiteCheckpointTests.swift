@@ -44,6 +44,46 @@ struct SQLiteCheckpointTests {
         #expect(counted.1 == [.text("ok")])
     }
 
+    @Test("the commit after each background checkpoint copies what it left, so the WAL restarts from its beginning")
+    func tailAfterEveryRun() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-checkpoint")
+        defer { directory.remove() }
+        let path = directory.path + "/wal.sqlite"
+        let pages = 50
+        let body = SQLValue.blob([UInt8](repeating: 7, count: 8192))
+        let database = try SQLiteDatabase(path: path, checkpointPages: pages)
+        try await database.write { db in try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }
+        let salts = try Self.walSalts(path)
+        var next: Int64 = 0
+        func insert() async throws {
+            try await database.write { db in try db.query("INSERT INTO t (id, body) VALUES (?, ?)", [.integer(next), body]) }
+            next += 1
+        }
+        // ~60 pages (three or so a row): the commit that crossed 50 handed a run to the
+        // background. After the WAL restarts it cannot reach 50 again within these writes.
+        for _ in 0..<20 { try await insert() }
+        let settled = try await database.backgroundCheckpoints()
+        #expect(settled.runs == 1)
+        // A run that had caught up used to leave the restart to chance: the writer's next
+        // transaction had to begin with every frame copied, which under steady writes it never
+        // does (it is inside one when the run ends), so the WAL grew to the writer's own
+        // checkpoint at four times the threshold. Now the commit after a run copies the rest.
+        try await insert()
+        #expect(try await database.backgroundCheckpoints().tails == 1)
+        // Everything copied: the next transaction (at the latest) starts the WAL again from its first frame, with new salts.
+        try await insert()
+        #expect(try Self.walSalts(path) != salts)
+        #expect(try await database.read { db in try db.query("SELECT count(*) FROM t").first ?? [] } == [.integer(next)])
+    }
+
+    /// The two salts of the WAL's header, which SQLite draws anew each time the WAL restarts from its beginning.
+    static func walSalts(_ path: String) throws -> [UInt8] {
+        let handle = try #require(FileHandle(forReadingAtPath: path + "-wal"))
+        defer { try? handle.close() }
+        let header = try #require(try handle.read(upToCount: 24))
+        return Array(header[16..<24])
+    }
+
     /// The frames the WAL file has room for (it is reused from its start after a checkpoint, not shrunk).
     static func walFrames(_ path: String) -> Int {
         let size = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
