@@ -12,14 +12,11 @@ struct SQLiteCheckpointTests {
         defer { directory.remove() }
         let path = directory.path + "/wal.sqlite"
         let pages = 50
-        // One transaction: a row of 8 KiB, three pages or so.
-        let body = SQLValue.blob([UInt8](repeating: 7, count: 8192))
         var largest = 0
         do {
-            let database = try SQLiteDatabase(path: path, checkpointPages: pages)
-            try await database.write { db in try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }
+            let database = try await Self.table(at: path, checkpointPages: pages)
             func insert(_ n: Int) async throws {
-                try await database.write { db in try db.query("INSERT INTO t (id, body) VALUES (?, ?)", [.integer(Int64(n)), body]) }
+                try await database.write { db in try db.query("INSERT INTO t (id, body) VALUES (?, ?)", [.integer(Int64(n)), Self.row]) }
                 largest = max(largest, Self.walFrames(path))
             }
             // ~90 pages: past the threshold, short of the writer's own checkpoint at 200. The first commit past 50
@@ -49,14 +46,12 @@ struct SQLiteCheckpointTests {
         let directory = try TemporaryDirectory(prefix: "herald-checkpoint")
         defer { directory.remove() }
         let path = directory.path + "/wal.sqlite"
-        let pages = 50
-        let body = SQLValue.blob([UInt8](repeating: 7, count: 8192))
-        let database = try SQLiteDatabase(path: path, checkpointPages: pages)
-        try await database.write { db in try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }
+        let database = try await Self.table(at: path, checkpointPages: 50)
         let salts = try Self.walSalts(path)
         var next: Int64 = 0
         func insert() async throws {
-            try await database.write { db in try db.query("INSERT INTO t (id, body) VALUES (?, ?)", [.integer(next), body]) }
+            let id = next
+            try await database.write { db in try db.query("INSERT INTO t (id, body) VALUES (?, ?)", [.integer(id), Self.row]) }
             next += 1
         }
         // ~60 pages (three or so a row): the commit that crossed 50 handed a run to the
@@ -74,6 +69,16 @@ struct SQLiteCheckpointTests {
         try await insert()
         #expect(try Self.walSalts(path) != salts)
         #expect(try await database.read { db in try db.query("SELECT count(*) FROM t").first ?? [] } == [.integer(next)])
+    }
+
+    /// A row of 8 KiB: one transaction that inserts it writes three pages or so.
+    static let row = SQLValue.blob([UInt8](repeating: 7, count: 8192))
+
+    /// A new database at `path` with table `t` (an id and a body).
+    static func table(at path: String, checkpointPages: Int) async throws -> SQLiteDatabase {
+        let database = try SQLiteDatabase(path: path, checkpointPages: checkpointPages)
+        try await database.write { db in try db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)") }
+        return database
     }
 
     /// The two salts of the WAL's header, which SQLite draws anew each time the WAL restarts from its beginning.
