@@ -358,16 +358,16 @@ package final class SQLiteDatabase: Sendable {
             case .background:
                 self.thread.submit { state in
                     // Again while the writer added more than `tail` frames meanwhile (a few
-                    // times at most; a round reports the frames the WAL held when it began), so
-                    // that what the writer's next commit copies itself is short.
+                    // times at most), so that what the writer's next commit copies itself is
+                    // short. The WAL's size is the writer's latest report: a round's own count
+                    // is of the frames the WAL held when it began.
                     let tail = max(1, self.pages / 128)
                     var copied: Int32 = 0
                     if case .active = state {
                         self.connection.withLock { connection in
                             for _ in 0..<8 {
-                                var log: Int32 = 0
                                 var done: Int32 = 0
-                                guard sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &done) == SQLITE_OK else {
+                                guard sqlite3_wal_checkpoint_v2(connection.handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, &done) == SQLITE_OK else {
                                     break
                                 }
                                 copied = max(copied, done)
