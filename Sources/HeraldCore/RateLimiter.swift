@@ -8,45 +8,37 @@ package protocol RateLimiter: Sendable {
 
 /// The buckets of one process, in memory: exact for one process (SQLite). At most `maxBuckets`
 /// are kept, so that a client cycling through addresses cannot grow memory without bound: a new
-/// bucket past that first forgets the full ones (a full bucket is what a new one would be), and
-/// if that frees less than a quarter, arbitrary ones, which start full again when next seen.
+/// bucket past that forgets an idle one among the oldest (a full bucket is what a new one would
+/// be), or if none of those is, the oldest of them, which starts full again when next seen
+/// (``BoundedTable``: a few buckets looked at per new one, never a sweep of all of them).
 package final class LocalRateLimiter: RateLimiter {
     private struct Entry {
         var bucket: TokenBucket
         var limit: TokenBucket.Limit
     }
 
-    private let buckets = Mutex<[String: Entry]>([:])
+    private let buckets: Mutex<BoundedTable<Entry>>
     package let maxBuckets: Int
 
     package init(maxBuckets: Int) {
         self.maxBuckets = max(4, maxBuckets)
+        self.buckets = Mutex(BoundedTable(capacity: self.maxBuckets))
     }
 
     package func take(_ bucket: RateLimits.Bucket, now: Int64) -> TokenBucket.Decision {
         self.buckets.withLock { buckets in
-            if var entry = buckets[bucket.id] {
+            buckets.update(
+                bucket.id, make: { Entry(bucket: TokenBucket(limit: bucket.limit, now: now), limit: bucket.limit) },
+                forgettable: { $0.bucket.isIdle(limit: $0.limit, now: now) }, pinned: { _ in false }
+            ) { entry in
                 entry.limit = bucket.limit
-                let decision = entry.bucket.take(limit: bucket.limit, now: now)
-                buckets[bucket.id] = entry
-                return decision
+                return entry.bucket.take(limit: bucket.limit, now: now)
             }
-            if buckets.count >= self.maxBuckets { Self.evict(&buckets, keep: self.maxBuckets * 3 / 4, now: now) }
-            var entry = Entry(bucket: TokenBucket(limit: bucket.limit, now: now), limit: bucket.limit)
-            let decision = entry.bucket.take(limit: bucket.limit, now: now)
-            buckets[bucket.id] = entry
-            return decision
         }
     }
 
     /// Buckets held now.
     package var count: Int { self.buckets.withLock { $0.count } }
-
-    private static func evict(_ buckets: inout [String: Entry], keep: Int, now: Int64) {
-        buckets = buckets.filter { !$0.value.bucket.isIdle(limit: $0.value.limit, now: now) }
-        guard buckets.count > keep else { return }
-        for id in buckets.keys.prefix(buckets.count - keep) { buckets[id] = nil }
-    }
 }
 
 /// Where buckets shared by several processes live (PostgreSQL): each lease is one atomic
@@ -91,13 +83,14 @@ package final class LeasedRateLimiter: RateLimiter {
         var waiters: [CheckedContinuation<TokenBucket.Decision?, any Error>] = []
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries: Mutex<BoundedTable<Entry>>
     private let store: any RateBucketStore
     private let limits: RateLimits
 
     package init(store: any RateBucketStore, limits: RateLimits) {
         self.store = store
         self.limits = limits
+        self.entries = Mutex(BoundedTable(capacity: limits.maxBuckets))
     }
 
     private enum Local {
@@ -114,20 +107,23 @@ package final class LeasedRateLimiter: RateLimiter {
 
     private func attempt(_ bucket: RateLimits.Bucket, now: Int64) async throws -> TokenBucket.Decision? {
         let local: Local = self.entries.withLock { entries in
-            var entry = entries[bucket.id] ?? Entry()
-            defer { entries[bucket.id] = entry }
-            if entry.tokens > 0, entry.expiresAt > now {
-                entry.tokens -= 1
-                return .decided(.admitted)
+            // One that holds nothing a new entry would not (and no lease in flight) may go.
+            entries.update(
+                bucket.id, make: { Entry() },
+                forgettable: { !$0.leasing && !($0.tokens > 0 && $0.expiresAt > now) && $0.refusedUntil <= now }, pinned: \.leasing
+            ) { entry in
+                if entry.tokens > 0, entry.expiresAt > now {
+                    entry.tokens -= 1
+                    return .decided(.admitted)
+                }
+                if entry.refusedUntil > now {
+                    return .decided(.refused(retryAfterSeconds: max(1, Int((entry.refusedUntil - now + 999) / 1000))))
+                }
+                entry.tokens = 0
+                if entry.leasing { return .wait }
+                entry.leasing = true
+                return .lease
             }
-            if entry.refusedUntil > now {
-                return .decided(.refused(retryAfterSeconds: max(1, Int((entry.refusedUntil - now + 999) / 1000))))
-            }
-            entry.tokens = 0
-            if entry.leasing { return .wait }
-            entry.leasing = true
-            if entries.count >= self.limits.maxBuckets { Self.evict(&entries, keep: self.limits.maxBuckets * 3 / 4, now: now) }
-            return .lease
         }
         switch local {
         case .decided(let decision):
@@ -135,9 +131,11 @@ package final class LeasedRateLimiter: RateLimiter {
         case .wait:
             return try await withCheckedThrowingContinuation { continuation in
                 let queued = self.entries.withLock { entries in
-                    guard entries[bucket.id]?.leasing == true else { return false }
-                    entries[bucket.id]?.waiters.append(continuation)
-                    return true
+                    entries.modify(bucket.id) { entry in
+                        guard entry.leasing else { return false }
+                        entry.waiters.append(continuation)
+                        return true
+                    } ?? false
                 }
                 // The lease ended in between: try again.
                 if !queued { continuation.resume(returning: nil) }
@@ -152,40 +150,50 @@ package final class LeasedRateLimiter: RateLimiter {
         do {
             lease = try await self.store.leaseRateTokens(bucket: bucket.id, limit: bucket.limit, count: self.limits.leaseSize(bucket.limit))
         } catch {
-            let waiters = self.entries.withLock { entries in
-                defer {
-                    entries[bucket.id]?.leasing = false
-                    entries[bucket.id]?.waiters = []
-                }
-                return entries[bucket.id]?.waiters ?? []
+            let waiters = self.entries.withLock { entries -> [CheckedContinuation<TokenBucket.Decision?, any Error>] in
+                entries.modify(bucket.id) { entry in
+                    defer {
+                        entry.leasing = false
+                        entry.waiters = []
+                    }
+                    return entry.waiters
+                } ?? []
             }
             for waiter in waiters { waiter.resume(throwing: error) }
             throw error
         }
+        // The entry is there (one with a lease in flight is pinned); `update` makes it otherwise.
         let (decision, resumes) = self.entries.withLock { entries in
-            var entry = entries[bucket.id] ?? Entry()
-            defer { entries[bucket.id] = entry }
-            entry.leasing = false
-            let waiters = entry.waiters
-            entry.waiters = []
-            guard lease.granted > 0 else {
-                let decision = TokenBucket.Decision.refused(retryAfterSeconds: TokenBucket.retryAfter(tokens: lease.tokensLeft, limit: bucket.limit))
-                // Exact to the millisecond for the local wait; whole seconds for Retry-After.
-                let due = Int64((1 - min(lease.tokensLeft, 1)) / bucket.limit.perSecond * 1000)
-                entry.refusedUntil = max(entry.refusedUntil, now + max(1, due))
-                return (decision, waiters.map { ($0, Optional(decision)) })
+            entries.update(bucket.id, make: { Entry() }, forgettable: { _ in false }, pinned: \.leasing) { entry in
+                Self.spend(lease, in: &entry, bucket: bucket, now: now, lifetime: self.limits.leaseLifetimeMilliseconds)
             }
-            entry.tokens += lease.granted - 1
-            entry.expiresAt = now + self.limits.leaseLifetimeMilliseconds
-            let resumes = waiters.map { waiter -> (CheckedContinuation<TokenBucket.Decision?, any Error>, TokenBucket.Decision?) in
-                guard entry.tokens > 0 else { return (waiter, nil) }
-                entry.tokens -= 1
-                return (waiter, .admitted)
-            }
-            return (TokenBucket.Decision.admitted, resumes)
         }
         for (waiter, decision) in resumes { waiter.resume(returning: decision) }
         return decision
+    }
+
+    /// A lease's tokens spent in `entry`: the leader's decision, and each waiter's (nil: try again).
+    private static func spend(
+        _ lease: RateLease, in entry: inout Entry, bucket: RateLimits.Bucket, now: Int64, lifetime: Int64
+    ) -> (TokenBucket.Decision, [(CheckedContinuation<TokenBucket.Decision?, any Error>, TokenBucket.Decision?)]) {
+        entry.leasing = false
+        let waiters = entry.waiters
+        entry.waiters = []
+        guard lease.granted > 0 else {
+            let decision = TokenBucket.Decision.refused(retryAfterSeconds: TokenBucket.retryAfter(tokens: lease.tokensLeft, limit: bucket.limit))
+            // Exact to the millisecond for the local wait; whole seconds for Retry-After.
+            let due = Int64((1 - min(lease.tokensLeft, 1)) / bucket.limit.perSecond * 1000)
+            entry.refusedUntil = max(entry.refusedUntil, now + max(1, due))
+            return (decision, waiters.map { ($0, Optional(decision)) })
+        }
+        entry.tokens += lease.granted - 1
+        entry.expiresAt = now + lifetime
+        let resumes = waiters.map { waiter -> (CheckedContinuation<TokenBucket.Decision?, any Error>, TokenBucket.Decision?) in
+            guard entry.tokens > 0 else { return (waiter, nil) }
+            entry.tokens -= 1
+            return (waiter, .admitted)
+        }
+        return (TokenBucket.Decision.admitted, resumes)
     }
 
     /// Entries held now.
@@ -193,10 +201,4 @@ package final class LeasedRateLimiter: RateLimiter {
 
     /// Requests waiting for a lease in flight (for tests).
     package var waiting: Int { self.entries.withLock { $0.values.reduce(0) { $0 + $1.waiters.count } } }
-
-    private static func evict(_ entries: inout [String: Entry], keep: Int, now: Int64) {
-        entries = entries.filter { $0.value.leasing || ($0.value.tokens > 0 && $0.value.expiresAt > now) || $0.value.refusedUntil > now }
-        guard entries.count > keep else { return }
-        for (id, entry) in entries where !entry.leasing && entries.count > keep { entries[id] = nil }
-    }
 }

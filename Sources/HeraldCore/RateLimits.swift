@@ -39,8 +39,9 @@ package struct RateLimits: Sendable, Equatable {
     /// is counted against the rightmost forwarded address that is not itself a trusted proxy.
     /// Empty (the default): the header is ignored and the TCP peer is the client.
     package var trustedProxies: Set<String> = []
-    /// Buckets one process keeps in memory at most (each ~100 bytes): past it, full (idle) buckets
-    /// are forgotten first, then arbitrary ones.
+    /// Buckets one process keeps in memory at most (each ~100 bytes): past it, a new bucket
+    /// forgets an idle one (full: what a new one would be) among the oldest few, else the oldest
+    /// of those (``BoundedTable``).
     package var maxBuckets = 100_000
     /// On PostgreSQL: tokens a process takes from the shared bucket at once, at most (each bucket
     /// leases a tenth of its capacity, 1 to this).

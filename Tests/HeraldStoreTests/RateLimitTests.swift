@@ -89,6 +89,54 @@ import Testing
         #expect(limiter.take(hot, now: 30_000) != .admitted, "the bucket in use was kept")
     }
 
+    @Test(
+        "a bounded table past its capacity forgets a forgettable entry among the oldest few, else the oldest unpinned, looking at a few per insertion"
+    )
+    func boundedTable() {
+        // An entry: whether it may go without loss, and whether it must stay.
+        struct Entry {
+            var forgettable: Bool
+            var pinned = false
+        }
+        var table = BoundedTable<Entry>(capacity: 10)
+        var looked = 0
+        func insert(_ name: String, _ entry: Entry) {
+            table.update(
+                name, make: { entry },
+                forgettable: {
+                    looked += 1
+                    return $0.forgettable
+                }, pinned: \.pinned
+            ) { _ in }
+        }
+        insert("hot", Entry(forgettable: false))
+        insert("held", Entry(forgettable: false, pinned: true))
+        for n in 0..<8 { insert("idle\(n)", Entry(forgettable: true)) }
+        #expect(looked == 0 && table.count == 10)
+        // Each new one forgets the oldest idle one; the two in use get second turns.
+        for n in 0..<1000 {
+            looked = 0
+            insert("new\(n)", Entry(forgettable: true))
+            #expect(table.count == 10)
+            #expect(looked <= BoundedTable<Entry>.step)
+        }
+        #expect(table["hot"] != nil && table["held"] != nil)
+        #expect(table["idle0"] == nil && table["new991"] == nil && table["new992"] != nil)
+        // None forgettable: the oldest unpinned goes, never the pinned one.
+        for n in 992..<1000 { table.modify("new\(n)") { $0.forgettable = false } }
+        table.modify("hot") { $0.pinned = true }
+        for n in 0..<100 {
+            looked = 0
+            insert("busy\(n)", Entry(forgettable: false))
+            #expect(table.count == 10 && looked <= BoundedTable<Entry>.step)
+        }
+        #expect(table["hot"] != nil && table["held"] != nil && table["new999"] == nil)
+        // All pinned: past the capacity rather than a pinned one forgotten.
+        for n in 0..<100 { table.modify("busy\(n)") { $0.pinned = true } }
+        insert("over", Entry(forgettable: false))
+        #expect(table.count == 11 && table["hot"] != nil && table["held"] != nil)
+    }
+
     /// One shared bucket, as the database keeps it, on a clock the test sets.
     final class SharedBuckets: RateBucketStore {
         let state = Mutex<(buckets: [String: TokenBucket], now: Int64, leases: Int)>(([:], 0, 0))
@@ -132,6 +180,28 @@ import Testing
         store.state.withLock { $0.now = 1000 }
         #expect(try await processes[0].take(bucket, now: 1000) == .admitted)
         #expect(try await processes[1].take(bucket, now: 1000) == .refused(retryAfterSeconds: 1))
+    }
+
+    @Test("the leasing limiter keeps at most maxBuckets entries, keeping a refusal still due through a flood of new buckets")
+    func leasedBounded() async throws {
+        let store = SharedBuckets()
+        var limits = RateLimits()
+        limits.maxBuckets = 50
+        limits.leaseLifetimeMilliseconds = 1
+        let limiter = LeasedRateLimiter(store: store, limits: limits)
+        let hot = RateLimits.Bucket(id: "hot", limit: TokenBucket.Limit(capacity: 1, perSecond: 0.001), kind: .address)
+        #expect(try await limiter.take(hot, now: 0) == .admitted)
+        #expect(try await limiter.take(hot, now: 0) != .admitted)
+        let leases = store.state.withLock { $0.leases }
+        // An attacker cycling addresses: each new bucket's leased tokens expire a millisecond later.
+        let fast = TokenBucket.Limit(capacity: 10, perSecond: 1000)
+        for n in 0..<5_000 {
+            _ = try await limiter.take(RateLimits.Bucket(id: "a\(n)", limit: fast, kind: .address), now: Int64(n) * 2 + 10)
+            #expect(limiter.count <= 50)
+        }
+        // The refusal was kept: answered without a lease.
+        #expect(try await limiter.take(hot, now: 20_000) != .admitted)
+        #expect(store.state.withLock { $0.leases } == leases + 5_000)
     }
 
     /// The shared bucket, with each lease held until the test lets it through (or opens the
