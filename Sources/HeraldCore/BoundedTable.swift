@@ -54,9 +54,10 @@ package struct BoundedTable<Entry> {
         while looked.count < Self.step, self.head < self.order.count {
             let name = self.order[self.head]
             self.head += 1
-            guard let entry = self.entries[name] else { continue }
+            guard let index = self.entries.index(forKey: name) else { continue }
+            let entry = self.entries.values[index]
             if forgettable(entry) {
-                self.entries[name] = nil
+                self.entries.remove(at: index)
                 self.order += looked
                 self.compact()
                 return
