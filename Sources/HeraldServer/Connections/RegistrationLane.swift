@@ -34,6 +34,9 @@ final class RegistrationLane: Service {
         /// The TCP peer's address.
         var peer: String?
         var body: ByteBuffer
+        /// When its head was read (`DispatchTime`'s nanoseconds): the answer's duration counts
+        /// from here, as the router's does from its head, so a wait in the lane's queue is in it.
+        var arrived: UInt64
     }
 
     /// The lane's answer: a response to write, or the request handed to the router.
@@ -117,7 +120,6 @@ final class RegistrationLane: Service {
 
     /// The answer to one registration.
     func answer(_ request: Request) async -> Answer {
-        let started = DispatchTime.now().uptimeNanoseconds
         self.metrics.active.increment()
         defer { self.metrics.active.decrement() }
         // The key first, as the router's authenticator does: a key refused is answered here, as
@@ -149,11 +151,12 @@ final class RegistrationLane: Service {
                     .register, key: key, address: gate.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor))
             {
                 let body = refused.error.jsonBody
-                return self.answered(self.response(refused.error.status, body: body, retryAfter: refused.retryAfter), body: body, started: started)
+                return self.answered(
+                    self.response(refused.error.status, body: body, retryAfter: refused.retryAfter), body: body, started: request.arrived)
             }
             let device = try await self.devices.commit(asked, app: app)
             let body = try APIJSONEncoder().encode(device)
-            return self.answered(self.response(.ok, body: body), body: body, started: started)
+            return self.answered(self.response(.ok, body: body), body: body, started: request.arrived)
         } catch {
             return self.refused(error)
         }

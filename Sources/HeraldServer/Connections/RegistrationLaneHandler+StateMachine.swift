@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Dispatch
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
@@ -60,7 +61,8 @@ extension RegistrationLaneHandler {
                 }
                 let request = RegistrationLane.Request(
                     appID: asked.appID, token: asked.token, authorization: asked.authorization,
-                    forwardedFor: head.headerFields[values: .forwardedFor], peer: self.peer, body: ByteBuffer())
+                    forwardedFor: head.headerFields[values: .forwardedFor], peer: self.peer, body: ByteBuffer(),
+                    arrived: DispatchTime.now().uptimeNanoseconds)
                 self.state = .reading(head: head, request: request)
                 return .keep
             case (.reading(let head, var request), .body(var chunk)):
