@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The rate limiters' BoundedTable against the sweep it replaced, in one run (see
+# Benchmarks/bounded-table/main.swift): mean cost per new bucket and the longest single insertion
+# in a flood of new addresses. Not a test: nothing fails on a number.
+#
+#   Benchmarks/bounded-table.sh
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$ROOT/.build-bench/bounded-table
+mkdir -p "$WORK"
+# The table's source as it is, its `package` access dropped (one module here); whole-module
+# optimisation, as a release build of HeraldCore has, so that the generic table is specialised.
+sed 's/^\( *\)package /\1/' "$ROOT/Sources/HeraldCore/BoundedTable.swift" > "$WORK/BoundedTable.swift"
+swiftc -O -wmo "$WORK/BoundedTable.swift" "$ROOT/Benchmarks/bounded-table/main.swift" -o "$WORK/bounded-table"
+"$WORK/bounded-table"
