@@ -10,6 +10,10 @@
 //                                      RETURNING its columns (SQLiteStore.register, grouped).
 //   sqlite-floor deliveries DB APP N   N delivery rows of one notification, 1,024 a transaction,
 //                                      in INSERTs of 64 rows (SQLiteStore.insertDeliveries).
+//   sqlite-floor chunk      DB APP N   N deliveries recorded as chunk rows of 1,000 (not Herald's
+//                                      model today: what recording a chunk's outcomes as one row
+//                                      would cost): the chunk's device ids (8 bytes each) and
+//                                      apns-ids (16 bytes each) as blobs, one row a transaction.
 //   sqlite-floor lookup     DB APP N   N registered tokens looked up, 1,000 a statement
 //                                      (the token list's lookup at acceptance).
 //
@@ -156,6 +160,33 @@ static double deliveries(const char *app, int n) {
     return (cpu_seconds() - start) / done;
 }
 
+static double chunks(const char *app, int n) {
+    exec("CREATE TABLE IF NOT EXISTS floor_chunk_outcomes (id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, "
+         "first_delivery INTEGER NOT NULL, devices BLOB NOT NULL, apns_ids BLOB NOT NULL, updated_at INTEGER NOT NULL); "
+         "CREATE INDEX IF NOT EXISTS floor_chunk_outcomes_notification ON floor_chunk_outcomes (notification_id)");
+    char notification[37];
+    random_hex(notification, 36);
+    sqlite3_stmt *insert = prepare(
+        "INSERT INTO floor_chunk_outcomes (notification_id, first_delivery, devices, apns_ids, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+    static unsigned char devices[1000 * 8], apns_ids[1000 * 16];
+    double start = cpu_seconds();
+    int done = 0;
+    while (done < n) {
+        for (int i = 0; i < (int)sizeof devices; i++) devices[i] = rand();
+        for (int i = 0; i < (int)sizeof apns_ids; i++) apns_ids[i] = rand();
+        exec("BEGIN IMMEDIATE");
+        sqlite3_bind_text(insert, 1, notification, 36, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 2, done + 1);
+        sqlite3_bind_blob(insert, 3, devices, sizeof devices, SQLITE_STATIC);
+        sqlite3_bind_blob(insert, 4, apns_ids, sizeof apns_ids, SQLITE_STATIC);
+        sqlite3_bind_int64(insert, 5, 1700000000000LL);
+        run(insert);
+        exec("COMMIT");
+        done += 1000;
+    }
+    return (cpu_seconds() - start) / done;
+}
+
 static double lookups(const char *app, int n) {
     // Tokens that are registered, in random order, 1,000 a JSON array.
     sqlite3_stmt *pick = prepare("SELECT token FROM devices WHERE app_id = ? ORDER BY random() LIMIT 1000");
@@ -194,7 +225,7 @@ static double lookups(const char *app, int n) {
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s register|deliveries|lookup DB APP N\n", argv[0]);
+        fprintf(stderr, "usage: %s register|deliveries|chunk|lookup DB APP N\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1], *app = argv[3];
@@ -206,6 +237,7 @@ int main(int argc, char **argv) {
     double each;
     if (strcmp(mode, "register") == 0) each = registrations(app, n);
     else if (strcmp(mode, "deliveries") == 0) each = deliveries(app, n);
+    else if (strcmp(mode, "chunk") == 0) each = chunks(app, n);
     else if (strcmp(mode, "lookup") == 0) each = lookups(app, n);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
