@@ -98,6 +98,7 @@ let package = Package(
             dependencies: [
                 "APNSModels",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
+import DequeModule
 
-/// Entries by name, at most `capacity` of them (more only while the oldest are all pinned), room
-/// made a few entries at a time. A new entry past the capacity looks at up to ``step`` of the
-/// oldest: it forgets the first that `forgettable` says loses nothing, and gives the others a
-/// second turn at the back; if none of them could go, it forgets the oldest of them that is not
+/// Entries by name, at most `capacity` of them, room made a few entries at a time. A new entry
+/// past the capacity looks at up to ``step`` entries from the front of the table's order (first
+/// the oldest; entries looked at and kept go to the back): it forgets the first that
+/// `forgettable` says loses nothing, or if none of them can go so, the first of them that is not
 /// `pinned`. So each insertion does a bounded amount of work, where a sweep of the whole table
 /// (as the rate limiters made) stalls its caller — an event loop, under a lock — once in so
-/// many insertions.
+/// many insertions. Only when every entry looked at is pinned does the table hold more than its
+/// capacity; each later insertion then forgets up to two, so it comes back down.
 package struct BoundedTable<Entry> {
     private var entries: [String: Entry] = [:]
-    /// Each entry's name once, oldest first from `head` (the names before it are gone).
-    private var order: [String] = []
-    private var head = 0
+    /// Each entry's name once; the front is looked at first.
+    private var order = Deque<String>()
     package let capacity: Int
 
-    /// Entries looked at per insertion past the capacity, at most.
+    /// Entries looked at per room made, at most.
     package static var step: Int { 8 }
 
     package init(capacity: Int) {
@@ -39,7 +40,10 @@ package struct BoundedTable<Entry> {
         _ name: String, make: () -> Entry, forgettable: (Entry) -> Bool, pinned: (Entry) -> Bool, _ body: (inout Entry) -> Result
     ) -> Result {
         if let result = self.modify(name, body) { return result }
-        if self.entries.count >= self.capacity { self.makeRoom(forgettable: forgettable, pinned: pinned) }
+        // Room once at the capacity; a second time while above it.
+        for _ in 0..<2 where self.entries.count >= self.capacity {
+            guard self.makeRoom(forgettable: forgettable, pinned: pinned) else { break }
+        }
         var entry = make()
         let result = body(&entry)
         self.entries[name] = entry
@@ -47,35 +51,23 @@ package struct BoundedTable<Entry> {
         return result
     }
 
-    private mutating func makeRoom(forgettable: (Entry) -> Bool, pinned: (Entry) -> Bool) {
-        // The oldest that may go if none is forgettable: its place among those looked at.
+    /// Forgets one entry among the next ``step`` in order; false when all of those are pinned.
+    private mutating func makeRoom(forgettable: (Entry) -> Bool, pinned: (Entry) -> Bool) -> Bool {
+        // The first of those looked at that may go if none is forgettable: its place among them.
         var fallback: Int?
         var looked: [String] = []
-        while looked.count < Self.step, self.head < self.order.count {
-            let name = self.order[self.head]
-            self.head += 1
+        defer { self.order.append(contentsOf: looked) }
+        while looked.count < Self.step, let name = self.order.popFirst() {
             guard let index = self.entries.index(forKey: name) else { continue }
-            let entry = self.entries.values[index]
-            if forgettable(entry) {
+            if forgettable(self.entries.values[index]) {
                 self.entries.remove(at: index)
-                self.order += looked
-                self.compact()
-                return
+                return true
             }
-            if fallback == nil, !pinned(entry) { fallback = looked.count }
+            if fallback == nil, !pinned(self.entries.values[index]) { fallback = looked.count }
             looked.append(name)
         }
-        if let fallback {
-            self.entries[looked.remove(at: fallback)] = nil
-        }
-        self.order += looked
-        self.compact()
-    }
-
-    /// Drops the names before `head` once they are half the array (each name moved at most once per pass).
-    private mutating func compact() {
-        guard self.head >= 64, self.head * 2 >= self.order.count else { return }
-        self.order.removeFirst(self.head)
-        self.head = 0
+        guard let fallback else { return false }
+        self.entries[looked.remove(at: fallback)] = nil
+        return true
     }
 }

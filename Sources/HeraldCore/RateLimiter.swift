@@ -8,13 +8,16 @@ package protocol RateLimiter: Sendable {
 
 /// The buckets of one process, in memory: exact for one process (SQLite). At most `maxBuckets`
 /// are kept, so that a client cycling through addresses cannot grow memory without bound: a new
-/// bucket past that forgets an idle one among the oldest (a full bucket is what a new one would
-/// be), or if none of those is, the oldest of them, which starts full again when next seen
-/// (``BoundedTable``: a few buckets looked at per new one, never a sweep of all of them).
+/// bucket past that forgets an idle one among the next few in order (a full bucket is what a new
+/// one would be), or if none of those is, the first of them that is not a key's, which starts
+/// full again when next seen (``BoundedTable``: a few buckets looked at per new one, never a
+/// sweep of all of them). A key's bucket (for a register key, the whole app's rate) is
+/// forgotten only when idle: there is one per key, so a flood of addresses cannot reset it.
 package final class LocalRateLimiter: RateLimiter {
     private struct Entry {
         var bucket: TokenBucket
         var limit: TokenBucket.Limit
+        var isKey: Bool
     }
 
     private let buckets: Mutex<BoundedTable<Entry>>
@@ -28,8 +31,8 @@ package final class LocalRateLimiter: RateLimiter {
     package func take(_ bucket: RateLimits.Bucket, now: Int64) -> TokenBucket.Decision {
         self.buckets.withLock { buckets in
             buckets.update(
-                bucket.id, make: { Entry(bucket: TokenBucket(limit: bucket.limit, now: now), limit: bucket.limit) },
-                forgettable: { $0.bucket.isIdle(limit: $0.limit, now: now) }, pinned: { _ in false }
+                bucket.id, make: { Entry(bucket: TokenBucket(limit: bucket.limit, now: now), limit: bucket.limit, isKey: bucket.kind == .key) },
+                forgettable: { $0.bucket.isIdle(limit: $0.limit, now: now) }, pinned: \.isKey
             ) { entry in
                 entry.limit = bucket.limit
                 return entry.bucket.take(limit: bucket.limit, now: now)
