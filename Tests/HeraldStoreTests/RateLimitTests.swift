@@ -72,18 +72,21 @@ import Testing
         #expect(limits.clientAddress(peer: nil, forwardedFor: []) == nil)
     }
 
-    @Test("the in-memory limiter keeps at most maxBuckets, forgetting full buckets before ones still in use")
-    func bounded() {
+    /// A bucket in use, drained (refilled in 1,000 s), through a flood of 10,000 new address
+    /// buckets: idle a millisecond later (an attacker cycling addresses), or in use themselves.
+    @Test(
+        "the in-memory limiter keeps at most maxBuckets, forgetting idle buckets before ones in use, and a key's only when idle",
+        arguments: [(RateLimits.Kind.address, true), (.key, true), (.key, false)])
+    func bounded(kind: RateLimits.Kind, floodIdle: Bool) {
         let limiter = LocalRateLimiter(maxBuckets: 100)
         let slow = TokenBucket.Limit(capacity: 2, perSecond: 0.001)
         let fast = TokenBucket.Limit(capacity: 1, perSecond: 1000)
-        let hot = RateLimits.Bucket(id: "hot", limit: slow, kind: .address)
+        let hot = RateLimits.Bucket(id: "hot", limit: slow, kind: kind)
         #expect(limiter.take(hot, now: 0) == .admitted)
         #expect(limiter.take(hot, now: 0) == .admitted)
         #expect(limiter.take(hot, now: 0) != .admitted)
-        // An attacker cycling addresses: 10,000 new buckets, each full again a millisecond later.
         for n in 0..<10_000 {
-            _ = limiter.take(RateLimits.Bucket(id: "a\(n)", limit: fast, kind: .address), now: Int64(n) * 2 + 10)
+            _ = limiter.take(RateLimits.Bucket(id: "a\(n)", limit: floodIdle ? fast : slow, kind: .address), now: Int64(n) * 2 + 10)
             #expect(limiter.count <= 100)
         }
         #expect(limiter.take(hot, now: 30_000) != .admitted, "the bucket in use was kept")
@@ -136,22 +139,6 @@ import Testing
         #expect(table.count == 10)
         for n in 0..<100 { insert("after\(n)", Entry(forgettable: false)) }
         #expect(table.count == 10)
-    }
-
-    @Test("the in-memory limiter forgets a key's bucket only when it is idle, through a flood of addresses in use")
-    func keyBucketKept() {
-        let limiter = LocalRateLimiter(maxBuckets: 100)
-        let slow = TokenBucket.Limit(capacity: 2, perSecond: 0.001)
-        let key = RateLimits.Bucket(id: "k:app", limit: slow, kind: .key)
-        #expect(limiter.take(key, now: 0) == .admitted)
-        #expect(limiter.take(key, now: 0) == .admitted)
-        #expect(limiter.take(key, now: 0) != .admitted)
-        // 10,000 addresses, each bucket in use (a token taken, refilled in 1,000 s): none idle.
-        for n in 0..<10_000 {
-            _ = limiter.take(RateLimits.Bucket(id: "a\(n)", limit: slow, kind: .address), now: Int64(n))
-            #expect(limiter.count <= 100)
-        }
-        #expect(limiter.take(key, now: 10_000) != .admitted, "the key's bucket was kept")
     }
 
     /// One shared bucket, as the database keeps it, on a clock the test sets.
@@ -223,46 +210,9 @@ import Testing
         #expect(store.state.withLock { $0.leases } == leases + 5_000)
     }
 
-    /// The shared bucket, with the leases of one bucket held until the test lets them through.
-    final class OneHeld: RateBucketStore {
-        let shared = SharedBuckets()
-        let held: String
-        let gate = Mutex<(started: Int, waiting: [CheckedContinuation<Void, Never>], open: Bool)>((0, [], false))
-
-        init(holding bucket: String) {
-            self.held = bucket
-        }
-
-        func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
-            if bucket == self.held {
-                await withCheckedContinuation { continuation in
-                    let open = self.gate.withLock { gate in
-                        gate.started += 1
-                        if !gate.open { gate.waiting.append(continuation) }
-                        return gate.open
-                    }
-                    if open { continuation.resume() }
-                }
-            }
-            return try await self.shared.leaseRateTokens(bucket: bucket, limit: limit, count: count)
-        }
-
-        func pruneRateBuckets() async throws -> Int { 0 }
-
-        /// Lets the held leases through, and every later one.
-        func open() {
-            let waiting = self.gate.withLock { gate in
-                gate.open = true
-                defer { gate.waiting = [] }
-                return gate.waiting
-            }
-            for continuation in waiting { continuation.resume() }
-        }
-    }
-
     @Test("an entry with a lease in flight is never forgotten: through a flood past maxBuckets, a request for it still waits for that lease")
     func leasingPinned() async throws {
-        let store = OneHeld(holding: "hot")
+        let store = GatedBuckets(holding: "hot")
         var limits = RateLimits()
         limits.maxBuckets = 20
         limits.leaseLifetimeMilliseconds = 60_000
@@ -270,7 +220,7 @@ import Testing
         let hot = RateLimits.Bucket(id: "hot", limit: TokenBucket.Limit(capacity: 100, perSecond: 1), kind: .address)
         let decisions = try await withThrowingTaskGroup(of: TokenBucket.Decision.self) { group in
             // However this ends, the held leases go through (a failing test ends instead of hanging).
-            defer { store.open() }
+            defer { store.release(open: true) }
             let deadline = ContinuousClock.now + .seconds(300)
             group.addTask { try await limiter.take(hot, now: 0) }
             while store.gate.withLock({ $0.started }) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
@@ -287,7 +237,7 @@ import Testing
             }
             #expect(limiter.waiting == 1)
             #expect(store.gate.withLock { $0.started } == 1)
-            store.open()
+            store.release(open: true)
             var decisions: [TokenBucket.Decision] = []
             for try await decision in group { decisions.append(decision) }
             return decisions
@@ -295,20 +245,27 @@ import Testing
         #expect(decisions == [.admitted, .admitted])
     }
 
-    /// The shared bucket, with each lease held until the test lets it through (or opens the
-    /// gate for good, so that a failing test ends instead of hanging).
+    /// The shared bucket, with each lease (of every bucket, or of `holding` alone) held until the
+    /// test lets it through (or opens the gate for good, so that a failing test ends instead of hanging).
     final class GatedBuckets: RateBucketStore {
         let shared = SharedBuckets()
+        let holding: String?
         let gate = Mutex<(started: Int, held: [CheckedContinuation<Void, Never>], open: Bool)>((0, [], false))
 
+        init(holding: String? = nil) {
+            self.holding = holding
+        }
+
         func leaseRateTokens(bucket: String, limit: TokenBucket.Limit, count: Int) async throws -> RateLease {
-            await withCheckedContinuation { continuation in
-                let open = self.gate.withLock { gate in
-                    gate.started += 1
-                    if !gate.open { gate.held.append(continuation) }
-                    return gate.open
+            if self.holding == nil || self.holding == bucket {
+                await withCheckedContinuation { continuation in
+                    let open = self.gate.withLock { gate in
+                        gate.started += 1
+                        if !gate.open { gate.held.append(continuation) }
+                        return gate.open
+                    }
+                    if open { continuation.resume() }
                 }
-                if open { continuation.resume() }
             }
             return try await self.shared.leaseRateTokens(bucket: bucket, limit: limit, count: count)
         }
