@@ -110,11 +110,7 @@ package final class LeasedRateLimiter: RateLimiter {
 
     private func attempt(_ bucket: RateLimits.Bucket, now: Int64) async throws -> TokenBucket.Decision? {
         let local: Local = self.entries.withLock { entries in
-            // One that holds nothing a new entry would not (and no lease in flight) may go.
-            entries.update(
-                bucket.id, make: { Entry() },
-                forgettable: { !$0.leasing && !($0.tokens > 0 && $0.expiresAt > now) && $0.refusedUntil <= now }, pinned: \.leasing
-            ) { entry in
+            entries.update(bucket.id, make: { Entry() }, forgettable: { Self.holdsNothing($0, now: now) }, pinned: \.leasing) { entry in
                 if entry.tokens > 0, entry.expiresAt > now {
                     entry.tokens -= 1
                     return .decided(.admitted)
@@ -167,12 +163,17 @@ package final class LeasedRateLimiter: RateLimiter {
         }
         // The entry is there (one with a lease in flight is pinned); `update` makes it otherwise.
         let (decision, resumes) = self.entries.withLock { entries in
-            entries.update(bucket.id, make: { Entry() }, forgettable: { _ in false }, pinned: \.leasing) { entry in
+            entries.update(bucket.id, make: { Entry() }, forgettable: { Self.holdsNothing($0, now: now) }, pinned: \.leasing) { entry in
                 Self.spend(lease, in: &entry, bucket: bucket, now: now, lifetime: self.limits.leaseLifetimeMilliseconds)
             }
         }
         for (waiter, decision) in resumes { waiter.resume(returning: decision) }
         return decision
+    }
+
+    /// Whether `entry` holds nothing a new one would not, and no lease is in flight: it may be forgotten.
+    private static func holdsNothing(_ entry: Entry, now: Int64) -> Bool {
+        !entry.leasing && !(entry.tokens > 0 && entry.expiresAt > now) && entry.refusedUntil <= now
     }
 
     /// A lease's tokens spent in `entry`: the leader's decision, and each waiter's (nil: try again).

@@ -40,8 +40,8 @@ package struct RateLimits: Sendable, Equatable {
     /// Empty (the default): the header is ignored and the TCP peer is the client.
     package var trustedProxies: Set<String> = []
     /// Buckets one process keeps in memory at most (each ~100 bytes): past it, a new bucket
-    /// forgets an idle one (full: what a new one would be) among the oldest few, else the oldest
-    /// of those (``BoundedTable``).
+    /// forgets an idle one (full: what a new one would be) among the next few in order, else the
+    /// first of those that is pinned by neither a key nor a lease in flight (``BoundedTable``).
     package var maxBuckets = 100_000
     /// On PostgreSQL: tokens a process takes from the shared bucket at once, at most (each bucket
     /// leases a tenth of its capacity, 1 to this).

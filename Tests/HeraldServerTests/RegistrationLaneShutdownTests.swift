@@ -59,13 +59,15 @@ struct RegistrationLaneShutdownTests {
                             ])
                         hand.yield(InFlight(port: server.port, lock: lock, client: client))
                         // The registration waits for the row: in PostgreSQL, and counted as the lane's.
-                        try await Self.until("the registration waits for the device's row lock") {
-                            try await database.psql(
-                                """
-                                SELECT count(*) > 0 FROM pg_stat_activity
-                                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%devices%'
-                                """) == "t"
-                        }
+                        _ = try await ServerTests().eventually(
+                            "the registration waits for the device's row lock",
+                            {
+                                try await database.psql(
+                                    """
+                                    SELECT count(*) > 0 FROM pg_stat_activity
+                                    WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%devices%'
+                                    """)
+                            }, until: { $0 == "t" })
                         #expect(try await RegistrationLaneTests.answered(api.base, app: "halt") == answered + 1)
                     }
                     return nil
@@ -77,10 +79,10 @@ struct RegistrationLaneShutdownTests {
                     // However this ends, the lock goes (else the server's shutdown would wait for it).
                     defer { inFlight.lock.closeInput() }
                     // The shutdown has begun once the server no longer listens.
-                    try await Self.until("the server stops listening") {
-                        let probe = try await ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "http://127.0.0.1:\(inFlight.port)/livez"])
-                        return probe.exitCode == 7
-                    }
+                    _ = try await ServerTests().eventually(
+                        "the server stops listening",
+                        { try await ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "http://127.0.0.1:\(inFlight.port)/livez"]).exitCode },
+                        until: { $0 == 7 })
                     #expect(inFlight.client.printed.isEmpty, "answered before its write: \(inFlight.client.printed)")
                     inFlight.lock.closeInput()
                     return try await inFlight.client.line(startingWith: "status=")
@@ -91,15 +93,6 @@ struct RegistrationLaneShutdownTests {
             }
             #expect(answer == "200")
             #expect(try await database.psql("SELECT locale FROM devices WHERE token = '\(token)'") == "de_DE")
-        }
-    }
-
-    /// Waits (bounded by a hang guard) until `condition` holds.
-    static func until(_ what: String, _ condition: () async throws -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(300)
-        while try await !condition() {
-            try #require(ContinuousClock.now < deadline, "never: \(what)")
-            try await Task.sleep(for: .milliseconds(20))
         }
     }
 }

@@ -221,9 +221,8 @@ import Testing
         let decisions = try await withThrowingTaskGroup(of: TokenBucket.Decision.self) { group in
             // However this ends, the held leases go through (a failing test ends instead of hanging).
             defer { store.release(open: true) }
-            let deadline = ContinuousClock.now + .seconds(300)
             group.addTask { try await limiter.take(hot, now: 0) }
-            while store.gate.withLock({ $0.started }) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+            try await self.until("the lease starts", store) { store.gate.withLock { $0.started } == 1 }
             // New buckets whose leased tokens stay live: none is forgettable.
             let busy = TokenBucket.Limit(capacity: 100, perSecond: 1)
             for n in 0..<200 {
@@ -232,9 +231,7 @@ import Testing
             }
             // Kept, the entry makes the next request wait for its lease; forgotten, it would lease again.
             group.addTask { try await limiter.take(hot, now: 0) }
-            while limiter.waiting == 0, store.gate.withLock({ $0.started }) == 1, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(1))
-            }
+            try await self.until("the request waits, or leases again", store) { limiter.waiting == 1 || store.gate.withLock { $0.started } == 2 }
             #expect(limiter.waiting == 1)
             #expect(store.gate.withLock { $0.started } == 1)
             store.release(open: true)
