@@ -14,8 +14,19 @@
 //                                      model today: what recording a chunk's outcomes as one row
 //                                      would cost): the chunk's device ids (8 bytes each) and
 //                                      apns-ids (16 bytes each) as blobs, one row a transaction.
+//   sqlite-floor narrow     DB APP N   as `deliveries`, into a narrower row (not Herald's model
+//                                      today): no token, environment, push type or topic (the
+//                                      device's and the notification's), the apns-id as 16 bytes,
+//                                      the same unique (notification, device) index.
+//   sqlite-floor expand     DB APP N   N listed devices read for their chunk, 1,000 a statement
+//                                      (SQLiteStore.chunkDevices over a resolved list's ids).
 //   sqlite-floor lookup     DB APP N   N registered tokens looked up, 1,000 a statement
 //                                      (the token list's lookup at acceptance).
+//   sqlite-floor lookup-busy DB APP N  the same lookups on a second connection while the first
+//                                      commits a write between any two of them, as the engine's
+//                                      records do between acceptances: each read transaction
+//                                      then finds the database changed and starts from an empty
+//                                      page cache.
 //
 // Prints "RESULT what=<mode> n=<N> us=<CPU µs each>". The writer's settings are Herald's: WAL,
 // synchronous NORMAL, a 16 MiB cache, and a checkpoint every 10,000 WAL pages (here inline; in
@@ -187,7 +198,99 @@ static double chunks(const char *app, int n) {
     return (cpu_seconds() - start) / done;
 }
 
-static double lookups(const char *app, int n) {
+#define NARROW_COLUMNS 11
+
+static double narrow(const char *app, int n) {
+    exec("CREATE TABLE IF NOT EXISTS floor_narrow (id INTEGER PRIMARY KEY, "
+         "notification_id TEXT NOT NULL REFERENCES notifications(id) ON DELETE CASCADE, device_id INTEGER NOT NULL, "
+         "state TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at INTEGER NOT NULL, apns_id BLOB, "
+         "status INTEGER, reason TEXT, latency_ms INTEGER, updated_at INTEGER NOT NULL); "
+         "CREATE UNIQUE INDEX IF NOT EXISTS floor_narrow_notification ON floor_narrow (notification_id, device_id)");
+    char notification[37];
+    random_hex(notification, 36);
+    sqlite3_stmt *make = prepare(
+        "INSERT INTO notifications (id, app_id, payload, created_at, scheduled_at) VALUES (?1, ?2, x'7b7d', 0, 0)");
+    sqlite3_bind_text(make, 1, notification, -1, SQLITE_STATIC);
+    sqlite3_bind_text(make, 2, app, -1, SQLITE_STATIC);
+    run(make);
+    char sql[16384];
+    int at = snprintf(sql, sizeof sql,
+        "INSERT OR IGNORE INTO floor_narrow (id, notification_id, device_id, state, attempts, next_attempt_at, apns_id, "
+        "status, reason, latency_ms, updated_at) VALUES ");
+    for (int row = 0; row < ROWS; row++) {
+        at += snprintf(sql + at, sizeof sql - at, row ? ", (" : "(");
+        for (int column = 1; column <= NARROW_COLUMNS; column++)
+            at += snprintf(sql + at, sizeof sql - at, column < NARROW_COLUMNS ? "?%d, " : "?%d)", row * NARROW_COLUMNS + column);
+    }
+    sqlite3_stmt *insert = prepare(sql);
+    unsigned char apns_ids[ROWS][16];
+    sqlite3_int64 id = 1;
+    double start = cpu_seconds();
+    int done = 0;
+    while (done < n) {
+        exec("BEGIN IMMEDIATE");
+        for (int batch = 0; batch < 1000 / ROWS + 1 && done < n; batch++, done += ROWS) {
+            for (int row = 0; row < ROWS; row++, id++) {
+                int p = row * NARROW_COLUMNS;
+                for (int i = 0; i < 16; i++) apns_ids[row][i] = rand();
+                sqlite3_bind_int64(insert, p + 1, id);
+                sqlite3_bind_text(insert, p + 2, notification, 36, SQLITE_STATIC);
+                sqlite3_bind_int64(insert, p + 3, id);
+                sqlite3_bind_text(insert, p + 4, "sent", -1, SQLITE_STATIC);
+                sqlite3_bind_int64(insert, p + 5, 1);
+                sqlite3_bind_int64(insert, p + 6, 1700000000000LL);
+                sqlite3_bind_blob(insert, p + 7, apns_ids[row], 16, SQLITE_STATIC);
+                sqlite3_bind_int64(insert, p + 8, 200);
+                sqlite3_bind_null(insert, p + 9);
+                sqlite3_bind_int64(insert, p + 10, 3);
+                sqlite3_bind_int64(insert, p + 11, 1700000000000LL);
+            }
+            run(insert);
+        }
+        exec("COMMIT");
+    }
+    return (cpu_seconds() - start) / done;
+}
+
+static double expands(const char *app, int n) {
+    // 1,000 of the app's devices, their ids sorted, as a JSON array (a resolved list's `device_ids`).
+    sqlite3_stmt *pick = prepare("SELECT id FROM (SELECT id FROM devices WHERE app_id = ? ORDER BY random() LIMIT 1000) ORDER BY id");
+    sqlite3_bind_text(pick, 1, app, -1, SQLITE_STATIC);
+    char *list = malloc(1000 * 24 + 3);
+    int at = 0, count = 0;
+    list[at++] = '[';
+    while (sqlite3_step(pick) == SQLITE_ROW) at += sprintf(list + at, count++ ? ",%lld" : "%lld", sqlite3_column_int64(pick, 0));
+    list[at++] = ']';
+    list[at] = 0;
+    sqlite3_finalize(pick);
+    if (count == 0) {
+        fprintf(stderr, "no devices of app %s\n", app);
+        exit(1);
+    }
+    sqlite3_stmt *expand = prepare(
+        "SELECT d.id, d.token, d.environment, "
+        "CASE d.kind WHEN 'device' THEN 'alert' WHEN 'voip' THEN 'voip' ELSE 'liveactivity' END, "
+        "CASE d.kind WHEN 'device' THEN ?1 WHEN 'voip' THEN ?1 || '.voip' ELSE ?1 || '.push-type.liveactivity' END "
+        "FROM devices d WHERE +d.app_id = ?2 AND d.active = 1 AND +d.id > ?3 AND +d.id <= ?4 "
+        "AND d.id IN (SELECT value FROM json_each(?5)) ORDER BY d.id LIMIT 1000");
+    double start = cpu_seconds();
+    int done = 0;
+    while (done < n) {
+        exec("BEGIN");
+        sqlite3_bind_text(expand, 1, "com.example.app", -1, SQLITE_STATIC);
+        sqlite3_bind_text(expand, 2, app, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(expand, 3, 0);
+        sqlite3_bind_int64(expand, 4, 1LL << 62);
+        sqlite3_bind_text(expand, 5, list, at, SQLITE_STATIC);
+        run(expand);
+        exec("COMMIT");
+        done += count;
+    }
+    free(list);
+    return (cpu_seconds() - start) / done;
+}
+
+static double lookups(const char *app, int n, int busy) {
     // Tokens that are registered, in random order, 1,000 a JSON array.
     sqlite3_stmt *pick = prepare("SELECT token FROM devices WHERE app_id = ? ORDER BY random() LIMIT 1000");
     sqlite3_bind_text(pick, 1, app, -1, SQLITE_STATIC);
@@ -204,6 +307,15 @@ static double lookups(const char *app, int n) {
         fprintf(stderr, "no devices of app %s\n", app);
         exit(1);
     }
+    // With `busy`, the lookups run on a connection of their own and this one writes between them.
+    sqlite3 *writer = db, *reader = db;
+    sqlite3_stmt *write = NULL;
+    if (busy) {
+        check(sqlite3_open_v2(sqlite3_db_filename(db, "main"), &reader, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL), "open reader");
+        exec("CREATE TABLE IF NOT EXISTS floor_writes (at INTEGER)");
+        write = prepare("INSERT INTO floor_writes VALUES (1)");
+        db = reader;
+    }
     sqlite3_stmt *lookup = prepare(
         "SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive "
         "WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (d.id <= ?2) "
@@ -211,6 +323,11 @@ static double lookups(const char *app, int n) {
     double start = cpu_seconds();
     int done = 0;
     while (done < n) {
+        if (write) {
+            db = writer;
+            run(write);
+            db = reader;
+        }
         exec("BEGIN");
         sqlite3_bind_text(lookup, 1, app, -1, SQLITE_STATIC);
         sqlite3_bind_int64(lookup, 2, 1LL << 62);
@@ -219,13 +336,15 @@ static double lookups(const char *app, int n) {
         exec("COMMIT");
         done += count;
     }
+    double each = (cpu_seconds() - start) / done;
     free(list);
-    return (cpu_seconds() - start) / done;
+    db = writer;
+    return each;
 }
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: %s register|deliveries|chunk|lookup DB APP N\n", argv[0]);
+        fprintf(stderr, "usage: %s register|deliveries|narrow|chunk|expand|lookup|lookup-busy DB APP N\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1], *app = argv[3];
@@ -238,7 +357,10 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "register") == 0) each = registrations(app, n);
     else if (strcmp(mode, "deliveries") == 0) each = deliveries(app, n);
     else if (strcmp(mode, "chunk") == 0) each = chunks(app, n);
-    else if (strcmp(mode, "lookup") == 0) each = lookups(app, n);
+    else if (strcmp(mode, "narrow") == 0) each = narrow(app, n);
+    else if (strcmp(mode, "expand") == 0) each = expands(app, n);
+    else if (strcmp(mode, "lookup") == 0) each = lookups(app, n, 0);
+    else if (strcmp(mode, "lookup-busy") == 0) each = lookups(app, n, 1);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

@@ -82,9 +82,14 @@ extension SQLiteStore {
         -> CreatedNotification
     {
         // The audience is every matching device that exists now (ids up to the newest). A list
-        // (tokens, users, one activity) is resolved to device ids, once; "all" and tags are
-        // counted, and walked by id range when expanded. Both on a reader connection, beside the
-        // writer: a device that goes away before its chunk is expanded is skipped then.
+        // (tokens, users, one activity) is resolved to device ids, once, on the writer's
+        // connection in the notification's own transaction: a reader's page cache is emptied
+        // whenever the writer has committed since that reader last read, so under steady writes
+        // (the engine's records) each lookup read its index pages again from the file
+        // (`Benchmarks/floor.sh`, a lookup under writes), while the writer's cache holds them.
+        // "All", tags and a channel are counted on a reader beside the writer (a count over
+        // every device of the app would hold up every write), and walked by id range when
+        // expanded. A device that goes away before its chunk is expanded is skipped then.
         let targeting = spec.targeting
         // A token list is looked up once per distinct token (deduplicated here: cheaper than
         // SQLite's DISTINCT); the targeting stored keeps the list as it was asked.
@@ -94,62 +99,15 @@ extension SQLiteStore {
             lookup.audience = .tokens(tokens.filter { seen.insert($0).inserted })
         }
         let filter = Self.audienceFilter(lookup, first: 3)
-        // A token list's unknown and inactive tokens are counted here too: the same snapshot as
-        // the deliveries, and off the single writer.
-        let (until, size, deviceIDs, listed) = try await self.database.read { db -> (Int64, Int64, String?, (unknown: Int, inactive: Int)?) in
-            let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
-            let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
-            let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
-            switch targeting.audience {
-            case .tokens, .users, .activity:
-                // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
-                // instead of looking each token (or user) up in its index.
-                var ids: [Int64] = []
-                var listed: (unknown: Int, inactive: Int)?
-                if case .tokens = targeting.audience {
-                    // One lookup per distinct token (?3) gives both the deliveries and the
-                    // answer's counts: no device (unknown), an inactive one, or one the filter
-                    // keeps. Each is found in the (app_id, token) index, and whether it is
-                    // inactive in `devices_inactive`: an active device's row is not read unless
-                    // the filter asks for one of its columns (an inactive one's may be, by SQLite
-                    // before 3.51).
-                    var counts = (unknown: 0, inactive: 0)
-                    try db.each(
-                        """
-                        SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
-                            WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
-                        FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
-                        """,
-                        bindings
-                    ) { row in
-                        guard let id = row.int(0) else {
-                            counts.unknown += 1
-                            return
-                        }
-                        if row.int(1) == 1 {
-                            counts.inactive += 1
-                        } else if row.int(2) == 1 {
-                            ids.append(id)
-                        }
-                    }
-                    listed = counts
-                } else {
-                    try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
-                }
-                ids.sort()
-                var text: [UInt8] = [UInt8(ascii: "[")]
-                for (index, deviceID) in ids.enumerated() {
-                    if index > 0 { text.append(UInt8(ascii: ",")) }
-                    text += String(deviceID).utf8
-                }
-                text.append(UInt8(ascii: "]"))
-                return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), listed)
-            case .all, .tags, .channel:
-                return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
+        let counted: (until: Int64, size: Int64, deviceIDs: String?, listed: (unknown: Int, inactive: Int)?)?
+        switch targeting.audience {
+        case .tokens, .users, .activity:
+            counted = nil
+        case .all, .tags, .channel:
+            counted = try await self.database.read { db in
+                try Self.resolveAudience(db, appID: appID, audience: targeting.audience, filter: filter)
             }
         }
-        // A resolved list is kept as its device ids; the targeting then records only its length.
-        let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
         return try await self.database.write { db in
             if let key = spec.idempotencyKey,
                 let existing = try db.query(
@@ -159,6 +117,11 @@ extension SQLiteStore {
             {
                 return CreatedNotification(id: existingID, deliveries: Int(existing[1].int ?? 0), existing: true)
             }
+            // A token list's unknown and inactive tokens are counted here too: the same snapshot
+            // as the deliveries.
+            let (until, size, deviceIDs, listed) = try counted ?? Self.resolveAudience(db, appID: appID, audience: targeting.audience, filter: filter)
+            // A resolved list is kept as its device ids; the targeting then records only its length.
+            let targetingText = targeting.jsonString(listsAsCounts: deviceIDs != nil)
             try db.query(
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
@@ -183,6 +146,65 @@ extension SQLiteStore {
             )
             return CreatedNotification(
                 id: id, deliveries: Int(size), existing: false, unknownTokens: listed?.unknown, inactiveTokens: listed?.inactive)
+        }
+    }
+
+    /// The devices that exist now (ids up to `until`, the newest) that the audience names: a
+    /// list's sorted device ids as a JSON array and, for tokens, its unknown and inactive ones;
+    /// "all", tags and a channel only counted.
+    private static func resolveAudience(
+        _ db: borrowing SQLiteDatabase.Connection, appID: String, audience: Audience,
+        filter: (sql: String, rest: String, bindings: [SQLValue], id: String)
+    ) throws -> (until: Int64, size: Int64, deviceIDs: String?, listed: (unknown: Int, inactive: Int)?) {
+        let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
+        let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
+        let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
+        switch audience {
+        case .tokens, .users, .activity:
+            // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
+            // instead of looking each token (or user) up in its index.
+            var ids: [Int64] = []
+            var listed: (unknown: Int, inactive: Int)?
+            if case .tokens = audience {
+                // One lookup per distinct token (?3) gives both the deliveries and the
+                // answer's counts: no device (unknown), an inactive one, or one the filter
+                // keeps. Each is found in the (app_id, token) index, and whether it is
+                // inactive in `devices_inactive`: an active device's row is not read unless
+                // the filter asks for one of its columns (an inactive one's may be, by SQLite
+                // before 3.51).
+                var counts = (unknown: 0, inactive: 0)
+                try db.each(
+                    """
+                    SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
+                        WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
+                    FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
+                    """,
+                    bindings
+                ) { row in
+                    guard let id = row.int(0) else {
+                        counts.unknown += 1
+                        return
+                    }
+                    if row.int(1) == 1 {
+                        counts.inactive += 1
+                    } else if row.int(2) == 1 {
+                        ids.append(id)
+                    }
+                }
+                listed = counts
+            } else {
+                try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+            }
+            ids.sort()
+            var text: [UInt8] = [UInt8(ascii: "[")]
+            for (index, deviceID) in ids.enumerated() {
+                if index > 0 { text.append(UInt8(ascii: ",")) }
+                text += String(deviceID).utf8
+            }
+            text.append(UInt8(ascii: "]"))
+            return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), listed)
+        case .all, .tags, .channel:
+            return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
         }
     }
 
