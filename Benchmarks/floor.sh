@@ -17,8 +17,10 @@
 #   - the raw client (herald-bench) and apns-sink per notification at the raw rate: what any
 #     delivery costs the two cores before Herald's API, store and engine do anything;
 #   - SQLite's floor per notification: one delivery row (in INSERTs of 64) and one token of a
-#     listed audience looked up; beside them, what a delivery would cost recorded as a thousandth
-#     of one row per chunk (a model Herald does not have: the measure of what it would buy).
+#     listed audience looked up (on the writer's connection, as Herald does, and on a reader
+#     while another connection commits between lookups, as Herald did); beside them, what a
+#     delivery would cost recorded as a thousandth of one row per chunk (a model Herald does not
+#     have: the measure of what it would buy).
 # Not a test: nothing fails on a number.
 #
 #   Benchmarks/floor.sh                 # DURATION=8 WARMUP=10

@@ -110,65 +110,87 @@ static double registrations(const char *app, int n) {
     return (cpu_seconds() - start) / n;
 }
 
-#define COLUMNS 15
 #define ROWS 64
 
-static double deliveries(const char *app, int n) {
-    // One notification of the app's, made here, that the rows belong to (the foreign key).
-    char notification[37];
+// A notification of the app's, made here, that the rows belong to (the foreign key).
+static void own_notification(const char *app, char notification[37]) {
     random_hex(notification, 36);
     sqlite3_stmt *make = prepare(
         "INSERT INTO notifications (id, app_id, payload, created_at, scheduled_at) VALUES (?1, ?2, x'7b7d', 0, 0)");
     sqlite3_bind_text(make, 1, notification, -1, SQLITE_STATIC);
     sqlite3_bind_text(make, 2, app, -1, SQLITE_STATIC);
     run(make);
-    sqlite3_int64 first_id = 1;
-    sqlite3_stmt *max = prepare("SELECT coalesce(max(id), 0) + 1 FROM deliveries");
-    if (sqlite3_step(max) == SQLITE_ROW) first_id = sqlite3_column_int64(max, 0);
-    sqlite3_finalize(max);
-    // INSERT OR IGNORE … VALUES (?1, …, ?15), … (64 rows), as Herald writes a chunk's rows.
+    sqlite3_finalize(make);
+}
+
+// `head` (an INSERT up to VALUES) with ROWS rows of `columns` parameters each, as Herald writes a
+// chunk's rows.
+static sqlite3_stmt *rows_insert(const char *head, int columns) {
     char sql[16384];
-    int at = snprintf(sql, sizeof sql,
-        "INSERT OR IGNORE INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, "
-        "attempts, next_attempt_at, apns_id, status, reason, latency_ms, updated_at) VALUES ");
+    int at = snprintf(sql, sizeof sql, "%s", head);
     for (int row = 0; row < ROWS; row++) {
         at += snprintf(sql + at, sizeof sql - at, row ? ", (" : "(");
-        for (int column = 1; column <= COLUMNS; column++)
-            at += snprintf(sql + at, sizeof sql - at, column < COLUMNS ? "?%d, " : "?%d)", row * COLUMNS + column);
+        for (int column = 1; column <= columns; column++)
+            at += snprintf(sql + at, sizeof sql - at, column < columns ? "?%d, " : "?%d)", row * columns + column);
     }
-    sqlite3_stmt *insert = prepare(sql);
-    char tokens[ROWS][65], apns_ids[ROWS][37];
+    return prepare(sql);
+}
+
+// Binds one row at parameter offset `p`: delivery `id` of `notification`.
+typedef void (*bind_row)(sqlite3_stmt *insert, int p, int row, sqlite3_int64 id, const char *notification);
+
+// N rows through `insert`, ~1,000 a transaction; the CPU per row.
+static double insert_rows(int n, sqlite3_stmt *insert, int columns, bind_row bind, const char *notification, sqlite3_int64 first_id) {
     sqlite3_int64 id = first_id;
     double start = cpu_seconds();
     int done = 0;
     while (done < n) {
         exec("BEGIN IMMEDIATE");
         for (int batch = 0; batch < 1000 / ROWS + 1 && done < n; batch++, done += ROWS) {
-            for (int row = 0; row < ROWS; row++, id++) {
-                int p = row * COLUMNS;
-                random_hex(tokens[row], 64);
-                random_hex(apns_ids[row], 36);
-                sqlite3_bind_int64(insert, p + 1, id);
-                sqlite3_bind_text(insert, p + 2, notification, 36, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 3, id);
-                sqlite3_bind_text(insert, p + 4, tokens[row], 64, SQLITE_STATIC);
-                sqlite3_bind_text(insert, p + 5, "production", -1, SQLITE_STATIC);
-                sqlite3_bind_text(insert, p + 6, "alert", -1, SQLITE_STATIC);
-                sqlite3_bind_text(insert, p + 7, "com.example.app", -1, SQLITE_STATIC);
-                sqlite3_bind_text(insert, p + 8, "sent", -1, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 9, 1);
-                sqlite3_bind_int64(insert, p + 10, 1700000000000LL);
-                sqlite3_bind_text(insert, p + 11, apns_ids[row], 36, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 12, 200);
-                sqlite3_bind_null(insert, p + 13);
-                sqlite3_bind_int64(insert, p + 14, 3);
-                sqlite3_bind_int64(insert, p + 15, 1700000000000LL);
-            }
+            for (int row = 0; row < ROWS; row++, id++) bind(insert, row * columns, row, id, notification);
             run(insert);
         }
         exec("COMMIT");
     }
     return (cpu_seconds() - start) / done;
+}
+
+static char tokens[ROWS][65], apns_texts[ROWS][37];
+static unsigned char apns_bytes[ROWS][16];
+
+// Herald's row: 15 columns.
+static void bind_delivery(sqlite3_stmt *insert, int p, int row, sqlite3_int64 id, const char *notification) {
+    random_hex(tokens[row], 64);
+    random_hex(apns_texts[row], 36);
+    sqlite3_bind_int64(insert, p + 1, id);
+    sqlite3_bind_text(insert, p + 2, notification, 36, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 3, id);
+    sqlite3_bind_text(insert, p + 4, tokens[row], 64, SQLITE_STATIC);
+    sqlite3_bind_text(insert, p + 5, "production", -1, SQLITE_STATIC);
+    sqlite3_bind_text(insert, p + 6, "alert", -1, SQLITE_STATIC);
+    sqlite3_bind_text(insert, p + 7, "com.example.app", -1, SQLITE_STATIC);
+    sqlite3_bind_text(insert, p + 8, "sent", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 9, 1);
+    sqlite3_bind_int64(insert, p + 10, 1700000000000LL);
+    sqlite3_bind_text(insert, p + 11, apns_texts[row], 36, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 12, 200);
+    sqlite3_bind_null(insert, p + 13);
+    sqlite3_bind_int64(insert, p + 14, 3);
+    sqlite3_bind_int64(insert, p + 15, 1700000000000LL);
+}
+
+static double deliveries(const char *app, int n) {
+    char notification[37];
+    own_notification(app, notification);
+    sqlite3_int64 first_id = 1;
+    sqlite3_stmt *max = prepare("SELECT coalesce(max(id), 0) + 1 FROM deliveries");
+    if (sqlite3_step(max) == SQLITE_ROW) first_id = sqlite3_column_int64(max, 0);
+    sqlite3_finalize(max);
+    // INSERT OR IGNORE … VALUES (?1, …, ?15), … (64 rows).
+    sqlite3_stmt *insert = rows_insert(
+        "INSERT OR IGNORE INTO deliveries (id, notification_id, device_id, token, environment, push_type, topic, state, "
+        "attempts, next_attempt_at, apns_id, status, reason, latency_ms, updated_at) VALUES ", 15);
+    return insert_rows(n, insert, 15, bind_delivery, notification, first_id);
 }
 
 static double chunks(const char *app, int n) {
@@ -198,7 +220,21 @@ static double chunks(const char *app, int n) {
     return (cpu_seconds() - start) / done;
 }
 
-#define NARROW_COLUMNS 11
+// The narrower row: 11 columns.
+static void bind_narrow(sqlite3_stmt *insert, int p, int row, sqlite3_int64 id, const char *notification) {
+    for (int i = 0; i < 16; i++) apns_bytes[row][i] = rand();
+    sqlite3_bind_int64(insert, p + 1, id);
+    sqlite3_bind_text(insert, p + 2, notification, 36, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 3, id);
+    sqlite3_bind_text(insert, p + 4, "sent", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 5, 1);
+    sqlite3_bind_int64(insert, p + 6, 1700000000000LL);
+    sqlite3_bind_blob(insert, p + 7, apns_bytes[row], 16, SQLITE_STATIC);
+    sqlite3_bind_int64(insert, p + 8, 200);
+    sqlite3_bind_null(insert, p + 9);
+    sqlite3_bind_int64(insert, p + 10, 3);
+    sqlite3_bind_int64(insert, p + 11, 1700000000000LL);
+}
 
 static double narrow(const char *app, int n) {
     exec("CREATE TABLE IF NOT EXISTS floor_narrow (id INTEGER PRIMARY KEY, "
@@ -207,49 +243,11 @@ static double narrow(const char *app, int n) {
          "status INTEGER, reason TEXT, latency_ms INTEGER, updated_at INTEGER NOT NULL); "
          "CREATE UNIQUE INDEX IF NOT EXISTS floor_narrow_notification ON floor_narrow (notification_id, device_id)");
     char notification[37];
-    random_hex(notification, 36);
-    sqlite3_stmt *make = prepare(
-        "INSERT INTO notifications (id, app_id, payload, created_at, scheduled_at) VALUES (?1, ?2, x'7b7d', 0, 0)");
-    sqlite3_bind_text(make, 1, notification, -1, SQLITE_STATIC);
-    sqlite3_bind_text(make, 2, app, -1, SQLITE_STATIC);
-    run(make);
-    char sql[16384];
-    int at = snprintf(sql, sizeof sql,
+    own_notification(app, notification);
+    sqlite3_stmt *insert = rows_insert(
         "INSERT OR IGNORE INTO floor_narrow (id, notification_id, device_id, state, attempts, next_attempt_at, apns_id, "
-        "status, reason, latency_ms, updated_at) VALUES ");
-    for (int row = 0; row < ROWS; row++) {
-        at += snprintf(sql + at, sizeof sql - at, row ? ", (" : "(");
-        for (int column = 1; column <= NARROW_COLUMNS; column++)
-            at += snprintf(sql + at, sizeof sql - at, column < NARROW_COLUMNS ? "?%d, " : "?%d)", row * NARROW_COLUMNS + column);
-    }
-    sqlite3_stmt *insert = prepare(sql);
-    unsigned char apns_ids[ROWS][16];
-    sqlite3_int64 id = 1;
-    double start = cpu_seconds();
-    int done = 0;
-    while (done < n) {
-        exec("BEGIN IMMEDIATE");
-        for (int batch = 0; batch < 1000 / ROWS + 1 && done < n; batch++, done += ROWS) {
-            for (int row = 0; row < ROWS; row++, id++) {
-                int p = row * NARROW_COLUMNS;
-                for (int i = 0; i < 16; i++) apns_ids[row][i] = rand();
-                sqlite3_bind_int64(insert, p + 1, id);
-                sqlite3_bind_text(insert, p + 2, notification, 36, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 3, id);
-                sqlite3_bind_text(insert, p + 4, "sent", -1, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 5, 1);
-                sqlite3_bind_int64(insert, p + 6, 1700000000000LL);
-                sqlite3_bind_blob(insert, p + 7, apns_ids[row], 16, SQLITE_STATIC);
-                sqlite3_bind_int64(insert, p + 8, 200);
-                sqlite3_bind_null(insert, p + 9);
-                sqlite3_bind_int64(insert, p + 10, 3);
-                sqlite3_bind_int64(insert, p + 11, 1700000000000LL);
-            }
-            run(insert);
-        }
-        exec("COMMIT");
-    }
-    return (cpu_seconds() - start) / done;
+        "status, reason, latency_ms, updated_at) VALUES ", 11);
+    return insert_rows(n, insert, 11, bind_narrow, notification, 1);
 }
 
 static double expands(const char *app, int n) {
