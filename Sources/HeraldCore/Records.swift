@@ -101,6 +101,15 @@ package enum Audience: Sendable, Hashable {
     case all
     /// A broadcast channel (Apple's id): one broadcast to its subscribers, no devices of Herald's.
     case channel(String)
+
+    /// A list (tokens, users, one activity): resolved to its device ids once, at acceptance. The
+    /// others ("all", tags, a channel) are counted then and walked when expanded.
+    package var isList: Bool {
+        switch self {
+        case .tokens, .users, .activity: true
+        case .all, .tags, .channel: false
+        }
+    }
 }
 
 /// A notification as accepted: what to send and to whom.

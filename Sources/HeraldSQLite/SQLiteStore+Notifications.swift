@@ -56,10 +56,7 @@ extension SQLiteStore {
         if let attributesType = targeting.attributesType {
             sql += " AND d.attributes_type = \(next(.text(attributesType)))"
         }
-        switch targeting.audience {
-        case .tokens, .users, .activity: return (audience + sql, sql, bindings, "+d.id")
-        case .all, .tags, .channel: return (audience + sql, sql, bindings, "d.id")
-        }
+        return (audience + sql, sql, bindings, targeting.audience.isList ? "+d.id" : "d.id")
     }
 
     package func audienceKinds(appID: String, targeting: Targeting) async throws -> [DeviceKind: Int] {
@@ -99,15 +96,12 @@ extension SQLiteStore {
             lookup.audience = .tokens(tokens.filter { seen.insert($0).inserted })
         }
         let filter = Self.audienceFilter(lookup, first: 3)
-        let counted: (until: Int64, size: Int64, deviceIDs: String?, listed: (unknown: Int, inactive: Int)?)?
-        switch targeting.audience {
-        case .tokens, .users, .activity:
-            counted = nil
-        case .all, .tags, .channel:
-            counted = try await self.database.read { db in
+        let counted: ResolvedAudience? =
+            targeting.audience.isList
+            ? nil
+            : try await self.database.read { db in
                 try Self.resolveAudience(db, appID: appID, audience: targeting.audience, filter: filter)
             }
-        }
         return try await self.database.write { db in
             if let key = spec.idempotencyKey,
                 let existing = try db.query(
@@ -149,63 +143,64 @@ extension SQLiteStore {
         }
     }
 
-    /// The devices that exist now (ids up to `until`, the newest) that the audience names: a
-    /// list's sorted device ids as a JSON array and, for tokens, its unknown and inactive ones;
-    /// "all", tags and a channel only counted.
+    /// An audience as found at acceptance: the newest device id (`until`), how many devices, a
+    /// list's sorted device ids as a JSON array, and for tokens, how many were unknown or inactive.
+    private typealias ResolvedAudience = (until: Int64, size: Int64, deviceIDs: String?, listed: (unknown: Int, inactive: Int)?)
+
+    /// The devices that exist now that the audience names: a list resolved to their ids; "all",
+    /// tags and a channel only counted.
     private static func resolveAudience(
         _ db: borrowing SQLiteDatabase.Connection, appID: String, audience: Audience,
         filter: (sql: String, rest: String, bindings: [SQLValue], id: String)
-    ) throws -> (until: Int64, size: Int64, deviceIDs: String?, listed: (unknown: Int, inactive: Int)?) {
+    ) throws -> ResolvedAudience {
         let until = try db.query("SELECT coalesce(max(id), 0) FROM devices").first?[0].int ?? 0
         let head = "FROM devices d WHERE d.app_id = ?1 AND d.active = 1 AND \(filter.id) <= ?2" + filter.sql
         let bindings: [SQLValue] = [.text(appID), .integer(until)] + filter.bindings
-        switch audience {
-        case .tokens, .users, .activity:
-            // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
-            // instead of looking each token (or user) up in its index.
-            var ids: [Int64] = []
-            var listed: (unknown: Int, inactive: Int)?
-            if case .tokens = audience {
-                // One lookup per distinct token (?3) gives both the deliveries and the
-                // answer's counts: no device (unknown), an inactive one, or one the filter
-                // keeps. Each is found in the (app_id, token) index, and whether it is
-                // inactive in `devices_inactive`: an active device's row is not read unless
-                // the filter asks for one of its columns (an inactive one's may be, by SQLite
-                // before 3.51).
-                var counts = (unknown: 0, inactive: 0)
-                try db.each(
-                    """
-                    SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
-                        WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
-                    FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
-                    """,
-                    bindings
-                ) { row in
-                    guard let id = row.int(0) else {
-                        counts.unknown += 1
-                        return
-                    }
-                    if row.int(1) == 1 {
-                        counts.inactive += 1
-                    } else if row.int(2) == 1 {
-                        ids.append(id)
-                    }
-                }
-                listed = counts
-            } else {
-                try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
-            }
-            ids.sort()
-            var text: [UInt8] = [UInt8(ascii: "[")]
-            for (index, deviceID) in ids.enumerated() {
-                if index > 0 { text.append(UInt8(ascii: ",")) }
-                text += String(deviceID).utf8
-            }
-            text.append(UInt8(ascii: "]"))
-            return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), listed)
-        case .all, .tags, .channel:
+        guard audience.isList else {
             return (until, try db.query("SELECT count(*) " + head, bindings).first?[0].int ?? 0, nil, nil)
         }
+        // No ORDER BY: it would tempt SQLite to walk every device of the app in id order
+        // instead of looking each token (or user) up in its index.
+        var ids: [Int64] = []
+        var listed: (unknown: Int, inactive: Int)?
+        if case .tokens = audience {
+            // One lookup per distinct token (?3) gives both the deliveries and the
+            // answer's counts: no device (unknown), an inactive one, or one the filter
+            // keeps. Each is found in the (app_id, token) index, and whether it is
+            // inactive in `devices_inactive`: an active device's row is not read unless
+            // the filter asks for one of its columns (an inactive one's may be, by SQLite
+            // before 3.51).
+            var counts = (unknown: 0, inactive: 0)
+            try db.each(
+                """
+                SELECT d.id, EXISTS (SELECT 1 FROM devices i INDEXED BY devices_inactive
+                    WHERE i.app_id = ?1 AND i.token = t.value AND i.active = 0), (\(filter.id) <= ?2\(filter.rest))
+                FROM json_each(?3) t LEFT JOIN devices d ON d.app_id = ?1 AND d.token = t.value
+                """,
+                bindings
+            ) { row in
+                guard let id = row.int(0) else {
+                    counts.unknown += 1
+                    return
+                }
+                if row.int(1) == 1 {
+                    counts.inactive += 1
+                } else if row.int(2) == 1 {
+                    ids.append(id)
+                }
+            }
+            listed = counts
+        } else {
+            try db.each("SELECT d.id " + head, bindings) { row in ids.append(row.int(0) ?? 0) }
+        }
+        ids.sort()
+        var text: [UInt8] = [UInt8(ascii: "[")]
+        for (index, deviceID) in ids.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            text += String(deviceID).utf8
+        }
+        text.append(UInt8(ascii: "]"))
+        return (until, Int64(ids.count), String(decoding: text, as: UTF8.self), listed)
     }
 
     /// `values` as a JSON array of strings. Strings with nothing to escape (device tokens are
