@@ -74,15 +74,16 @@ APNS_PORT=$(sed -n 's/.*emulator.environment=development emulator.port=\([0-9]*\
 CONTROL_PORT=$(grep "control API listening" "$WORK/emulator.log" | sed -n 's/.*emulator.port=\([0-9]*\).*/\1/p' | head -n 1)
 
 "$HERALD" serve --port 0 --no-emulator --data-dir "$WORK/serve" --apns-host 127.0.0.1 --apns-port "$APNS_PORT" \
-  --apns-ca-file "$WORK/emulator/ca.pem" --log-level warning > "$WORK/serve.log" 2>&1 &
+  --apns-ca-file "$WORK/emulator/ca.pem" --log-level warning --metrics-port 0 > "$WORK/serve.log" 2>&1 &
 pids+=($!)
 HERALD_PID=${pids[-1]}
-wait_for_line "$WORK/serve.log" "Herald listening on"
+wait_for_line "$WORK/serve.log" "Metrics at"
 API_PORT=$(sed -n 's/.*Herald listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.log" | head -n 1)
+METRICS_PORT=$(sed -n 's/.*Metrics at http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.log" | head -n 1)
 ADMIN=$(grep -A1 "Admin API key" "$WORK/serve.log" | tail -n 1 | tr -d ' ')
 log "$BUILD herald $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'): API :$API_PORT, emulator :$APNS_PORT (control :$CONTROL_PORT), $N devices"
 
-export API_PORT CONTROL_PORT ADMIN N MIXES SOAK_TIMEOUT BUILD HERALD_PID WORK
+export API_PORT METRICS_PORT CONTROL_PORT ADMIN N MIXES SOAK_TIMEOUT BUILD HERALD_PID WORK
 export KEY_FILE=$WORK/AuthKey.p8 SOAK_DROP=${HERALD_SOAK_DROP:-0} SOAK_EXTRA_JSON=${SOAK_EXTRA_JSON:-}
 python3 - <<'PY'
 import http.client, json, os, sys, threading, time
@@ -166,7 +167,7 @@ DESCRIBE = {"a": "a: 500/503/429 1% each, refused streams 1%, 2 GOAWAY, latency 
 def unknown_outcomes():
     """herald_unknown_outcomes_total for app soak, summed over decisions: the pushes written and
     left unanswered by a lost connection (or a deadline) — the requests in flight at the drops."""
-    connection = http.client.HTTPConnection("127.0.0.1", api_port, timeout=60)
+    connection = http.client.HTTPConnection("127.0.0.1", int(os.environ["METRICS_PORT"]), timeout=60)
     connection.request("GET", "/metrics")
     text = connection.getresponse().read().decode()
     connection.close()

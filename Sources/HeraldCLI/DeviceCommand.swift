@@ -44,7 +44,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The signed-in user.") var user: String?
     @Option(
         help:
-            "The app's backend route that hands a signed-in user their assertion: GET <url>?user=<id> answers the assertion as text (needed to bind the device to --user when the app verifies users)."
+            "The app's backend route that hands a signed-in user their assertion for a device token: GET <url>?user=<id>&token=<hex> answers the assertion as text (needed to bind the device to --user when the app verifies users)."
     )
     var userAssertionUrl: String?
     @Option(help: "Tags, comma-separated.") var tags: String?
@@ -72,12 +72,12 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     var local: [String] = []
 
     /// Asks the app's backend for a user assertion, as a signed-in app would.
-    func assertionSource() throws -> (@Sendable (String) async throws -> String)? {
+    func assertionSource() throws -> (@Sendable (String, String) async throws -> String)? {
         guard let text = self.userAssertionUrl else { return nil }
         guard let base = URLComponents(string: text), base.scheme != nil else { throw ValidationError("--user-assertion-url is a URL") }
-        return { user in
+        return { user, token in
             var url = base
-            url.queryItems = (base.queryItems ?? []) + [URLQueryItem(name: "user", value: user)]
+            url.queryItems = (base.queryItems ?? []) + [URLQueryItem(name: "user", value: user), URLQueryItem(name: "token", value: token)]
             guard let address = url.url else { throw ValidationError("--user-assertion-url is a URL") }
             let (data, response) = try await URLSession.shared.data(from: address)
             guard (response as? HTTPURLResponse)?.statusCode == 200 else {

@@ -84,8 +84,17 @@ struct ServeCommand: AsyncParsableCommand {
     var sendAddressLimit: String?
     @Option(
         help:
-            "Comma-separated IP addresses of proxies whose X-Forwarded-For names the client for the rate limits; none: the header is ignored [HERALD_TRUSTED_PROXIES, trustedProxies]."
+            "Comma-separated IP addresses or CIDR ranges (10.0.0.0/8, fd00::/8) of proxies whose X-Forwarded-For names the client for the rate limits; none: the header is ignored [HERALD_TRUSTED_PROXIES, trustedProxies]."
     ) var trustedProxies: String?
+    @Option(
+        help:
+            "Failed authentications per client address (unknown, wrong, revoked or expired keys, refused dashboard sign-ins), BURST/PER_SECOND, 0: none [HERALD_FAILED_AUTH_LIMIT, failedAuthLimit; 30/0.5]."
+    ) var failedAuthLimit: String?
+    @Option(
+        help:
+            "Serve Prometheus metrics at /metrics on this port, apart from the API (0: a free port); none: no metrics listener [HERALD_METRICS_PORT, metricsPort]."
+    ) var metricsPort: Int?
+    @Option(help: "The metrics listener's address [HERALD_METRICS_HOST, metricsHost; 127.0.0.1].") var metricsHost: String?
     @Option(help: "Log level [HERALD_LOG_LEVEL, logLevel; info].") var logLevel: String?
 
     func run() async throws {
@@ -151,6 +160,10 @@ struct ServeCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         configuration.metrics = registry
+        configuration.metricsHost = settings.string(self.metricsHost, "metricsHost") ?? "127.0.0.1"
+        configuration.metricsPort = try settings.int(self.metricsPort, "metricsPort")
+        if let port = configuration.metricsPort, !(0...65_535).contains(port) { throw ValidationError("metricsPort must be 0 to 65535") }
+        let metricsHost = configuration.metricsHost
         // Trapped from here on. The first SIGTERM or SIGINT stops Herald gracefully; a second one
         // during that shutdown exits at once (what was in flight is sent again after its lease).
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
@@ -176,6 +189,7 @@ struct ServeCommand: AsyncParsableCommand {
                     say("Admin API key (shown once; keep it secret):\n  \(key)")
                 }
                 say("Herald listening on http://\(listenHost):\(server.port)")
+                if let port = server.metricsPort { say("Metrics at http://\(metricsHost):\(port)/metrics") }
                 if let emulator = server.emulator, let control = emulator.controlPort {
                     say("Built-in APNs emulator: control API http://127.0.0.1:\(control)")
                 }
@@ -205,8 +219,12 @@ extension ServeCommand {
         if let value = try limit(self.adminKeyLimit, "adminKeyLimit") { limits.perKey[.admin] = value }
         if let value = try limit(self.registerAddressLimit, "registerAddressLimit") { limits.perAddress[.register] = value }
         if let value = try limit(self.sendAddressLimit, "sendAddressLimit") { limits.perAddress[.send] = value }
+        if let value = try limit(self.failedAuthLimit, "failedAuthLimit") { limits.failedAuthentication = value }
         if let proxies = settings.string(self.trustedProxies, "trustedProxies") {
-            limits.trustedProxies = Set(proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            limits.trustedProxies = try proxies.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.map {
+                guard let range = IPRange($0) else { throw ValidationError("trustedProxies: '\($0)' is not an IP address or CIDR range") }
+                return range
+            }
         }
         return limits
     }

@@ -8,6 +8,10 @@ package struct AppSecurity: Sendable, Hashable {
     /// assertion signed by the app's backend. On for new apps; off only while migrating apps
     /// that cannot send assertions yet.
     package var userVerification: Bool
+    /// User assertions without a `tkh` claim (bound to no device) are accepted. Off for new
+    /// apps; on for apps created before assertions were bound, until their backends send bound
+    /// ones (``UserAssertion``).
+    package var unboundAssertions: Bool
     /// Tags only the backend (send and admin keys) may set: a register key can neither add nor
     /// remove them, and a registration with a register key keeps them as they are.
     package var protectedTags: [String]
@@ -28,8 +32,9 @@ package struct AppSecurity: Sendable, Hashable {
 
     package init(
         userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
-        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil
+        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool = false
     ) {
+        self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours

@@ -13,6 +13,10 @@ package struct RateLimits: Sendable, Equatable {
         case register
         /// `POST /v1/apps/{app}/notifications`.
         case send
+        /// `POST /v1/apps/{app}/receipts`: limited like registration (the register key, per key
+        /// and per address) but in buckets of its own, so a flood of receipts cannot spend the
+        /// app's or an address's registrations, nor the other way round.
+        case receipt
     }
 
     /// Which bucket refused.
@@ -35,10 +39,18 @@ package struct RateLimits: Sendable, Equatable {
         // A phone registers on launch and when its token changes: a burst of 60, then one a second.
         .register: TokenBucket.Limit(capacity: 60, perSecond: 1)
     ]
-    /// Peers (exact IP addresses) whose `X-Forwarded-For` is believed: a request from one of them
-    /// is counted against the rightmost forwarded address that is not itself a trusted proxy.
-    /// Empty (the default): the header is ignored and the TCP peer is the client.
-    package var trustedProxies: Set<String> = []
+    /// Failed authentications per client address (unknown, wrong, revoked or expired keys, refused
+    /// dashboard sign-ins), whatever the scope: past it the address is answered 429 before its
+    /// key is looked up (``AuthenticationFailures``). Nil: not counted.
+    package var failedAuthentication: TokenBucket.Limit? = AuthenticationFailures.defaultLimit
+    /// Peers (addresses or CIDR ranges, IPv4 or IPv6; an IPv4-mapped IPv6 address is its IPv4
+    /// address) whose `X-Forwarded-For` is believed: a request from one of them is counted against
+    /// the rightmost forwarded address that is not itself a trusted proxy. Empty (the default):
+    /// the header is ignored and the TCP peer is the client.
+    package var trustedProxies: [IPRange] = []
+    /// An IPv6 client is counted by its /64 and, with this many times the /64's limit, by its
+    /// /48: one holder of a /48 (65,536 /64s) cannot drain the key's bucket through them.
+    package var ipv6SiteMultiple: Double = 16
     /// Buckets one process keeps in memory at most (each ~100 bytes): past it, a new bucket
     /// forgets an idle one (full: what a new one would be) among the next few in order, else the
     /// first of those that is pinned by neither a key nor a lease in flight (``BoundedTable``).
@@ -56,10 +68,11 @@ package struct RateLimits: Sendable, Equatable {
         var limits = RateLimits()
         limits.perKey = [:]
         limits.perAddress = [:]
+        limits.failedAuthentication = nil
         return limits
     }()
 
-    package var isOff: Bool { self.perKey.isEmpty && self.perAddress.isEmpty }
+    package var isOff: Bool { self.perKey.isEmpty && self.perAddress.isEmpty && self.failedAuthentication == nil }
 
     /// A bucket a request must take a token from.
     package struct Bucket: Sendable, Equatable {
@@ -77,15 +90,28 @@ package struct RateLimits: Sendable, Equatable {
     }
 
     /// The buckets a request with a key of `scope` (id `keyID`) from `address` takes a token from,
-    /// in order: the address's first, so that a client over its own limit does not also drain the
-    /// key's (for a register key, the whole app's), then the key's.
-    package func buckets(scope: APIScope, keyID: String, address: String?) -> [Bucket] {
+    /// in order: the address's first (for an IPv6 /64, its /48's next), so that a client over its
+    /// own limit does not also drain the key's (for a register key, the whole app's), then the
+    /// key's. Receipts have buckets of their own (ids prefixed `r`).
+    package func buckets(_ operation: Operation = .register, scope: APIScope, keyID: String, address: String?) -> [Bucket] {
         var buckets: [Bucket] = []
+        let lane = operation == .receipt ? "r" : ""
         if let limit = self.perAddress[scope], let address {
-            buckets.append(Bucket(id: "a:" + Self.digest(scope.rawValue + " " + address), limit: limit, kind: .address))
+            buckets.append(Bucket(id: lane + "a:" + Self.digest(scope.rawValue + " " + address), limit: limit, kind: .address))
+            if let site = Self.site(address) {
+                let wider = TokenBucket.Limit(capacity: limit.capacity * self.ipv6SiteMultiple, perSecond: limit.perSecond * self.ipv6SiteMultiple)
+                buckets.append(Bucket(id: lane + "a:" + Self.digest(scope.rawValue + " " + site), limit: wider, kind: .address))
+            }
         }
-        if let limit = self.perKey[scope] { buckets.append(Bucket(id: "k:" + keyID, limit: limit, kind: .key)) }
+        if let limit = self.perKey[scope] { buckets.append(Bucket(id: lane + "k:" + keyID, limit: limit, kind: .key)) }
         return buckets
+    }
+
+    /// The /48 of a /64 as ``prefix(_:)`` names it (`2001:db8:1:2::/64` → `2001:db8:1::/48`); nil
+    /// for an IPv4 address.
+    package static func site(_ prefix: String) -> String? {
+        guard prefix.hasSuffix("::/64") else { return nil }
+        return prefix.dropLast(5).split(separator: ":", omittingEmptySubsequences: false).prefix(3).joined(separator: ":") + "::/48"
     }
 
     private static func digest(_ text: String) -> String {
@@ -103,12 +129,18 @@ package struct RateLimits: Sendable, Equatable {
     /// which one subscriber usually holds whole.
     package func clientAddress(peer: String?, forwardedFor: [String]) -> String? {
         guard let peer else { return nil }
-        guard self.trustedProxies.contains(peer) else { return Self.prefix(peer) }
+        guard self.isTrustedProxy(peer) else { return Self.prefix(peer) }
         let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
-        for hop in hops.reversed() where !self.trustedProxies.contains(hop) {
+        for hop in hops.reversed() where !self.isTrustedProxy(hop) {
             return hop.isEmpty ? Self.prefix(peer) : Self.prefix(hop)
         }
         return Self.prefix(peer)
+    }
+
+    /// Whether `address` lies in one of ``trustedProxies`` (never, with none: no address is parsed).
+    package func isTrustedProxy(_ address: String) -> Bool {
+        guard !self.trustedProxies.isEmpty, let parsed = IPRange.address(address) else { return false }
+        return self.trustedProxies.contains { $0.contains(parsed) }
     }
 
     /// An IPv6 address's first four groups (its /64); an IPv4 address (or one mapped into

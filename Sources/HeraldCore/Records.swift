@@ -138,6 +138,10 @@ package struct NotificationSpec: Sendable, Hashable {
     package var placeholder: [UInt8]?
     /// What to do with a push APNs may or may not have delivered.
     package var onUnknownOutcome: UnknownOutcomeAction = .default
+    /// At accept only, never stored: the kinds of token this payload would show nothing on, when
+    /// the audience's kinds are known only once its tokens are looked up (a list of tokens, no
+    /// push type named). The API refuses the notification if its audience holds one.
+    package var showsNothingOn: Set<DeviceKind> = []
     /// Sent by template: each device's alert is rendered from it, laid over `payload`.
     package var template: NotificationTemplate?
     /// The app's quiet hours its alerts wait for (``QuietHours``), as taken when accepted; nil

@@ -489,6 +489,9 @@ package final class PostgresStore: HeraldStore {
             """,
             "DELETE FROM frequency_counts WHERE substr(subject, 1, 2) = 'd:'",
         ],
+        // 19: user assertions bound to one device (a `tkh` claim), as in SQLite's 19: apps made
+        // before keep accepting unbound ones until their admin turns it off.
+        ["ALTER TABLE apps ADD COLUMN unbound_assertions BOOLEAN NOT NULL DEFAULT TRUE"],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -518,10 +521,11 @@ package final class PostgresStore: HeraldStore {
         do {
             try await self.write { db in
                 try await db.query(
-                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret) VALUES ($1, $2, $3, $4, $5, $6)",
+                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret, unbound_assertions) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                     [
                         .text(app.id), .text(app.bundleID), .int(app.createdAt), .bool(app.security.userVerification),
                         .text(StoredTags.encode(app.security.protectedTags)), .bytes(app.security.sealedUserSecret),
+                        .bool(app.security.unboundAssertions),
                     ]
                 )
             }
@@ -541,7 +545,7 @@ package final class PostgresStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions"
 
     private static func app(_ row: Row) -> App {
         App(
@@ -549,7 +553,8 @@ package final class PostgresStore: HeraldStore {
             security: AppSecurity(
                 userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
                 receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
-                frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) }
+                frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) },
+                unboundAssertions: row.bool(10) ?? false
             )
         )
     }
@@ -574,11 +579,11 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8, unbound_assertions = $9 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
                     .text(appID), .bool(security.receipts), .text(security.quietHours?.description), .text(security.frequencyCap?.description),
-                    .int(security.throttlePerMinute.map { Int64($0) }),
+                    .int(security.throttlePerMinute.map { Int64($0) }), .bool(security.unboundAssertions),
                 ]
             ).isEmpty == false
         }

@@ -247,6 +247,9 @@ package final class SQLiteStore: HeraldStore {
         // again as the lookup. A device is in it only while inactive (an invalidation puts it
         // in, a registration takes it out), so registering a new device writes nothing more.
         "CREATE INDEX devices_inactive ON devices (app_id, token) WHERE active = 0;",
+        // 19: user assertions bound to one device (a `tkh` claim). Apps made before keep
+        // accepting unbound ones until their admin turns it off; new apps are made without.
+        "ALTER TABLE apps ADD COLUMN unbound_assertions INTEGER NOT NULL DEFAULT 1;",
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -263,10 +266,11 @@ package final class SQLiteStore: HeraldStore {
         do {
             try await self.database.write { db in
                 try db.query(
-                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO apps (id, bundle_id, created_at, user_verification, protected_tags, user_secret, unbound_assertions) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
                         .text(app.id), .text(app.bundleID), .integer(app.createdAt), .integer(app.security.userVerification ? 1 : 0),
                         .text(StoredTags.encode(app.security.protectedTags)), app.security.sealedUserSecret.map(SQLValue.blob) ?? .null,
+                        .integer(app.security.unboundAssertions ? 1 : 0),
                     ]
                 )
             }
@@ -288,7 +292,7 @@ package final class SQLiteStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions"
 
     private static func app(_ row: [SQLValue]) -> App {
         App(
@@ -296,7 +300,8 @@ package final class SQLiteStore: HeraldStore {
             security: AppSecurity(
                 userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes,
                 receipts: row[6].int != 0, quietHours: row[7].string.flatMap(QuietHours.init),
-                frequencyCap: row[8].string.flatMap(FrequencyCap.init), throttlePerMinute: row[9].int.map { Int($0) }
+                frequencyCap: row[8].string.flatMap(FrequencyCap.init), throttlePerMinute: row[9].int.map { Int($0) },
+                unboundAssertions: row[10].int != 0
             )
         )
     }
@@ -321,12 +326,12 @@ package final class SQLiteStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
             try db.query(
-                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ?, frequency_cap = ?, throttle_per_minute = ? WHERE id = ?",
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ?, frequency_cap = ?, throttle_per_minute = ?, unbound_assertions = ? WHERE id = ?",
                 [
                     .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
                     security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0),
                     security.quietHours.map { .text($0.description) } ?? .null, security.frequencyCap.map { .text($0.description) } ?? .null,
-                    security.throttlePerMinute.map { .integer(Int64($0)) } ?? .null, .text(appID),
+                    security.throttlePerMinute.map { .integer(Int64($0)) } ?? .null, .integer(security.unboundAssertions ? 1 : 0), .text(appID),
                 ]
             )
             return db.changes > 0

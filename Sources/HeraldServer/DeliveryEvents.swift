@@ -8,6 +8,8 @@ import Synchronization
 enum StreamItem: Sendable {
     case event(DeliveryEvent)
     case keepAlive
+    /// What opened the stream no longer lets it in: the stream ends, saying why.
+    case closed(String)
 }
 
 /// One delivery event, as streamed (SSE) and POSTed to webhooks.

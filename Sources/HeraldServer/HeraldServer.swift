@@ -45,8 +45,15 @@ package struct ServerConfiguration: Sendable {
     package var webhookAllowInternal = false
     /// Serve the dashboard at `/dashboard` (sign-in with an admin key).
     package var dashboard = true
-    /// Served at `/metrics` when set; bootstrap swift-metrics with a factory on the same registry.
+    /// Served at `/metrics` on the metrics listener (``metricsPort``) when both are set, never on
+    /// the API's port (which apps reach to register); bootstrap swift-metrics with a factory on the
+    /// same registry.
     package var metrics: PrometheusCollectorRegistry?
+    /// The metrics listener's address: loopback unless an operator opens it to a scraper.
+    package var metricsHost = "127.0.0.1"
+    /// The metrics listener's port (0 picks a free one, see ``RunningServer/metricsPort``); nil:
+    /// no metrics listener.
+    package var metricsPort: Int?
     /// How long a client has, from the first byte of a request, to send the whole request head;
     /// past it the connection is answered 408 and closed. nil: no bound (a client could hold a
     /// connection open for ever by sending its head a byte at a time).
@@ -80,6 +87,8 @@ package struct RunningServer: Sendable {
     package let store: any HeraldStore
     /// Every route the server answers, as `METHOD /path/{parameter}`.
     package let routes: [String]
+    /// The metrics listener's port, when it runs.
+    package let metricsPort: Int?
 }
 
 /// Opens the store `database` names — a `postgres://` URL, else a SQLite file (default
@@ -145,7 +154,9 @@ private func runHeraldServer<Result: Sendable>(
         let api = API(
             store: store, secrets: secrets, engine: engine, clients: clients, clock: clock, metrics: configuration.metrics, events: events,
             webhookAllowInternal: configuration.webhookAllowInternal,
-            rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock)
+            rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock),
+            authenticationFailures: AuthenticationFailures(
+                limit: configuration.rateLimits.failedAuthentication, maxBuckets: configuration.rateLimits.maxBuckets)
         )
         api.register(on: router)
         if configuration.dashboard {
@@ -173,6 +184,15 @@ private func runHeraldServer<Result: Sendable>(
         ]
         // Services stop in the reverse order: the lane after the API server, which hands it requests.
         if let lane { services.insert(.init(service: lane), at: 0) }
+        let metricsListening = ListeningPort()
+        let metricsServer = configuration.metrics.flatMap { registry in
+            configuration.metricsPort.map { port in
+                MetricsServer.application(
+                    registry: registry, host: configuration.metricsHost, port: port, eventLoopGroup: eventLoopGroup, logger: logger,
+                    onRunning: { metricsListening.resume(.success($0)) })
+            }
+        }
+        if let metricsServer { services.append(.init(service: metricsServer)) }
         if configuration.masterKey == nil {
             services.append(.init(service: MasterKeyReloader(secrets: secrets, store: store, directory: configuration.dataDirectory, logger: logger)))
         }
@@ -193,16 +213,25 @@ private func runHeraldServer<Result: Sendable>(
                         try await group.run()
                     } catch {
                         listening.resume(.failure(HeraldError(code: "listen_failed", "cannot listen on \(address): \(error)")))
+                        metricsListening.resume(.failure(HeraldError(code: "listen_failed", "cannot listen for metrics: \(error)")))
                         throw error
                     }
                     listening.resume(.failure(HeraldError(code: "listen_failed", "the server stopped before listening on \(address)")))
+                    metricsListening.resume(.failure(HeraldError(code: "listen_failed", "the server stopped before listening for metrics")))
                 }
             }
-            logger.info("herald serving", metadata: ["herald.port": "\(port)"])
+            var metricsPort: Int?
+            if metricsServer != nil {
+                metricsPort = try await withCheckedThrowingContinuation { metricsListening.wait($0) }
+            }
+            logger.info("herald serving", metadata: ["herald.port": "\(port)", "herald.metrics_port": "\(metricsPort.map(String.init) ?? "off")"])
             var outcome: Swift.Result<Result, any Error>
             do {
                 outcome = .success(
-                    try await body(RunningServer(port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes)))
+                    try await body(
+                        RunningServer(
+                            port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes, metricsPort: metricsPort))
+                )
             } catch {
                 outcome = .failure(error)
             }
@@ -309,19 +338,43 @@ struct StreamCloser: Service {
     }
 }
 
-/// The API's port once it listens, or the error that stopped it first: one wait, resumed once.
+/// A listener's port once it listens, or the error that stopped it first: one wait, resumed
+/// once (a result that comes before the wait is kept for it).
 private final class ListeningPort: Sendable {
-    private let continuation = Mutex<CheckedContinuation<Int, any Error>?>(nil)
+    private enum State {
+        case idle
+        case waiting(CheckedContinuation<Int, any Error>)
+        case done(Swift.Result<Int, any Error>)
+        case resumed
+    }
+
+    private let state = Mutex<State>(.idle)
 
     func wait(_ continuation: CheckedContinuation<Int, any Error>) {
-        self.continuation.withLock { $0 = continuation }
+        let early = self.state.withLock { state -> Swift.Result<Int, any Error>? in
+            guard case .done(let result) = state else {
+                state = .waiting(continuation)
+                return nil
+            }
+            state = .resumed
+            return result
+        }
+        if let early { continuation.resume(with: early) }
     }
 
     /// The first call resumes the wait; later ones do nothing.
     func resume(_ result: Swift.Result<Int, any Error>) {
-        let waiting = self.continuation.withLock { continuation in
-            defer { continuation = nil }
-            return continuation
+        let waiting = self.state.withLock { state -> CheckedContinuation<Int, any Error>? in
+            switch state {
+            case .idle:
+                state = .done(result)
+                return nil
+            case .waiting(let continuation):
+                state = .resumed
+                return continuation
+            case .done, .resumed:
+                return nil
+            }
         }
         waiting?.resume(with: result)
     }

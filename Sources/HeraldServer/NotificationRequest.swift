@@ -153,12 +153,13 @@ enum NotificationRequest {
             guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
         }
         // A template's default variant always shows something (saving one without title or body is refused).
-        if body.template == nil { try self.requireContent(json, pushType: pushType, audience: audience) }
+        let showsNothingOn = body.template == nil ? try self.requireContent(json, pushType: pushType, audience: audience, kinds: audienceKinds) : []
         var spec = NotificationSpec(
             audience: audience, kinds: audienceKinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
             collapseID: body.collapseId, payload: payload, scheduledAt: body.scheduledAt, localTime: localTime, idempotencyKey: body.idempotencyKey
         )
         spec.placeholder = placeholder
+        spec.showsNothingOn = showsNothingOn
         spec.onUnknownOutcome = onUnknownOutcome
         spec.ignoresQuietHours = !QuietHours.applies(
             interruptionLevel: json["aps"]?["interruption-level"]?.stringValue, ignoreQuietHours: body.ignoreQuietHours == true)
@@ -215,26 +216,58 @@ enum NotificationRequest {
         return .tags(try strings(selector.tags ?? [], "tags"), matchAll: match == "all")
     }
 
-    /// What a device would show or do: an alert, a badge or a sound, a background wake-up, a
-    /// Live Activity's content; or a push type whose payload is the app's own (VoIP, location,
-    /// …). A notification with none of these is refused (`empty_notification`).
-    static func requireContent(_ json: JSONValue, pushType: PushType?, audience: Audience) throws {
+    /// Whether `json` would show or do nothing as a push of `pushType`: an alert or a background
+    /// push needs an alert, a badge, a sound or `content-available`; a Live Activity push its
+    /// content state or an event; a widgets or controls push `content-changed`. Push types whose
+    /// payload is the app's own (VoIP, complication, file provider, location, push to talk) take
+    /// data alone: a call invitation is data only.
+    static func showsNothing(_ json: JSONValue, as pushType: PushType) -> Bool {
+        let aps = Set((json["aps"]?.objectMembers ?? []).map(\.0))
         switch pushType {
-        case nil, .alert?, .background?:
-            break
-        default:
-            return
+        case .alert, .background: return aps.isDisjoint(with: ["alert", "badge", "sound", "content-available", "content-state", "event"])
+        case .liveactivity: return aps.isDisjoint(with: ["content-state", "event"])
+        case .widgets, .controls: return json["aps"]?["content-changed"]?.boolValue != true
+        default: return false
         }
-        if case .activity = audience { return }
-        if case .channel = audience { return }
-        let aps = json["aps"]?.objectMembers ?? []
-        let shown: Set<String> = ["alert", "badge", "sound", "content-available", "content-state", "event"]
-        guard aps.contains(where: { shown.contains($0.0) }) else {
-            throw HeraldError.invalid(
-                "the notification has nothing to show: give a title, subtitle, body, badge or sound, or contentAvailable for a background update",
-                code: "empty_notification"
-            )
+    }
+
+    /// Refuses (`empty_notification`) a notification that would show nothing, judged per push
+    /// type: the one named, else each kind of token the audience reaches (named kinds; users, tags
+    /// and everyone mean device tokens unless kinds are named). For a list of tokens without a
+    /// push type the kinds are known only once the tokens are looked up: the kinds it would show
+    /// nothing on are returned, for ``requireContent(_:appID:store:)``.
+    static func requireContent(_ json: JSONValue, pushType: PushType?, audience: Audience, kinds: Set<DeviceKind>) throws -> Set<DeviceKind> {
+        if case .activity = audience { return [] }
+        if case .channel = audience { return [] }
+        if let pushType {
+            if Self.showsNothing(json, as: pushType) { throw Self.empty(pushType: pushType) }
+            return []
         }
+        let candidates = kinds.isEmpty ? Set(DeviceKind.allCases) : kinds
+        let empty = candidates.filter { Self.showsNothing(json, as: $0.defaultPushType) }
+        if kinds.isEmpty { return empty }
+        if let kind = empty.sorted(by: { $0.rawValue < $1.rawValue }).first { throw Self.empty(pushType: kind.defaultPushType, kind: kind) }
+        return []
+    }
+
+    /// For a list of tokens (``NotificationSpec/showsNothingOn``): refused when one of its active
+    /// tokens is of a kind the payload would show nothing on.
+    static func requireContent(_ spec: NotificationSpec, appID: String, store: any HeraldStore) async throws {
+        guard !spec.showsNothingOn.isEmpty else { return }
+        let reached = try await store.audienceKinds(appID: appID, targeting: spec.targeting)
+        let empty = reached.filter { $0.value > 0 && spec.showsNothingOn.contains($0.key) }.keys
+        if let kind = empty.sorted(by: { $0.rawValue < $1.rawValue }).first { throw Self.empty(pushType: kind.defaultPushType, kind: kind) }
+    }
+
+    private static func empty(pushType: PushType, kind: DeviceKind? = nil) -> HeraldError {
+        let what: String
+        switch pushType {
+        case .liveactivity: what = "give contentState or an event"
+        case .widgets, .controls: what = "set contentChanged (aps.content-changed: true)"
+        default: what = "give a title, subtitle, body, badge or sound, or contentAvailable for a background update"
+        }
+        let whom = kind.map { " for \($0.rawValue) tokens (\(pushType.rawValue) pushes)" } ?? " as a \(pushType.rawValue) push"
+        return HeraldError.invalid("the notification has nothing to show\(whom): \(what)", code: "empty_notification")
     }
 
     /// End-to-end encryption: the plaintext payload (what each device decrypts) and the

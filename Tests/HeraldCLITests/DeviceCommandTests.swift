@@ -31,7 +31,7 @@ import Testing
     }
 
     /// The app's backend, as a real app reaches it after sign-in: it holds the app's user secret
-    /// (made once by the team) and signs an assertion for the signed-in user at `GET /assert?user=`.
+    /// (made once by the team) and signs an assertion for the signed-in user's device at `GET /assert?user=&token=`.
     /// Written in Python from the JWT specification, so Herald's own signing is not what is tested.
     func backend(_ api: String, admin: String, _ directory: TemporaryDirectory) async throws -> (BackgroundProcess, String) {
         let secret = try #require(try await self.curl("POST", api + "/v1/apps/demo/user-secret", key: admin, "")["secret"] as? String)
@@ -43,9 +43,12 @@ import Testing
             def b64(data): return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
             class Handler(http.server.BaseHTTPRequestHandler):
                 def do_GET(self):
-                    user = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["user"][0]
+                    query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                    user, token = query["user"][0], query["token"][0]
                     head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-                    claims = b64(json.dumps({"app": app, "sub": user, "exp": int(time.time()) + 300}).encode())
+                    # Bound to the device: tkh is the token's SHA-256, as the app registers it.
+                    tkh = b64(hashlib.sha256(token.encode()).digest())
+                    claims = b64(json.dumps({"app": app, "sub": user, "exp": int(time.time()) + 300, "tkh": tkh}).encode())
                     signature = b64(hmac.new(secret, f"{head}.{claims}".encode(), hashlib.sha256).digest())
                     body = f"{head}.{claims}.{signature}".encode()
                     self.send_response(200); self.send_header("content-length", str(len(body))); self.end_headers(); self.wfile.write(body)

@@ -28,7 +28,7 @@ import Testing
             "curl",
             [
                 "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", api + "/v1/apps/demo/user-assertions",
-                "-H", "authorization: Bearer \(admin)", "-d", #"{"userId":"ann"}"#,
+                "-H", "authorization: Bearer \(admin)", "-d", #"{"userId":"ann","token":"\#(String(repeating: "ab", count: 32))"}"#,
             ])
         return Int(result.standardOutput) ?? 0
     }

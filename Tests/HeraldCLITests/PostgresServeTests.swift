@@ -47,19 +47,21 @@ extension HeavyProcessTests {
                 return try #require(Int(entry.split(separator: ":").last ?? ""))
             }
 
-            /// Starts `herald serve` on `database`; returns it with its API port.
+            /// Starts `herald serve` on `database`; returns it with its API port and its metrics port.
             func serve(
                 _ database: String, lease: Int = 30, apnsTimeout: Int? = nil, workers: Int = 4
-            ) async throws -> (process: BackgroundProcess, port: Int) {
+            ) async throws -> (process: BackgroundProcess, port: Int, metricsPort: Int) {
                 let process = try BackgroundProcess(
                     BackgroundProcess.heraldExecutable,
                     [
                         "serve", "--port", "0", "--no-emulator", "--data-dir", self.shared, "--database", database,
                         "--apns-host", "127.0.0.1", "--apns-port", "\(self.apnsPort)", "--apns-ca-file", self.directory.path + "/emulator/ca.pem",
-                        "--lease-seconds", "\(lease)", "--workers", "\(workers)", "--log-level", "warning",
+                        "--lease-seconds", "\(lease)", "--workers", "\(workers)", "--log-level", "warning", "--metrics-port", "0",
                     ] + (apnsTimeout.map { ["--apns-timeout-seconds", "\($0)"] } ?? []))
-                try #require(try await process.waitFor("Herald listening on", timeout: 300), "\(process.printed)")
-                return (process, try Self.port(of: process, "Herald listening on"))
+                try #require(try await process.waitFor("Metrics at", timeout: 300), "\(process.printed)")
+                let metrics = try #require(process.printed.split(separator: "\n").first { $0.hasPrefix("Metrics at ") })
+                let metricsPort = try #require(Int(metrics.split(separator: ":").last?.split(separator: "/").first ?? ""))
+                return (process, try Self.port(of: process, "Herald listening on"), metricsPort)
             }
 
             func counter(_ name: String) async throws -> Int {
@@ -133,8 +135,8 @@ extension HeavyProcessTests {
             return counts
         }
 
-        /// Deliveries a process recorded as sent, from its own `/metrics`.
-        static func sentBy(port: Int) async throws -> Int {
+        /// Deliveries a process recorded as sent, from its own `/metrics` (on its metrics listener).
+        static func sentBy(metricsPort port: Int) async throws -> Int {
             let text = try await ProcessRunner.run("curl", ["-s", "http://127.0.0.1:\(port)/metrics"]).standardOutput
             return text.split(separator: "\n")
                 .filter { $0.hasPrefix("herald_deliveries_total{") && $0.contains(#"result="sent""#) }
@@ -155,7 +157,7 @@ extension HeavyProcessTests {
                 // push that times out is sent again (a duplicate this test would count). The lease
                 // bounds the timeout (at most half of it) and is how long part 2 waits for the
                 // killed process's deliveries, so it is not longer still.
-                var servers: [(process: BackgroundProcess, port: Int)] = []
+                var servers: [(process: BackgroundProcess, port: Int, metricsPort: Int)] = []
                 for _ in 0..<3 { servers.append(try await fixture.serve(database.url, lease: 180, apnsTimeout: 90, workers: 2)) }
                 let admin = try Self.admin(servers[0].process)
                 #expect(
@@ -181,7 +183,7 @@ extension HeavyProcessTests {
                 let accepted = try await fixture.counter("acceptedForUnknownTokens")
                 #expect(accepted == count, "exactly once each: \(accepted) accepted (attempts: \(attempts))\n\(warnings())")
                 var shares: [Int] = []
-                for server in servers { shares.append(try await Self.sentBy(port: server.port)) }
+                for server in servers { shares.append(try await Self.sentBy(metricsPort: server.metricsPort)) }
                 #expect(shares.reduce(0, +) == count && shares.allSatisfy { $0 > 0 }, "all three took part: \(shares)")
 
                 // 2. To the 20,000 devices tagged "half", answers slowed to 1.5 s so batches are in
@@ -263,7 +265,7 @@ extension HeavyProcessTests {
             let fixture = try await Fixture()
             do {
                 let count = 3000
-                let (herald, apiPort) = try await fixture.serve(url)
+                let (herald, apiPort, _) = try await fixture.serve(url)
                 let admin = try Self.admin(herald)
                 try await fixture.populate(port: apiPort, admin: admin, database: url, count: count)
                 func health() async throws -> (status: String, body: String) {

@@ -25,10 +25,10 @@ import FoundationNetworking
 
     /// The app's backend, as HeraldKit meets it: it makes the app's user secret, and hands out
     /// an assertion for a signed-in user (here Herald signs it, asked with a backend key).
-    static func backend(_ base: URL, _ key: String) async throws -> @Sendable (String) async throws -> String {
+    static func backend(_ base: URL, _ key: String) async throws -> @Sendable (String, String) async throws -> String {
         _ = try await Self.admin(base, key, "POST", "/v1/apps/demo/user-secret", nil)
-        return { user in
-            let made = try await Self.admin(base, key, "POST", "/v1/apps/demo/user-assertions", #"{"userId":"\#(user)"}"#)
+        return { user, token in
+            let made = try await Self.admin(base, key, "POST", "/v1/apps/demo/user-assertions", #"{"userId":"\#(user)","token":"\#(token)"}"#)
             return try #require(made["assertion"] as? String)
         }
     }

@@ -58,8 +58,9 @@ import FoundationNetworking
         }
         let base = try #require(URL(string: "http://127.0.0.1:\(port)"))
         // The backend's assertions, asked of whichever server is up.
-        let assertions: @Sendable (String) async throws -> String = { user in
-            let made = try await HeraldClientTests.admin(base, admin, "POST", "/v1/apps/demo/user-assertions", #"{"userId":"\#(user)"}"#)
+        let assertions: @Sendable (String, String) async throws -> String = { user, token in
+            let made = try await HeraldClientTests.admin(
+                base, admin, "POST", "/v1/apps/demo/user-assertions", #"{"userId":"\#(user)","token":"\#(token)"}"#)
             return try #require(made["assertion"] as? String)
         }
 

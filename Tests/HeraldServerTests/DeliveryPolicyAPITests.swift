@@ -157,9 +157,9 @@ extension ServerTests {
                 try await context.api.call(
                     "PATCH", "/v1/apps/demo", key: context.admin, json: #"{"frequencyCap":{"limit":2,"windowSeconds":3600}}"#
                 ).status == 200)
-            let assertion = try await self.assertion(context, send: keys.send, user: "ann")
             for _ in 0..<3 {
                 let token = try await self.virtualDevice(context)
+                let assertion = try await self.assertion(context, send: keys.send, user: "ann", token: token)
                 let registered = try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
                     json: #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(assertion)"}"#)

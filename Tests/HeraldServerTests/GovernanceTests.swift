@@ -52,7 +52,7 @@ extension ServerTests {
                 let bound = try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
                     json:
-                        #"{"environment":"sandbox","tags":["news"],"userAssertion":"\#(try await self.assertion(context, send: keys.send, user: user))"}"#
+                        #"{"environment":"sandbox","tags":["news"],"userAssertion":"\#(try await self.assertion(context, send: keys.send, user: user, token: token))"}"#
                 )
                 #expect(bound.status == 200)
             }

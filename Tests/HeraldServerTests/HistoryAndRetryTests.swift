@@ -11,7 +11,8 @@ extension ServerTests {
         let token = try await self.virtualDevice(context)
         let registered = try await context.api.call(
             "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
-            json: #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
+            json:
+                #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann", token: token))"}"#
         )
         #expect(registered.status == 200)
         return token

@@ -83,7 +83,7 @@ extension ServerTests {
             #expect(refused.status == 429 && refused.retryAfter.map { $0 >= 1 } == true, "\(refused)")
             // Other keys are not held back.
             #expect(try await self.limited(base, "PUT", Self.register(10), key: keys.register, json: Self.sandbox).status == 200)
-            let metrics = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput
+            let metrics = try await ProcessRunner.run("curl", ["-s", context.metrics]).standardOutput
             let counted = metrics.split(separator: "\n").first {
                 $0.hasPrefix("herald_rate_limited_total{") && $0.contains(#"operation="register""#) && $0.contains(#"scope="send""#)
                     && $0.contains(#"limit="key""#)
@@ -108,7 +108,7 @@ extension ServerTests {
                 clock: clock,
                 configure: { configuration in
                     configuration.rateLimits.perAddress[.register] = TokenBucket.Limit(capacity: 3, perSecond: 0.5)
-                    if trusted { configuration.rateLimits.trustedProxies = ["127.0.0.1"] }
+                    if trusted { configuration.rateLimits.trustedProxies = [IPRange("127.0.0.1")].compactMap { $0 } }
                 }
             ) { context in
                 let keys = try await self.setUp(context)

@@ -11,7 +11,7 @@ import Testing
 @Suite(.heavy) struct ReceiptMetricsTests {
     /// `herald_receipts_total` for app metered, `event` and `result`, as `/metrics` shows it (0 when absent).
     static func counter(_ base: String, event: String, result: String) async throws -> Int {
-        let text = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput
+        let text = try await ProcessRunner.run("curl", ["-s", base]).standardOutput
         let name = #"herald_receipts_total{app="metered",event="\#(event)",result="\#(result)"} "#
         let line = text.split(separator: "\n").first { $0.hasPrefix(name) }
         return line.flatMap { $0.split(separator: " ").last }.flatMap { Int(Double($0) ?? -1) } ?? 0
@@ -25,6 +25,7 @@ import Testing
         configuration.metrics = ServerDocumentTests.registry
         try await withHeraldServer(configuration: configuration) { server in
             let base = "http://127.0.0.1:\(server.port)"
+            let metrics = "http://127.0.0.1:\(try #require(server.metricsPort))/metrics"
             let tests = ServerTests()
             let context = ServerTests.Context(
                 api: .init(base: base), control: .init(base: "http://127.0.0.1:\(server.emulator?.controlPort ?? 0)"),
@@ -46,18 +47,18 @@ import Testing
             let payload = try #require((inbox.body["notifications"] as? [[String: Any]])?.first?["payload"] as? [String: Any])
             let receipt = try #require(payload["hr"] as? String)
             let before = (
-                applied: try await Self.counter(base, event: "received", result: "applied"),
-                duplicate: try await Self.counter(base, event: "any", result: "duplicate"),
-                refused: try await Self.counter(base, event: "any", result: "refused")
+                applied: try await Self.counter(metrics, event: "received", result: "applied"),
+                duplicate: try await Self.counter(metrics, event: "any", result: "duplicate"),
+                refused: try await Self.counter(metrics, event: "any", result: "refused")
             )
             let batch =
                 #"{"receipts":[{"receipt":"\#(receipt)","event":"received"},{"receipt":"\#(receipt)","event":"received"},"#
                 + #"{"receipt":"AAAAAAAAAAAAAAAAAAAAAAAAAAA","event":"opened"}]}"#
             let answer = try await context.api.call("POST", "/v1/apps/metered/receipts", key: keys.register, json: batch)
             #expect(answer.status == 200 && answer.body["applied"] as? Int == 1 && answer.body["duplicates"] as? Int == 1, "\(answer)")
-            #expect(try await Self.counter(base, event: "received", result: "applied") - before.applied == 1)
-            #expect(try await Self.counter(base, event: "any", result: "duplicate") - before.duplicate == 1)
-            #expect(try await Self.counter(base, event: "any", result: "refused") - before.refused == 1)
+            #expect(try await Self.counter(metrics, event: "received", result: "applied") - before.applied == 1)
+            #expect(try await Self.counter(metrics, event: "any", result: "duplicate") - before.duplicate == 1)
+            #expect(try await Self.counter(metrics, event: "any", result: "refused") - before.refused == 1)
         }
     }
 }

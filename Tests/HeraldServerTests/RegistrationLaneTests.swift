@@ -128,7 +128,8 @@ import Testing
             }
             let register = try await api.call("POST", "/v1/keys", key: admin, json: #"{"scope":"register","appId":"\#(app)"}"#)
             let send = try await api.call("POST", "/v1/keys", key: admin, json: #"{"scope":"send","appId":"\#(app)"}"#)
-            let before = try await Self.answered(api.base, app: app)
+            let metrics = "http://127.0.0.1:\(try #require(server.metricsPort))/metrics"
+            let before = try await Self.answered(metrics, app: app)
             let output = try await ProcessRunner.run(
                 "python3",
                 [
@@ -148,13 +149,13 @@ import Testing
                 }
                 return Answer(status: try #require(object["status"] as? Int), headers: headers, body: body)
             }
-            return (answers, try await Self.answered(api.base, app: app) - before)
+            return (answers, try await Self.answered(metrics, app: app) - before)
         }
     }
 
     /// `herald_registration_lane_total{app,outcome="answered"}` at `/metrics` (0 when absent).
     static func answered(_ base: String, app: String) async throws -> Int {
-        let text = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput
+        let text = try await ProcessRunner.run("curl", ["-s", base]).standardOutput
         let name = #"herald_registration_lane_total{app="\#(app)",outcome="answered"} "#
         let line = text.split(separator: "\n").first { $0.hasPrefix(name) }
         return line.flatMap { $0.split(separator: " ").last }.flatMap { Int(Double($0) ?? -1) } ?? 0
@@ -213,7 +214,8 @@ extension RegistrationLaneTests {
         let clock = SystemEpochClock()
         let channel = EmbeddedChannel()
         let lane = RegistrationLane(
-            authenticator: APIKeyAuthenticator(store: store, clock: clock, usage: KeyUsage()),
+            authenticator: APIKeyAuthenticator(
+                store: store, clock: clock, usage: KeyUsage(), failures: AuthenticationFailures(limit: nil), limits: RateLimits()),
             devices: DevicesController(store: store, secrets: try SecretBox(masterKey: SecretBox.generateMasterKey()), clock: clock),
             eventLoopGroup: channel.eventLoop, refuseUndeclaredStatuses: false, serverName: "herald",
             logger: Logger(label: "test"))

@@ -35,6 +35,9 @@ import Testing
         let control: HTTP
         let admin: String
         let server: RunningServer
+
+        /// The metrics listener, apart from the API (``ServerConfiguration/metricsPort``).
+        var metrics: String { "http://127.0.0.1:\(self.server.metricsPort ?? 0)/metrics" }
     }
 
     /// A server on free ports in `directory`, with a fresh master key and a built-in emulator.
@@ -43,6 +46,8 @@ import Testing
         configuration.port = 0
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
+        // Served only where a test sets a registry (`metrics`), on a free port of its own.
+        configuration.metricsPort = 0
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
         // An APNs answer on a loaded machine can take seconds: a timeout (and the lease that
@@ -106,9 +111,10 @@ import Testing
         return (try #require(register.body["key"] as? String), try #require(send.body["key"] as? String))
     }
 
-    /// What the app's backend hands the app after `user` signs in: an assertion that binds a device to them.
-    func assertion(_ context: Context, send: String, user: String) async throws -> String {
-        let made = try await context.api.call("POST", "/v1/apps/demo/user-assertions", key: send, json: #"{"userId":"\#(user)"}"#)
+    /// What the app's backend hands the app after `user` signs in: an assertion that binds the device `token` to them.
+    func assertion(_ context: Context, send: String, user: String, token: String) async throws -> String {
+        let made = try await context.api.call(
+            "POST", "/v1/apps/demo/user-assertions", key: send, json: #"{"userId":"\#(user)","token":"\#(token)"}"#)
         return try #require(made.body["assertion"] as? String, "\(made)")
     }
 
@@ -155,7 +161,7 @@ import Testing
             let registered = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
                 json:
-                    #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
+                    #"{"environment":"sandbox","userId":"ann","tags":["news"],"locale":"en_GB","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann", token: token))"}"#
             )
             #expect(registered.status == 200)
             #expect(registered.body["userId"] as? String == "ann")
@@ -228,10 +234,10 @@ import Testing
                 ("liveactivity", "liveactivity", #","activityId":"game-1""#, "liveactivity"),
             ]
             var tokens: [String: String] = [:]
-            let assertion = try await self.assertion(context, send: keys.send, user: "u")
             for kind in kinds {
                 let token = try await self.virtualDevice(context, kind: kind.emulator)
                 tokens[kind.herald] = token
+                let assertion = try await self.assertion(context, send: keys.send, user: "u", token: token)
                 let registered = try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register,
                     json: #"{"environment":"sandbox","kind":"\#(kind.herald)"\#(kind.extra),"userId":"u","userAssertion":"\#(assertion)"}"#
@@ -241,7 +247,7 @@ import Testing
             let sent = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send,
                 json:
-                    #"{"audience":"all","kinds":[\#(kinds.map { "\"\($0.herald)\"" }.joined(separator: ","))],"aps":{"content-available":1,"timestamp":1,"event":"update","content-state":{}}}"#
+                    #"{"audience":"all","kinds":[\#(kinds.map { "\"\($0.herald)\"" }.joined(separator: ","))],"aps":{"content-available":1,"content-changed":true,"timestamp":1,"event":"update","content-state":{}}}"#
             )
             #expect(sent.body["deliveries"] as? Int == kinds.count)
             let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
@@ -494,7 +500,7 @@ import Testing
         return registry
     }()
 
-    @Test("the OpenAPI document is served and names every route; /metrics counts deliveries")
+    @Test("the OpenAPI document is served and names every route; /metrics counts deliveries on its own listener, not the API's port")
     func documentAndMetrics() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-doc")
         defer { directory.remove() }
@@ -506,7 +512,7 @@ import Testing
             #expect(document.hasPrefix("openapi: 3.1.0"))
             for path in [
                 "/v1/apps:", "/v1/apps/{app}/credentials/{environment}:", "/v1/keys:", "/v1/apps/{app}/devices:",
-                "/v1/apps/{app}/devices/{token}:", "/v1/apps/{app}/notifications:", "/v1/apps/{app}/notifications/{id}:", "/metrics:",
+                "/v1/apps/{app}/devices/{token}:", "/v1/apps/{app}/notifications:", "/v1/apps/{app}/notifications/{id}:",
                 "/v1/keys/{id}:", "/v1/apps/{app}/devices/{token}/deliveries:",
             ] {
                 #expect(document.contains("\n  \(path)\n"), "\(path) documented")
@@ -521,9 +527,18 @@ import Testing
             _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
             let sent = try await context.api.call("POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"m"}"#)
             _ = try await tests.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
-            let metrics = try await ProcessRunner.run("curl", ["-s", base + "/metrics"]).standardOutput
+            #expect(!document.contains("\n  /metrics:\n"), "the API does not serve metrics")
+            let metrics = try await ProcessRunner.run("curl", ["-s", context.metrics]).standardOutput
             #expect(metrics.contains(#"herald_deliveries_total{app="demo",push_type="alert",result="sent"}"#), "\(metrics.prefix(2000))")
             #expect(metrics.contains("apns_client_connections_opened_total"))
+            // The API's port answers anyone who can reach it (apps register through it): it
+            // serves no metrics, with a key or without.
+            let onAPI = try await ProcessRunner.run("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", base + "/metrics"]).standardOutput
+            #expect(onAPI == "404")
+            let withKey = try await ProcessRunner.run(
+                "curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "authorization: Bearer \(context.admin)", base + "/metrics"]
+            ).standardOutput
+            #expect(withKey == "404")
         }
     }
 }

@@ -55,7 +55,7 @@ import Testing
 
     /// `herald_unknown_outcomes_total` for app demo and `decision`, as `/metrics` shows it (0 when absent).
     func unknownOutcomes(_ context: ServerTests.Context, decision: String) async throws -> Int {
-        let text = try await ProcessRunner.run("curl", ["-s", "\(context.api.base)/metrics"]).standardOutput
+        let text = try await ProcessRunner.run("curl", ["-s", context.metrics]).standardOutput
         let line = text.split(separator: "\n").first {
             $0.hasPrefix("herald_unknown_outcomes_total{") && $0.contains(#"app="demo""#) && $0.contains(#"decision="\#(decision)""#)
         }

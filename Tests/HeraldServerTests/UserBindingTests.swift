@@ -26,7 +26,7 @@ extension ServerTests {
             // Ann's phone is bound with the backend's assertion for her.
             let bound = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(ann)", key: keys.register,
-                json: #"{"environment":"sandbox","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann"))"}"#
+                json: #"{"environment":"sandbox","userAssertion":"\#(try await self.assertion(context, send: keys.send, user: "ann", token: ann))"}"#
             )
             #expect(bound.status == 200 && bound.body["userId"] as? String == "ann", "the assertion names the user: \(bound.body)")
 
@@ -41,7 +41,7 @@ extension ServerTests {
             )
             #expect(move.status == 403 && (move.body["error"] as? [String: Any])?["code"] as? String == "user_assertion_required")
             // An assertion for mallory does not bind a device to ann.
-            let mallory = try await self.assertion(context, send: keys.send, user: "mallory")
+            let mallory = try await self.assertion(context, send: keys.send, user: "mallory", token: attacker)
             let swapped = try await context.api.call(
                 "PUT", "/v1/apps/demo/devices/\(attacker)", key: keys.register,
                 json: #"{"environment":"sandbox","userId":"ann","userAssertion":"\#(mallory)"}"#
@@ -118,7 +118,8 @@ extension ServerTests {
             }
             #expect(try await context.server.store.device(appID: "demo", token: token) == nil, "nothing was written")
             // The same secret, well used, binds; a rotated secret leaves the old assertions worthless.
-            let good = UserAssertion(appID: "demo", userID: "ann", expiresAt: now + 300).signed(secret: secret)
+            let good = UserAssertion(appID: "demo", userID: "ann", expiresAt: now + 300, tokenHash: UserAssertion.tokenHash(token)).signed(
+                secret: secret)
             #expect(
                 try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userAssertion":"\#(good)"}"#
@@ -139,6 +140,42 @@ extension ServerTests {
                 try await context.api.call(
                     "PUT", "/v1/apps/demo/devices/\(other)", key: keys.register, json: #"{"environment":"sandbox","userId":"bob"}"#
                 ).status == 200)
+        }
+    }
+
+    @Test(
+        "an assertion binds only the device it names (tkh): another token is 403 user_assertion_wrong_device, none 403 user_assertion_unbound, until the app allows unbound ones",
+        arguments: StoreDriver.enabled)
+    func deviceBoundAssertions(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let keys = try await self.setUp(context)
+            let phone = try await self.virtualDevice(context)
+            let thief = try await self.virtualDevice(context)
+            func code(_ body: [String: Any]) -> String? { (body["error"] as? [String: Any])?["code"] as? String }
+            func register(_ token: String, _ assertion: String) async throws -> (status: Int, body: [String: Any]) {
+                try await context.api.call(
+                    "PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox","userAssertion":"\#(assertion)"}"#)
+            }
+            // Ann's assertion, leaked from her phone's traffic: it binds her phone, not the thief's.
+            let leaked = try await self.assertion(context, send: keys.send, user: "ann", token: phone)
+            let stolen = try await register(thief, leaked)
+            #expect(stolen.status == 403 && code(stolen.body) == "user_assertion_wrong_device", "\(stolen.body)")
+            #expect(try await context.server.store.device(appID: "demo", token: thief) == nil, "nothing was written")
+            #expect(try await register(phone, leaked).status == 200)
+            // An assertion that names no device: Herald will not sign one for this app, and refuses one signed elsewhere.
+            let unsigned = try await context.api.call("POST", "/v1/apps/demo/user-assertions", key: keys.send, json: #"{"userId":"ann"}"#)
+            #expect(unsigned.status == 400 && code(unsigned.body) == "missing_token", "\(unsigned.body)")
+            let secret = Array(
+                try #require(try await context.api.call("POST", "/v1/apps/demo/user-secret", key: context.admin).body["secret"] as? String).utf8)
+            let unbound = UserAssertion(appID: "demo", userID: "ann", expiresAt: Int64(Date().timeIntervalSince1970) + 300).signed(secret: secret)
+            let refused = try await register(thief, unbound)
+            #expect(refused.status == 403 && code(refused.body) == "user_assertion_unbound", "\(refused.body)")
+            // An app migrating from unbound assertions turns them on for a while (admin only).
+            #expect(try await context.api.call("PATCH", "/v1/apps/demo", key: keys.send, json: #"{"unboundAssertions":true}"#).status == 403)
+            let migrating = try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"unboundAssertions":true}"#)
+            #expect(migrating.body["unboundAssertions"] as? Bool == true)
+            #expect(try await register(thief, unbound).status == 200)
+            #expect(try await context.api.call("POST", "/v1/apps/demo/user-assertions", key: keys.send, json: #"{"userId":"ann"}"#).status == 201)
         }
     }
 }

@@ -270,9 +270,13 @@ extension GovernanceStoreTests {
         let devices =
             schema.contains("CREATE TABLE devices")
             ? "" : "CREATE TABLE devices (id INTEGER PRIMARY KEY, app_id TEXT NOT NULL, token TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1);"
+        // Migration 19 adds a column to apps: every older file has the table.
+        let apps =
+            schema.contains("CREATE TABLE apps")
+            ? "" : "CREATE TABLE apps (id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, created_at INTEGER NOT NULL);"
         do {
             let old = try SQLiteDatabase(path: path)
-            try await old.write { db in try db.execute(devices + schema) }
+            try await old.write { db in try db.execute(apps + devices + schema) }
         }
         return (try await SQLiteStore(path: path), directory)
     }
@@ -348,7 +352,7 @@ extension GovernanceStoreTests {
                 INSERT INTO devices VALUES (1, 'demo', 'aa', 1), (2, 'demo', 'bb', 0), (3, 'other', 'aa', 0);
                 """)
         defer { directory.remove() }
-        #expect(try await store.schemaVersion() == 18)
+        #expect(try await store.schemaVersion() == 19)
         let (inactive, entries) = try await store.database.read { db in
             (
                 try db.query("SELECT app_id, token FROM devices INDEXED BY devices_inactive WHERE active = 0 ORDER BY app_id, token"),
@@ -362,5 +366,26 @@ extension GovernanceStoreTests {
             try db.query("SELECT \"partial\" FROM pragma_index_list('devices') WHERE name = 'devices_inactive'").first?.first
         }
         #expect(partial == .integer(1), "an index of the inactive devices only")
+    }
+
+    @Test("SQLite migration 19: a schema-18 file's apps keep accepting unbound user assertions; a new app does not")
+    func sqliteUnboundAssertions() async throws {
+        let (store, directory) = try await self.migrated(
+            from: """
+                CREATE TABLE apps (id TEXT PRIMARY KEY, bundle_id TEXT NOT NULL, created_at INTEGER NOT NULL);
+                INSERT INTO apps VALUES ('old', 'com.example.old', 1);
+                CREATE TABLE schema_version (version INTEGER NOT NULL);
+                INSERT INTO schema_version (version) VALUES (18);
+                """)
+        defer { directory.remove() }
+        #expect(try await store.schemaVersion() == 19)
+        let old = try await store.database.read { db in try db.query("SELECT unbound_assertions FROM apps WHERE id = 'old'").first?.first }
+        #expect(old == .integer(1), "an app made before bound assertions keeps taking unbound ones")
+        // A new app, in a file made by this version, takes bound assertions only.
+        let fresh = try TemporaryDirectory(prefix: "herald-fresh")
+        defer { fresh.remove() }
+        let current = try await SQLiteStore(path: fresh.path + "/herald.sqlite")
+        try await current.createApp(App(id: "new", bundleID: "com.example.new", createdAt: 2))
+        #expect(try await current.app("new")?.security.unboundAssertions == false)
     }
 }

@@ -60,11 +60,44 @@ import Testing
         #expect(RateLimits.prefix("198.51.100.3") == "198.51.100.3")
     }
 
+    @Test("an IPv6 client takes from its /64's bucket and its /48's (a wider one); receipts have buckets of their own")
+    func ipv6SitesAndReceipts() {
+        var limits = RateLimits()
+        limits.perAddress = [.register: self.limit]
+        let v6 = limits.buckets(scope: .register, keyID: "k1", address: RateLimits.prefix("2001:db8:1:2:3:4:5:6"))
+        #expect(v6.map(\.kind) == [.address, .address, .key])
+        #expect(v6[1].limit.capacity == self.limit.capacity * limits.ipv6SiteMultiple)
+        // Every /64 of one /48 shares the /48's bucket; another /48 does not.
+        let sibling = limits.buckets(scope: .register, keyID: "k1", address: RateLimits.prefix("2001:db8:1:ffff::9"))
+        let elsewhere = limits.buckets(scope: .register, keyID: "k1", address: RateLimits.prefix("2001:db8:2:2::1"))
+        #expect(sibling[0].id != v6[0].id && sibling[1].id == v6[1].id && elsewhere[1].id != v6[1].id)
+        #expect(RateLimits.site("2001:db8:1:2::/64") == "2001:db8:1::/48" && RateLimits.site("198.51.100.3") == nil)
+        let receipts = limits.buckets(.receipt, scope: .register, keyID: "k1", address: "203.0.113.9")
+        let registrations = limits.buckets(.register, scope: .register, keyID: "k1", address: "203.0.113.9")
+        #expect(receipts.map(\.kind) == registrations.map(\.kind))
+        #expect(Set(receipts.map(\.id)).isDisjoint(with: registrations.map(\.id)), "receipts spend neither the address's nor the app's registrations")
+    }
+
+    @Test("trusted proxies are CIDR ranges of either family; an IPv4-mapped IPv6 peer is its IPv4 address")
+    func proxyRanges() throws {
+        #expect(IPRange("10.0.0.0/33") == nil && IPRange("10.0.0.0/") == nil && IPRange("nonsense") == nil && IPRange("fd00::/129") == nil)
+        var limits = RateLimits()
+        limits.trustedProxies = try ["10.0.0.0/8", "fd00::/8", "192.0.2.7"].map { try #require(IPRange($0)) }
+        for proxy in ["10.0.0.2", "10.255.1.1", "::ffff:10.0.0.2", "fd12:3456::1", "192.0.2.7", "::ffff:192.0.2.7"] {
+            #expect(limits.clientAddress(peer: proxy, forwardedFor: ["203.0.113.9"]) == "203.0.113.9", "\(proxy) is trusted")
+        }
+        for stranger in ["11.0.0.1", "192.0.2.8", "fe80::1", "2001:db8::1"] {
+            #expect(limits.clientAddress(peer: stranger, forwardedFor: ["203.0.113.9"]) != "203.0.113.9", "\(stranger) is not")
+        }
+        // A chain of proxies inside the range is walked through.
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9, 10.1.1.1"]) == "203.0.113.9")
+    }
+
     @Test("X-Forwarded-For counts only from a trusted proxy, and then its rightmost untrusted entry")
     func forwardedFor() {
         var limits = RateLimits()
         #expect(limits.clientAddress(peer: "127.0.0.1", forwardedFor: ["203.0.113.9"]) == "127.0.0.1", "no trusted proxy: ignored")
-        limits.trustedProxies = ["10.0.0.2", "10.0.0.3"]
+        limits.trustedProxies = ["10.0.0.2", "10.0.0.3"].compactMap(IPRange.init)
         #expect(limits.clientAddress(peer: "198.51.100.1", forwardedFor: ["203.0.113.9"]) == "198.51.100.1", "not from a proxy: ignored")
         // What the client wrote itself comes first; the proxies append what they saw.
         #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["1.2.3.4, 203.0.113.9", "10.0.0.3"]) == "203.0.113.9")

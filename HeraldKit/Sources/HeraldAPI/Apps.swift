@@ -30,11 +30,15 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var frequencyCap: FrequencyCapSetting?
     /// The app's default throttle: at most this many deliveries of a send per minute; nil: none.
     public var throttlePerMinute: Int?
+    /// User assertions without a `tkh` claim (bound to no device) are still accepted: on only
+    /// for apps made before assertions were bound, until their backends send bound ones.
+    public var unboundAssertions: Bool
 
     public init(
         id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
-        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
+        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool = false
     ) {
+        self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours
@@ -60,11 +64,14 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var frequencyCap: FrequencyCapSetting?
     /// Sets the app's default throttle (deliveries of a send per minute, 1 to 100000); 0 turns it off.
     public var throttlePerMinute: Int?
+    /// Whether user assertions bound to no device (no `tkh` claim) are still accepted.
+    public var unboundAssertions: Bool?
 
     public init(
         userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil,
-        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil
+        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool? = nil
     ) {
+        self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
         self.quietHours = quietHours
@@ -114,11 +121,16 @@ public struct UserSecretResponse: Sendable, Hashable, Codable {
 /// send key rather than the secret, and for tests.
 public struct CreateUserAssertionRequest: Sendable, Hashable, Codable {
     public var userId: String?
+    /// The device token (or other platform's identifier) the assertion may bind, as the app will
+    /// register it: its hash becomes the `tkh` claim. Required unless the app still accepts
+    /// unbound assertions.
+    public var token: String?
     /// Seconds until it expires: 1 to 3600, default 600.
     public var ttl: Int64?
 
-    public init(userId: String, ttl: Int64? = nil) {
+    public init(userId: String, token: String? = nil, ttl: Int64? = nil) {
         self.userId = userId
+        self.token = token
         self.ttl = ttl
     }
 }

@@ -28,20 +28,22 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
     let session: URLSession
     /// Receipts waiting to be sent (``flushReceipts(patience:)``).
     let receiptQueue: ReceiptQueue
-    private let userAssertions: (@Sendable (_ userID: String) async throws -> String)?
+    private let userAssertions: (@Sendable (_ userID: String, _ token: String) async throws -> String)?
     private let file: StateFile
     /// The state; saved to the file under the lock, so saves land in the order they were made.
     private let state: LockedBox<(state: RegistrationState, launchPassDone: Bool)>
 
-    /// `userAssertions` asks the app's backend for a user assertion (a signed token saying this
-    /// device's user is `userID`) whenever Herald needs one to bind a token to the user: a login,
-    /// or a new token while signed in. Without it, pass assertions to ``register(_:_:userAssertion:)``
+    /// `userAssertions` asks the app's backend for a user assertion (a signed token saying the
+    /// device holding `token`, in lowercase hex as Herald registers it, belongs to `userID`: the
+    /// backend signs its hash as the `tkh` claim) whenever Herald needs one to bind a token to the
+    /// user: a login, or a new token while signed in. When the backend cannot answer, the
+    /// registration stays pending and is tried again with the others. Without it, pass assertions to ``register(_:_:userAssertion:)``
     /// and ``setUser(_:assertion:)`` yourself (a pending retry then cannot bind a user).
     /// `receiptQueueFile` keeps unsent receipts across launches (the same file in the app group
     /// for the app and its service extension).
     public init(
         serverURL: URL, appID: String, registerKey: String, retry: RetryPolicy = RetryPolicy(), session: URLSession = .shared,
-        persistence: Persistence = .applicationSupport, userAssertions: (@Sendable (_ userID: String) async throws -> String)? = nil,
+        persistence: Persistence = .applicationSupport, userAssertions: (@Sendable (_ userID: String, _ token: String) async throws -> String)? = nil,
         receiptQueueFile: URL? = nil
     ) {
         self.receiptQueue = ReceiptQueue(file: receiptQueueFile)
@@ -188,7 +190,9 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
             }
             return device
         } catch let error as HeraldKitError {
-            let retryable = error.isRetryable || error.code == "server_unavailable"
+            // The backend not answering for an assertion is worth trying again, like Herald not answering:
+            // the registration stays pending.
+            let retryable = error.isRetryable || error.code == "server_unavailable" || error.code == "user_assertion_unavailable"
             self.mutate { state in
                 if retryable {
                     state.update(token) { entry in
@@ -206,6 +210,12 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
         }
     }
 
+    /// Refusals a fresh assertion from the app's backend answers: none given, one expired, one
+    /// bound to no device or to another token.
+    static let assertionWanted: Set<String> = [
+        "user_assertion_required", "user_assertion_expired", "user_assertion_unbound", "user_assertion_wrong_device",
+    ]
+
     private func put(_ token: PushToken, _ details: DeviceDetails, userAssertion: String?, attempts: Int) async throws -> RegisteredDevice {
         var body = DeviceRegistrationRequest(
             kind: token.kind, environment: details.environment.rawValue, userId: details.userID, tags: details.tags, locale: details.locale,
@@ -222,11 +232,11 @@ public final class HeraldClient: HeraldClientProtocol, Sendable {
         let answer: Data?
         do {
             answer = try await self.call("PUT", path, body: body, attempts: attempts)
-        } catch let error as HeraldKitError where ["user_assertion_required", "user_assertion_expired"].contains(error.code) {
-            // Herald wants the backend's word for this user: ask for it once, then try again.
+        } catch let error as HeraldKitError where Self.assertionWanted.contains(error.code) {
+            // Herald wants the backend's word for this user and this token: ask for it once, then try again.
             guard let provider = self.userAssertions, let user = details.userID else { throw error }
             do {
-                body.userAssertion = try await provider(user)
+                body.userAssertion = try await provider(user, token.hex)
             } catch {
                 if error is CancellationError || Task.isCancelled { throw CancellationError() }
                 throw HeraldKitError(code: "user_assertion_unavailable", status: nil, message: "the app's backend gave no user assertion: \(error)")

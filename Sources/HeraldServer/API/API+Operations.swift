@@ -17,9 +17,9 @@ extension API {
 
     /// Every operation's statuses: its successes and what its kind of route can refuse.
     static let operations: [Operation] = {
-        // Behind the authenticator: no key or a bad one, a key without the scope, a database
-        // that does not answer, and the unexpected.
-        let secured: Set<Int> = [401, 403, 500, 503]
+        // Behind the authenticator: no key or a bad one, a key without the scope, an address over
+        // its failed authentications (429), a database that does not answer, and the unexpected.
+        let secured: Set<Int> = [401, 403, 429, 500, 503]
         // Under /v1/apps/{app}: no such app.
         let app = secured.union([404])
         // With a JSON body: malformed, unknown fields, too large.
@@ -29,7 +29,6 @@ extension API {
         return [
             Operation(method: .get, path: "/health", statuses: [200, 503]),
             Operation(method: .get, path: "/livez", statuses: [204]),
-            Operation(method: .get, path: "/metrics", statuses: [200, 404]),
             Operation(method: .get, path: "/v1/openapi.yaml", statuses: [200, 404]),
             Operation(method: .post, path: "/v1/apps", statuses: secured.union(body).union([201, 409])),
             Operation(method: .get, path: "/v1/apps", statuses: secured.union([200])),

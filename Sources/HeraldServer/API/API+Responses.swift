@@ -17,7 +17,7 @@ extension AppResponse {
             frequencyCap: app.security.frequencyCap.map {
                 FrequencyCapSetting(limit: $0.limit, windowSeconds: $0.windowSeconds, perCategory: $0.perCategory)
             },
-            throttlePerMinute: app.security.throttlePerMinute
+            throttlePerMinute: app.security.throttlePerMinute, unboundAssertions: app.security.unboundAssertions
         )
     }
 }

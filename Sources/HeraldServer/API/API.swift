@@ -9,7 +9,7 @@ import NIOCore
 import Prometheus
 
 /// The `/v1` JSON API: one controller per resource behind one authenticator, plus `/health`,
-/// `/metrics` and the OpenAPI document. Every error is `{"error": {"code", "message"}}`.
+/// `/livez` and the OpenAPI document (`/metrics` has a listener of its own: ``MetricsServer``). Every error is `{"error": {"code", "message"}}`.
 struct API: Sendable {
     let store: any HeraldStore
     let secrets: SecretBox
@@ -26,8 +26,15 @@ struct API: Sendable {
     static let bodyLimit = 1 << 20
     /// When each key's use was last written down, for every path that authenticates.
     let keyUsage = KeyUsage()
+    /// Failed authentication per client address, for every door that takes a key (the API, the
+    /// registration lane, the dashboard's sign-in).
+    var authenticationFailures = AuthenticationFailures(limit: AuthenticationFailures.defaultLimit)
 
-    var authenticator: APIKeyAuthenticator { APIKeyAuthenticator(store: self.store, clock: self.clock, usage: self.keyUsage) }
+    var authenticator: APIKeyAuthenticator {
+        APIKeyAuthenticator(
+            store: self.store, clock: self.clock, usage: self.keyUsage, failures: self.authenticationFailures,
+            limits: self.rateLimit?.limits ?? RateLimits())
+    }
     var devices: DevicesController { DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit) }
 
     var webhooks: WebhooksController {
@@ -39,7 +46,6 @@ struct API: Sendable {
         router.add(middleware: MetricsMiddleware())
         router.get("/health", use: self.health)
         router.get("/livez", use: Self.live)
-        router.get("/metrics", use: self.metricsText)
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
         let v1 = router.group("v1").add(middleware: self.authenticator)
@@ -53,7 +59,7 @@ struct API: Sendable {
         ChannelsController(store: self.store, clients: self.clients, clock: self.clock).addRoutes(to: v1)
         LiveActivitiesController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: self.rateLimit)
             .addRoutes(to: v1)
-        EventsController(store: self.store, events: self.events).addRoutes(to: v1)
+        EventsController(store: self.store, events: self.events, clock: self.clock).addRoutes(to: v1)
         ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
             .addRoutes(to: v1)
     }
@@ -85,13 +91,6 @@ struct API: Sendable {
         }
         guard let failure else { return try Answer(.ok, HealthResponse(status: "ok", database: "ok")).response(from: request, context: context) }
         return try Answer(.serviceUnavailable, HealthResponse(status: "unhealthy", database: failure)).response(from: request, context: context)
-    }
-
-    @Sendable func metricsText(_ request: Request, context: APIRequestContext) async throws -> Response {
-        guard let metrics = self.metrics else { throw HeraldError.notFound("metrics (not enabled)") }
-        var headers = HTTPFields()
-        headers[.contentType] = "text/plain; version=0.0.4"
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
     }
 
     @Sendable static func openAPIDocument(_ request: Request, context: APIRequestContext) async throws -> Response {

@@ -6,10 +6,12 @@ import HeraldCore
 import Hummingbird
 import Synchronization
 
-/// Reads `Authorization: Bearer hk_<id>_<secret>` once per request: a known, unrevoked key whose
-/// hash matches (in constant time) is put in the context. A request without the header passes
-/// on without a key (public routes need none; ``RequireScope`` refuses it); a header with a key
-/// that is not valid is refused here with 401.
+/// Reads `Authorization: Bearer hk_<id>_<secret>` once per request: a known key whose hash
+/// matches (in constant time) and that ``KeyAccess`` finds usable is put in the context. A request
+/// without the header passes on without a key (public routes need none; ``RequireScope`` refuses
+/// it); a header with a key that is not valid is refused here with 401, and counted against the
+/// client's address (``AuthenticationFailures``): an address over its failures is answered 429
+/// before its key is looked up.
 struct APIKeyAuthenticator: RouterMiddleware {
     typealias Context = APIRequestContext
     let store: any HeraldStore
@@ -17,39 +19,79 @@ struct APIKeyAuthenticator: RouterMiddleware {
     /// When this process last wrote each key's `lastUsedAt`: at most once a minute per key
     /// (one record for the router and the registration lane, which both authenticate).
     let usage: KeyUsage
+    /// Failed authentication per client address, shared by every door that takes a key.
+    let failures: AuthenticationFailures
+    /// Names the client address (trusted proxies, IPv6 prefixes) as the rate limits do.
+    let limits: RateLimits
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let header = request.headers[.authorization] else { return try await next(request, context) }
+        let address = self.limits.clientAddress(peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         var context = context
-        context.key = try await self.key(authorization: header)
+        do {
+            context.key = try await self.key(authorization: header, address: address)
+        } catch let refusal as AuthenticationRefusal {
+            var response = try refusal.error.response(from: request, context: context)
+            response.headers[.retryAfter] = String(refusal.retryAfter)
+            return response
+        }
         return try await next(request, context)
     }
 
-    /// The key an `Authorization` header presents, or 401 `unauthorized` / `key_expired`.
-    func key(authorization header: String) async throws -> StoredAPIKey {
-        guard let token = APIKeySecret.bearerToken(header) else { throw HeraldError.unauthorized }
-        guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
-            throw HeraldError.unauthorized
-        }
+    /// The key an `Authorization` header presents, or 401 `unauthorized` / `key_expired`, or
+    /// ``AuthenticationRefusal`` (429) for an address over its failures.
+    func key(authorization header: String, address: String?) async throws -> StoredAPIKey {
         let now = self.clock.nowMilliseconds
-        if let expiry = key.expiresAt, expiry <= now { throw HeraldError(code: "key_expired", "this API key has expired") }
+        if let wait = self.failures.refusal(address: address, now: now) { throw AuthenticationRefusal(retryAfter: wait) }
+        let key: StoredAPIKey
+        do {
+            guard let token = APIKeySecret.bearerToken(header) else { throw HeraldError.unauthorized }
+            key = try await self.verified(token: token, now: now)
+        } catch let error as HeraldError where error.status == .unauthorized {
+            self.failures.failed(address: address, now: now)
+            throw error
+        }
         // Bookkeeping: a failure to note the use must not fail the request it authorized.
         if self.usage.due(key.id, now: now) { try? await self.store.touchAPIKey(id: key.id, now: now) }
         return key
     }
+
+    /// The stored key `token` is, once its secret matches and it is usable now (not its scope:
+    /// that is the door's question).
+    func verified(token: String, now: Int64) async throws -> StoredAPIKey {
+        guard let id = APIKeySecret.id(of: token), let key = try await self.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash) else {
+            throw HeraldError.unauthorized
+        }
+        try KeyAccess.requireUsable(key, now: now)
+        return key
+    }
+
+    /// The key `id` as it is now, for what stays open after the request that presented it (an
+    /// event stream): nil once it is revoked.
+    func current(id: String) async throws -> StoredAPIKey? {
+        try await self.store.apiKey(id: id)
+    }
 }
 
-/// Lets a request through only with a key whose scope allows `scope`; on routes with an `:app`
-/// parameter, only for that app (a key bound to another app is refused), and with the app loaded
-/// into the context (404 when there is none).
+/// An address over its failed authentications: 429 `rate_limited` with `Retry-After`.
+struct AuthenticationRefusal: Error {
+    let retryAfter: Int
+    var error: HeraldError { AuthenticationFailures.error(retryAfter: self.retryAfter) }
+}
+
+/// Lets a request through only with a key that ``KeyAccess`` lets through this door: its scope
+/// allows `scope`; on routes with an `:app` parameter, only for that app (a key bound to another
+/// app is refused), and with the app loaded into the context (404 when there is none).
 struct RequireScope: RouterMiddleware {
     typealias Context = APIRequestContext
     let scope: APIScope
     let store: any HeraldStore
+    let clock: any EpochClock
 
-    init(_ scope: APIScope, store: any HeraldStore) {
+    init(_ scope: APIScope, store: any HeraldStore, clock: any EpochClock) {
         self.scope = scope
         self.store = store
+        self.clock = clock
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
@@ -64,8 +106,7 @@ struct RequireScope: RouterMiddleware {
     /// The app named by the path, if any, once `key` may act on it with this scope: 403
     /// `forbidden` for a key whose scope or app does not allow it, 404 for an app that is not.
     func app(key: StoredAPIKey, appID: String?) async throws -> App? {
-        guard key.scope.allows(self.scope) else { throw HeraldError.forbidden("this key's scope (\(key.scope.rawValue)) does not allow this") }
-        if let bound = key.appID, bound != appID { throw HeraldError.forbidden("this key belongs to another app") }
+        try KeyAccess.authorize(key, at: .api(scope: self.scope, appID: appID), now: self.clock.nowMilliseconds)
         guard let appID else { return nil }
         guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
         return app

@@ -12,7 +12,7 @@ struct AppsController {
     let clock: any EpochClock
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store))
+        let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
         admin.post(use: self.create)
         admin.get(use: self.list)
         admin.get(":app", use: self.show)
@@ -20,7 +20,8 @@ struct AppsController {
         admin.put(":app/credentials/:environment", use: self.setCredentials)
         admin.post(":app/user-secret", use: self.newUserSecret)
         GovernanceController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
-        v1.group("apps/:app/user-assertions").add(middleware: RequireScope(.send, store: self.store)).post(use: self.newUserAssertion)
+        v1.group("apps/:app/user-assertions").add(middleware: RequireScope(.send, store: self.store, clock: self.clock)).post(
+            use: self.newUserAssertion)
     }
 
     @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> AppResponse {
@@ -32,6 +33,7 @@ struct AppsController {
         var app = try context.requireApp()
         let body = try await request.decode(as: UpdateAppRequest.self, context: context)
         if let on = body.userVerification { app.security.userVerification = on }
+        if let on = body.unboundAssertions { app.security.unboundAssertions = on }
         if let on = body.receipts { app.security.receipts = on }
         if let quiet = body.quietHours {
             switch (quiet.start, quiet.end) {
@@ -103,8 +105,17 @@ struct AppsController {
         guard (1...UserAssertion.maximumLifetime).contains(ttl) else {
             throw HeraldError.invalid("ttl is 1 to \(UserAssertion.maximumLifetime) seconds", code: "bad_ttl")
         }
+        // Bound to the one device it may bind: the token as it will be registered (an APNs
+        // token in lowercase hex, as the registry keeps it).
+        var tokenHash: String?
+        if let token = body.token {
+            guard !token.isEmpty, token.utf8.count <= 4096 else { throw HeraldError.invalid("token is 1 to 4096 bytes", code: "bad_token") }
+            tokenHash = UserAssertion.tokenHash((try? DeviceToken(hex: token).hex) ?? token)
+        } else if !app.security.unboundAssertions {
+            throw HeraldError.invalid("token is required: an assertion is bound to the device token it may register", code: "missing_token")
+        }
         let secret = try UserSecrets.open(app, secrets: self.secrets)
-        let assertion = UserAssertion(appID: app.id, userID: user, expiresAt: self.clock.nowMilliseconds / 1000 + ttl)
+        let assertion = UserAssertion(appID: app.id, userID: user, expiresAt: self.clock.nowMilliseconds / 1000 + ttl, tokenHash: tokenHash)
         return Answer(.created, UserAssertionResponse(assertion: assertion.signed(secret: secret), expiresAt: assertion.expiresAt))
     }
 

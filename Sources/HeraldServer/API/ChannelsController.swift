@@ -19,7 +19,7 @@ struct ChannelsController {
     let clock: any EpochClock
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let channels = v1.group("apps/:app/channels").add(middleware: RequireScope(.send, store: self.store))
+        let channels = v1.group("apps/:app/channels").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         channels.post(use: self.create)
         channels.get(use: self.list)
         channels.get(":id", use: self.get)

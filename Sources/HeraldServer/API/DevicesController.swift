@@ -15,10 +15,10 @@ struct DevicesController {
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         let register = v1.group("apps/:app/devices").add(middleware: RateLimit(operation: .register, gate: self.rateLimit))
-            .add(middleware: RequireScope(.register, store: self.store))
+            .add(middleware: RequireScope(.register, store: self.store, clock: self.clock))
         register.put(":token", use: self.register)
         register.delete(":token", use: self.unregister)
-        let read = v1.group("apps/:app/devices").add(middleware: RequireScope(.send, store: self.store))
+        let read = v1.group("apps/:app/devices").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         read.get(use: self.list)
         read.get(":token", use: self.show)
         read.get(":token/deliveries", use: self.deliveries)
@@ -46,7 +46,9 @@ struct DevicesController {
         }
         if let text = body.userAssertion {
             let secret = try UserSecrets.open(app, secrets: self.secrets)
-            let assertion = try UserAssertion.verify(text, secret: secret, appID: app.id, now: self.clock.nowMilliseconds / 1000)
+            let assertion = try UserAssertion.verify(
+                text, secret: secret, appID: app.id, now: self.clock.nowMilliseconds / 1000, device: token.hex,
+                allowUnbound: app.security.unboundAssertions)
             guard body.userId == nil || body.userId == assertion.userID else {
                 throw HeraldError(code: "user_assertion_wrong_user", "the user assertion is for another user than userId")
             }

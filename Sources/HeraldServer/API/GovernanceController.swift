@@ -13,13 +13,13 @@ struct GovernanceController {
     let clock: any EpochClock
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store))
+        let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
         admin.delete(":app", use: self.deleteApp)
         admin.get(":app/credentials", use: self.listCredentials)
         admin.delete(":app/credentials/:environment", use: self.deleteCredential)
         admin.get(":app/users/:userId", use: self.exportUser)
         admin.delete(":app/users/:userId", use: self.eraseUser)
-        v1.group("audit").add(middleware: RequireScope(.admin, store: self.store)).get(use: self.audit)
+        v1.group("audit").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock)).get(use: self.audit)
     }
 
     /// Deletes the app and every row of it, chunk by chunk (each chunk its own short

@@ -30,7 +30,8 @@ extension HeraldError: HTTPResponseError {
         switch code {
         case "unauthorized", "key_expired": return .unauthorized
         case "forbidden", "tag_protected", "receipts_disabled", "user_assertion_required", "user_assertion_invalid", "user_assertion_wrong_app",
-            "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long":
+            "user_assertion_wrong_user", "user_assertion_expired", "user_assertion_too_long", "user_assertion_wrong_device", "user_assertion_unbound",
+            "key_confined":
             return .forbidden
         case "not_found", "channel_not_found", "activity_not_found": return .notFound
         case "method_not_allowed": return .methodNotAllowed

@@ -10,7 +10,7 @@ struct KeysController {
     let clock: any EpochClock
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let admin = v1.group("keys").add(middleware: RequireScope(.admin, store: self.store))
+        let admin = v1.group("keys").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
         admin.post(use: self.create)
         admin.get(use: self.list)
         admin.delete(":id", use: self.revoke)

@@ -21,11 +21,11 @@ struct LiveActivitiesController {
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         let sending = v1.group("apps/:app/live-activities").add(middleware: RateLimit(operation: .send, gate: self.rateLimit))
-            .add(middleware: RequireScope(.send, store: self.store))
+            .add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         sending.post(use: self.start)
         sending.patch(":id", use: self.update)
         sending.delete(":id", use: self.end)
-        let reading = v1.group("apps/:app/live-activities").add(middleware: RequireScope(.send, store: self.store))
+        let reading = v1.group("apps/:app/live-activities").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         reading.get(use: self.list)
         reading.get(":id", use: self.get)
     }

@@ -15,9 +15,9 @@ struct NotificationsController {
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         v1.group("apps/:app/notifications").add(middleware: RateLimit(operation: .send, gate: self.rateLimit))
-            .add(middleware: RequireScope(.send, store: self.store))
+            .add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
             .post(use: self.send)
-        let send = v1.group("apps/:app/notifications").add(middleware: RequireScope(.send, store: self.store))
+        let send = v1.group("apps/:app/notifications").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         send.get(use: self.list)
         send.get(":id", use: self.show)
         send.delete(":id", use: self.cancel)
@@ -31,6 +31,7 @@ struct NotificationsController {
         let body = try await request.decode(as: SendRequest.self, context: context)
         var spec = try NotificationRequest.spec(body, now: now)
         try await NotificationRequest.applyTemplate(body, to: &spec, appID: app.id, store: self.store)
+        try await NotificationRequest.requireContent(spec, appID: app.id, store: self.store)
         try NotificationRequest.admit(&spec, app: app)
         if case .channel(let channelID) = spec.audience {
             return try await self.broadcast(spec, channelID: channelID, app: app).response(from: request, context: context)

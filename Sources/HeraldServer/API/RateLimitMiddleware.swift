@@ -57,7 +57,7 @@ struct RateLimitGate: Sendable {
     /// Nil when the request may go on; else the bucket that refused it and when to come back.
     func check(_ operation: RateLimits.Operation, key: StoredAPIKey, address: String?) async throws -> Refusal? {
         let now = self.clock.nowMilliseconds
-        for bucket in self.limits.buckets(scope: key.scope, keyID: key.id, address: address) {
+        for bucket in self.limits.buckets(operation, scope: key.scope, keyID: key.id, address: address) {
             if case .refused(let seconds) = try await self.limiter.take(bucket, now: now) {
                 self.refused[Self.name(operation, key.scope, bucket.kind)]?.increment()
                 return Refusal(kind: bucket.kind, retryAfter: seconds)

@@ -17,8 +17,8 @@ struct ReceiptsController {
     var rateLimit: RateLimitGate?
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        v1.group("apps/:app/receipts").add(middleware: RateLimit(operation: .register, gate: self.rateLimit))
-            .add(middleware: RequireScope(.register, store: self.store))
+        v1.group("apps/:app/receipts").add(middleware: RateLimit(operation: .receipt, gate: self.rateLimit))
+            .add(middleware: RequireScope(.register, store: self.store, clock: self.clock))
             .post(use: self.report)
     }
 

@@ -16,7 +16,7 @@ struct TemplatesController {
     static let maximumTextBytes = 4096
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let templates = v1.group("apps/:app/templates").add(middleware: RequireScope(.send, store: self.store))
+        let templates = v1.group("apps/:app/templates").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         templates.post(use: self.create)
         templates.get(use: self.list)
         templates.get(":id", use: self.get)

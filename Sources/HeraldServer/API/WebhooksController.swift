@@ -16,7 +16,7 @@ struct WebhooksController {
     let allowInternal: Bool
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
-        let admin = v1.group("apps/:app/webhooks").add(middleware: RequireScope(.admin, store: self.store))
+        let admin = v1.group("apps/:app/webhooks").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
         admin.post(use: self.create)
         admin.get(use: self.list)
         admin.delete(":id", use: self.delete)

@@ -72,7 +72,7 @@ final class RegistrationLane: Service {
         serverName: String, logger: Logger
     ) {
         self.authenticator = authenticator
-        self.scope = RequireScope(.register, store: devices.store)
+        self.scope = RequireScope(.register, store: devices.store, clock: devices.clock)
         self.devices = devices
         self.queues = eventLoopGroup.makeIterator().map(Queue.init)
         self.refuseUndeclaredStatuses = refuseUndeclaredStatuses
@@ -126,7 +126,11 @@ final class RegistrationLane: Service {
         // the router would (an unknown key costs a read, which the router would make again).
         let key: StoredAPIKey
         do {
-            key = try await self.authenticator.key(authorization: request.authorization)
+            let address = self.authenticator.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor)
+            key = try await self.authenticator.key(authorization: request.authorization, address: address)
+        } catch let refusal as AuthenticationRefusal {
+            let body = refusal.error.jsonBody
+            return self.answered(self.response(refusal.error.status, body: body, retryAfter: refusal.retryAfter), body: body, started: nil)
         } catch {
             return self.refused(error)
         }

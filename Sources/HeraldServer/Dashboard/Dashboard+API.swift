@@ -20,6 +20,14 @@ struct DashboardBackend: Sendable {
     var store: any HeraldStore { self.api.store }
     var events: DeliveryEvents { self.api.events }
     var nowMilliseconds: Int64 { self.api.clock.nowMilliseconds }
+    /// The API's authenticator: the dashboard's sign-in checks keys and counts failures with it.
+    var authenticator: APIKeyAuthenticator { self.api.authenticator }
+
+    /// The client a request counts against, as the API's rate limits name it.
+    func clientAddress(_ request: Request, peer context: some RequestContext) -> String? {
+        let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress
+        return self.authenticator.limits.clientAddress(peer: peer, forwardedFor: request.headers[values: .forwardedFor])
+    }
 
     /// A hex HMAC of `text` under the dashboard's key (derived from the master key).
     func authenticationCode(_ text: String) -> String {
@@ -51,6 +59,7 @@ struct DashboardBackend: Sendable {
         let request = try APIRequestDecoder.decode(SendRequest.self, json: body)
         var spec = try NotificationRequest.spec(request, now: now)
         try await NotificationRequest.applyTemplate(request, to: &spec, appID: app.id, store: self.store)
+        try await NotificationRequest.requireContent(spec, appID: app.id, store: self.store)
         return spec
     }
 
@@ -303,8 +312,10 @@ struct DashboardBackend: Sendable {
 
     static func writeEvents(
         _ writer: inout any ResponseBodyWriter, items: AsyncStream<StreamItem>, feed: AsyncStream<StreamItem>.Continuation,
-        render: @Sendable (DeliveryEvent) -> String?
+        watch: EventStream.Watch?, render: @Sendable (DeliveryEvent) -> String?
     ) async throws {
-        try await EventStream.write(&writer, preamble: "", items: items, feed: feed, render: render)
+        try await EventStream.write(&writer, preamble: "", items: items, feed: feed, watch: watch, render: render)
     }
+
+    var clock: any EpochClock { self.api.clock }
 }

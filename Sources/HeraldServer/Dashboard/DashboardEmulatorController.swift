@@ -103,8 +103,17 @@ struct DashboardEmulatorController: Sendable {
             return DashboardViews.redirect("/dashboard/emulator/\(DashboardFormat.path(token))")
         }
         group.get("emulator/:token/stream") { request, context in
-            guard try await self.dashboard.sessions.current(request) != nil else { throw HeraldError.unauthorized }
-            return try self.phoneStream(token: context.parameters.get("token") ?? "")
+            guard try await self.dashboard.sessions.current(request) != nil, let cookie = request.cookies[DashboardSessions.cookie]?.value else {
+                throw HeraldError.unauthorized
+            }
+            let sessions = self.dashboard.sessions
+            // The session is asked again while the stream runs: signing out elsewhere does not end
+            // it, but a key revoked or expired does.
+            let watch = EventStream.Watch(clock: self.dashboard.backend.clock) {
+                guard let session = try await sessions.session(cookie: cookie) else { return .ended("the session ended") }
+                return .until(session.key.expiresAt)
+            }
+            return try self.phoneStream(token: context.parameters.get("token") ?? "", watch: watch)
         }
     }
 
@@ -161,7 +170,7 @@ struct DashboardEmulatorController: Sendable {
     }
 
     /// What the virtual device receives, as server-sent events.
-    func phoneStream(token: String) throws -> Response {
+    func phoneStream(token: String, watch: EventStream.Watch) throws -> Response {
         guard let emulator = self.dashboard.emulator, emulator.state.device(token: token) != nil else { throw HeraldError.notFound("virtual device") }
         let events = self.dashboard.backend.events
         return DashboardBackend.eventStreamResponse { writer in
@@ -185,7 +194,7 @@ struct DashboardEmulatorController: Sendable {
                     for await _ in subscription.items {}
                     feed.finish()
                 }
-                try await DashboardBackend.writeEvents(&writer, items: stream, feed: feed) { event in
+                try await DashboardBackend.writeEvents(&writer, items: stream, feed: feed, watch: watch) { event in
                     "event: push\ndata: \(String(decoding: event.json.serialized(), as: UTF8.self))\n\n"
                 }
                 group.cancelAll()

@@ -14,10 +14,12 @@ struct DashboardSession: Sendable {
 
 /// Sign-in sessions and CSRF tokens.
 ///
-/// Sign-in takes an admin key and gives a session cookie (HttpOnly, SameSite=Strict) that is
-/// signed with a key derived from the master key, so every process of a shared database accepts
-/// it and a revoked admin key ends its sessions at once. Every form carries a CSRF token derived
-/// from the session.
+/// Sign-in takes an admin key bound to no app (``KeyAccess``'s dashboard door: the dashboard
+/// governs every app) and gives a session cookie (HttpOnly, SameSite=Strict) that is signed with a
+/// key derived from the master key, so every process of a shared database accepts it. Every
+/// request of a session asks ``KeyAccess`` again, so a key revoked, expired or rotated out ends its
+/// sessions at once; a session never outlives its key's expiry. Every form carries a CSRF token
+/// derived from the session. Failed sign-ins count against the address as a wrong API key does.
 struct DashboardSessions: Sendable {
     static let cookie = "herald_session"
     static let lifetimeSeconds: Int64 = 12 * 3600
@@ -25,29 +27,52 @@ struct DashboardSessions: Sendable {
 
     let backend: DashboardBackend
 
-    /// The admin key `token` is, or nil when it is not an admin key of this server.
-    func adminKey(_ token: String) async throws -> StoredAPIKey? {
-        guard let id = APIKeySecret.id(of: token), let key = try await self.backend.store.apiKey(id: id), APIKeySecret.matches(token, hash: key.hash),
-            key.scope == .admin
-        else { return nil }
-        return key
+    /// The key `token` is, once it may open the dashboard; else the refusal (401 for a key that is
+    /// not one, or not any more; 403 for one the dashboard does not take; 429 for an address over
+    /// its failures).
+    func signIn(_ token: String, address: String?) async throws -> StoredAPIKey {
+        let authenticator = self.backend.authenticator
+        let now = self.backend.nowMilliseconds
+        if let wait = authenticator.failures.refusal(address: address, now: now) { throw AuthenticationRefusal(retryAfter: wait) }
+        do {
+            let key = try await authenticator.verified(token: token, now: now)
+            try KeyAccess.authorize(key, at: .dashboard, now: now)
+            return key
+        } catch let error as HeraldError {
+            authenticator.failures.failed(address: address, now: now)
+            throw error
+        }
     }
 
     /// The `Set-Cookie` value of a new session for `key`; `secure` behind a TLS-terminating proxy.
+    /// It ends after ``lifetimeSeconds`` or at the key's expiry, whichever comes first.
     func cookie(for key: StoredAPIKey, secure: Bool) -> String {
-        let expires = self.backend.nowMilliseconds / 1000 + Self.lifetimeSeconds
+        let now = self.backend.nowMilliseconds
+        let expires = KeyAccess.sessionEnd(key, now: now, lifetime: Self.lifetimeSeconds * 1000) / 1000
+        let maxAge = max(0, expires - now / 1000)
         let value = "\(key.id).\(expires).\(self.backend.authenticationCode("session|\(key.id)|\(expires)"))"
-        return "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(Self.lifetimeSeconds); HttpOnly; SameSite=Strict\(secure ? "; Secure" : "")"
+        return "\(Self.cookie)=\(value); Path=/dashboard; Max-Age=\(maxAge); HttpOnly; SameSite=Strict\(secure ? "; Secure" : "")"
     }
 
-    /// The signed-in admin, from the session cookie: signature, expiry and the key still valid.
+    /// The signed-in admin, from the session cookie: signature, expiry, and the key still let in.
     func current(_ request: Request) async throws -> DashboardSession? {
         guard let value = request.cookies[Self.cookie]?.value else { return nil }
+        return try await self.session(cookie: value)
+    }
+
+    /// The session a cookie's value holds, while it is valid (asked again by the emulated phone's stream).
+    func session(cookie value: String) async throws -> DashboardSession? {
         let parts = value.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let expires = Int64(parts[1]), expires > self.backend.nowMilliseconds / 1000,
+        let now = self.backend.nowMilliseconds
+        guard parts.count == 3, let expires = Int64(parts[1]), expires > now / 1000,
             Self.constantTimeEqual(parts[2], self.backend.authenticationCode("session|\(parts[0])|\(expires)")),
-            let key = try await self.backend.store.apiKey(id: parts[0]), key.scope == .admin
+            let key = try await self.backend.store.apiKey(id: parts[0])
         else { return nil }
+        do {
+            try KeyAccess.authorize(key, at: .dashboard, now: now)
+        } catch {
+            return nil
+        }
         return DashboardSession(key: key, csrf: self.backend.authenticationCode("csrf|\(value)"))
     }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Foundation
 import HTTPTypes
+import HeraldCore
 import Hummingbird
 
 /// Sign-in with an admin key, and sign-out.
@@ -16,10 +17,23 @@ struct DashboardSignInController: Sendable {
             if try await self.dashboard.sessions.current(request) != nil { return DashboardViews.redirect("/dashboard") }
             return self.loginPage(error: nil)
         }
-        group.post("login") { request, _ in
+        group.post("login") { request, context in
             let form = try await DashboardForm.read(request)
             let token = (form["key"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
-            guard let key = try await self.dashboard.sessions.adminKey(token) else {
+            let address = self.dashboard.backend.clientAddress(request, peer: context)
+            let key: StoredAPIKey
+            do {
+                key = try await self.dashboard.sessions.signIn(token, address: address)
+            } catch let refusal as AuthenticationRefusal {
+                var page = self.loginPage(
+                    error: "Too many failed sign-ins from this address: try again in \(refusal.retryAfter) s.", status: .tooManyRequests)
+                page.headers[.retryAfter] = String(refusal.retryAfter)
+                return page
+            } catch let error as HeraldError where error.code == "key_confined" {
+                return self.loginPage(error: DashboardFormat.sentence(error.message), status: .forbidden)
+            } catch let error as HeraldError where error.code == "key_expired" {
+                return self.loginPage(error: "That key has expired.", status: .unauthorized)
+            } catch is HeraldError {
                 return self.loginPage(error: "That is not an admin key of this server.", status: .unauthorized)
             }
             var response = DashboardViews.redirect("/dashboard")

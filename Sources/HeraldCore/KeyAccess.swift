@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+import Synchronization
+
+/// The one rule for what an API key may do, asked at every door: the API's routes and the
+/// registration lane (``RequireScope``), the event stream when it opens and while it runs, the
+/// dashboard's sign-in and every request of its sessions. A key is usable while it is neither
+/// revoked nor past its `expiresAt`; it then acts within its scope (``APIScope/allows(_:)``) on
+/// its one app, or on every app when it is bound to none.
+package enum KeyAccess {
+    /// Where a key is presented: the API acts on one app or on the server (nil app); the dashboard
+    /// governs every app, so only an admin key bound to no app opens it.
+    package enum Door: Sendable, Hashable {
+        case api(scope: APIScope, appID: String?)
+        case dashboard
+    }
+
+    /// 401 `unauthorized` for a revoked key, 401 `key_expired` for one past its expiry, 403
+    /// `forbidden` for one whose scope or app the door does not take.
+    package static func authorize(_ key: StoredAPIKey, at door: Door, now: Int64) throws(HeraldError) {
+        try self.requireUsable(key, now: now)
+        switch door {
+        case .api(let scope, let appID):
+            guard key.scope.allows(scope) else { throw HeraldError.forbidden("this key's scope (\(key.scope.rawValue)) does not allow this") }
+            if let bound = key.appID, bound != appID { throw HeraldError.forbidden("this key belongs to another app") }
+        case .dashboard:
+            guard key.scope == .admin else { throw HeraldError.forbidden("the dashboard needs an admin key") }
+            if let bound = key.appID {
+                throw HeraldError(
+                    code: "key_confined",
+                    "this admin key is confined to the app '\(bound)'; the dashboard governs every app and needs an admin key bound to none")
+            }
+        }
+    }
+
+    /// 401 `unauthorized` for a revoked key, 401 `key_expired` for one past its expiry.
+    package static func requireUsable(_ key: StoredAPIKey, now: Int64) throws(HeraldError) {
+        guard key.revokedAt == nil else { throw HeraldError.unauthorized }
+        if let expiry = key.expiresAt, expiry <= now { throw Self.expired }
+    }
+
+    package static let expired = HeraldError(code: "key_expired", "this API key has expired")
+
+    /// How long something opened with `key` (a dashboard session, an event stream) may last
+    /// from `now` at most, in milliseconds: `lifetime`, or less when the key expires first.
+    package static func sessionEnd(_ key: StoredAPIKey, now: Int64, lifetime: Int64) -> Int64 {
+        min(now + lifetime, key.expiresAt ?? .max)
+    }
+}
+
+/// Failed authentication per client address: every presented key that is unknown, wrong,
+/// revoked or expired (and every refused dashboard sign-in) takes a token from its address's
+/// bucket, and an address whose bucket is empty is refused with 429 before its key is looked up,
+/// so that guessing costs the database nothing. Per process, in memory, bounded like the other
+/// buckets (``BoundedTable``): an attacker cycling addresses forgets only idle buckets.
+package final class AuthenticationFailures: Sendable {
+    package let limit: TokenBucket.Limit?
+    private let buckets: Mutex<BoundedTable<TokenBucket>>
+
+    /// - Parameter limit: the failures an address may make (a burst, then a rate); nil: none counted.
+    package init(limit: TokenBucket.Limit?, maxBuckets: Int = 100_000) {
+        self.limit = limit
+        self.buckets = Mutex(BoundedTable(capacity: max(4, maxBuckets)))
+    }
+
+    /// The default: 30 failures at once, then one every 2 seconds.
+    package static let defaultLimit = TokenBucket.Limit(capacity: 30, perSecond: 0.5)
+
+    /// Nil while `address` may try a key; else the seconds until it may (for `Retry-After`).
+    package func refusal(address: String?, now: Int64) -> Int? {
+        guard let limit = self.limit, let address else { return nil }
+        return self.buckets.withLock { buckets -> Int? in
+            buckets.modify(address) { bucket -> Int? in
+                bucket.refill(limit: limit, now: now)
+                return bucket.tokens >= 1 ? nil : TokenBucket.retryAfter(tokens: bucket.tokens, limit: limit)
+            } ?? nil
+        }
+    }
+
+    /// Counts one failure of `address`.
+    package func failed(address: String?, now: Int64) {
+        guard let limit = self.limit, let address else { return }
+        self.buckets.withLock { buckets in
+            _ = buckets.update(
+                address, make: { TokenBucket(limit: limit, now: now) }, forgettable: { $0.isIdle(limit: limit, now: now) }, pinned: { _ in false }
+            ) { bucket in
+                bucket.take(limit: limit, now: now)
+            }
+        }
+    }
+
+    /// 429 `rate_limited` for an address over its failures.
+    package static func error(retryAfter: Int) -> HeraldError {
+        HeraldError(code: "rate_limited", "too many failed authentications from this client address; retry in \(retryAfter) s")
+    }
+}
