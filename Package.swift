@@ -159,7 +159,9 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
-            resources: [.copy("openapi.yaml"), .copy("Dashboard/Templates"), .copy("Dashboard/Static")],
+            // Compiled in by scripts/embed-resources (EmbeddedResources.swift), so `herald` needs no
+            // resource bundle beside it.
+            exclude: ["openapi.yaml", "Dashboard/Templates", "Dashboard/Static"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

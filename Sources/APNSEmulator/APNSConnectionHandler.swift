@@ -62,6 +62,8 @@ final class APNSConnectionHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is RefusedStreamEvent {
             self.processor.state.count { $0.refusedStreams += 1 }
+        } else if event is PingReceivedEvent {
+            self.processor.state.count { $0.pingsReceived += 1 }
         } else if let tlsEvent = event as? TLSUserEvent, case .handshakeCompleted = tlsEvent {
             let der = (try? context.pipeline.syncOperations.nioSSL_peerCertificate()).flatMap { $0 }.flatMap { try? $0.toDERBytes() }
             let certificate = der.flatMap { ProviderCertificateInfo(derEncoded: $0) }

@@ -205,7 +205,7 @@ extension ControlAPI {
             ("collapsed", .int(Int64(counters.collapsed))),
             ("acceptedForUnknownTokens", .int(Int64(counters.acceptedForUnknownTokens))),
             ("faultsInjected", .int(Int64(counters.faultsInjected))), ("connections", .int(Int64(counters.connections))),
-            ("refusedStreams", .int(Int64(counters.refusedStreams))),
+            ("refusedStreams", .int(Int64(counters.refusedStreams))), ("pingsReceived", .int(Int64(counters.pingsReceived))),
         ])
     }
 

@@ -111,6 +111,9 @@ public struct EmulatorCounters: Sendable, Hashable {
     public var connections = 0
     /// Streams reset with REFUSED_STREAM.
     public var refusedStreams = 0
+    /// PING frames received from clients (each answered with an ACK; ACKs of the emulator's own
+    /// PINGs are not counted).
+    public var pingsReceived = 0
 
     public var rejectedTotal: Int { self.rejected.values.reduce(0, +) }
 }

@@ -85,11 +85,10 @@ extension HTTP2ServerCodec.StateMachine {
         case .ping:
             guard payload.readableBytes == 8 else { return self.connectionError(.frameSizeError) }
             guard streamID == .rootStream else { return self.connectionError(.protocolError) }
-            if flags & 0x1 == 0 {
-                var echo = payload
-                self.writeFrame(.ping, flags: 0x1, streamID: .rootStream) { $0.writeBuffer(&echo) }
-            }
-            return .none
+            guard flags & 0x1 == 0 else { return .none }  // an ACK: nothing to answer
+            var echo = payload
+            self.writeFrame(.ping, flags: 0x1, streamID: .rootStream) { $0.writeBuffer(&echo) }
+            return .ping
         case .goAway:
             // The client is leaving; what it sent is still answered.
             guard streamID == .rootStream, payload.readableBytes >= 8 else { return self.connectionError(.protocolError) }

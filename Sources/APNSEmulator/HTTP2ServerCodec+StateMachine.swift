@@ -40,6 +40,8 @@ extension HTTP2ServerCodec {
             case forward(HTTP2Frame)
             /// A stream over the limit was refused (RST_STREAM is written): tell the handler.
             case refused(HTTP2StreamID)
+            /// A PING from the client was answered (its ACK is written): tell the handler.
+            case ping
             /// A protocol error: GOAWAY with the code is written; flush and close.
             case connectionError(HTTP2ErrorCode)
         }

@@ -87,6 +87,8 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
                 context.fireChannelRead(self.wrapInboundOut(frame))
             case .refused(let streamID):
                 context.fireUserInboundEventTriggered(RefusedStreamEvent(streamID: streamID))
+            case .ping:
+                context.fireUserInboundEventTriggered(PingReceivedEvent())
             case .connectionError:
                 self.flushOut(context: context)
                 context.close(promise: nil)
@@ -128,3 +130,6 @@ final class HTTP2ServerCodec: ChannelDuplexHandler {
 struct RefusedStreamEvent: Sendable {
     var streamID: HTTP2StreamID
 }
+
+/// A PING the codec received from the client (and answered).
+struct PingReceivedEvent: Sendable {}

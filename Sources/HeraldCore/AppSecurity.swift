@@ -12,6 +12,8 @@ package struct AppSecurity: Sendable, Hashable {
     /// apps; on for apps created before assertions were bound, until their backends send bound
     /// ones (``UserAssertion``).
     package var unboundAssertions: Bool
+    /// The app's own rate limits over the server's (``AppRateLimits``); empty: the server's alone.
+    package var rateLimits: AppRateLimits
     /// Tags only the backend (send and admin keys) may set: a register key can neither add nor
     /// remove them, and a registration with a register key keeps them as they are.
     package var protectedTags: [String]
@@ -32,8 +34,10 @@ package struct AppSecurity: Sendable, Hashable {
 
     package init(
         userVerification: Bool = true, protectedTags: [String] = [], sealedUserSecret: [UInt8]? = nil, receipts: Bool = true,
-        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool = false
+        quietHours: QuietHours? = nil, frequencyCap: FrequencyCap? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool = false,
+        rateLimits: AppRateLimits = AppRateLimits()
     ) {
+        self.rateLimits = rateLimits
         self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap

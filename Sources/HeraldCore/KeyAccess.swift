@@ -40,6 +40,20 @@ package enum KeyAccess {
 
     package static let expired = HeraldError(code: "key_expired", "this API key has expired")
 
+    /// Refuses (409 `last_admin_key`) to revoke `key` when no other key could govern the server
+    /// afterwards: an admin key bound to no app, neither revoked nor expired. An expired or
+    /// app-confined admin key does not count, so the only working one cannot be revoked. Both
+    /// drivers ask it in the revocation's transaction, over the active admin keys they locked.
+    package static func requireAnotherGoverningKey(revoking key: StoredAPIKey, admins: [StoredAPIKey], now: Int64) throws(HeraldError) {
+        func governs(_ candidate: StoredAPIKey) -> Bool {
+            guard candidate.scope == .admin, candidate.appID == nil, candidate.revokedAt == nil else { return false }
+            return candidate.expiresAt.map { $0 > now } ?? true
+        }
+        guard governs(key), !admins.contains(where: { $0.id != key.id && governs($0) }) else { return }
+        throw HeraldError.conflict(
+            "this is the last usable admin key bound to no app: create another (or rotate this one) before revoking it", code: "last_admin_key")
+    }
+
     /// How long something opened with `key` (a dashboard session, an event stream) may last
     /// from `now` at most, in milliseconds: `lifetime`, or less when the key expires first.
     package static func sessionEnd(_ key: StoredAPIKey, now: Int64, lifetime: Int64) -> Int64 {

@@ -23,6 +23,8 @@ package struct RateLimits: Sendable, Equatable {
     package enum Kind: String, Sendable, CaseIterable {
         case key
         case address
+        /// The app's own limit (``AppRateLimits``).
+        case app
     }
 
     /// Per key, by the key's scope; a scope without an entry is not limited per key.
@@ -93,17 +95,27 @@ package struct RateLimits: Sendable, Equatable {
     /// in order: the address's first (for an IPv6 /64, its /48's next), so that a client over its
     /// own limit does not also drain the key's (for a register key, the whole app's), then the
     /// key's. Receipts have buckets of their own (ids prefixed `r`).
-    package func buckets(_ operation: Operation = .register, scope: APIScope, keyID: String, address: String?) -> [Bucket] {
+    package func buckets(
+        _ operation: Operation = .register, scope: APIScope, keyID: String, address: String?, app: (id: String, limits: AppRateLimits)? = nil
+    ) -> [Bucket] {
         var buckets: [Bucket] = []
         let lane = operation == .receipt ? "r" : ""
-        if let limit = self.perAddress[scope], let address {
-            buckets.append(Bucket(id: lane + "a:" + Self.digest(scope.rawValue + " " + address), limit: limit, kind: .address))
+        // An app may set its register key's per-address limit itself: a bucket of that app's.
+        let own = scope == .register && operation != .send ? app.flatMap { app in app.limits.registerPerAddress.map { (app.id, $0) } } : nil
+        if let limit = own?.1 ?? self.perAddress[scope], let address {
+            let name = scope.rawValue + " " + address + (own.map { " " + $0.0 } ?? "")
+            buckets.append(Bucket(id: lane + "a:" + Self.digest(name), limit: limit, kind: .address))
             if let site = Self.site(address) {
                 let wider = TokenBucket.Limit(capacity: limit.capacity * self.ipv6SiteMultiple, perSecond: limit.perSecond * self.ipv6SiteMultiple)
                 buckets.append(Bucket(id: lane + "a:" + Self.digest(scope.rawValue + " " + site), limit: wider, kind: .address))
             }
         }
         if let limit = self.perKey[scope] { buckets.append(Bucket(id: lane + "k:" + keyID, limit: limit, kind: .key)) }
+        // The app's own rate, across its keys and addresses, last: what a client over its own
+        // limit was refused does not spend the app's.
+        if let app, let limit = app.limits.limit(operation) {
+            buckets.append(Bucket(id: "p:" + operation.rawValue + ":" + app.id, limit: limit, kind: .app))
+        }
         return buckets
     }
 
@@ -158,5 +170,75 @@ package struct RateLimits: Sendable, Equatable {
             let trimmed = group.drop { $0 == "0" }
             return trimmed.isEmpty ? "0" : String(trimmed)
         }.joined(separator: ":") + "::/64"
+    }
+}
+
+/// An app's own rate limits, over the server's (``RateLimits``): each a bucket of the app's
+/// alone, whatever the key or address (the app's whole registration, receipt or send rate), and
+/// the per-address limit of its register key's registrations in place of the server's. Set with
+/// `PATCH /v1/apps/{app} {"rateLimits": …}` or the dashboard; nil fields: the server's alone.
+package struct AppRateLimits: Sendable, Hashable, CustomStringConvertible {
+    package var register: TokenBucket.Limit?
+    package var registerPerAddress: TokenBucket.Limit?
+    package var receipt: TokenBucket.Limit?
+    package var send: TokenBucket.Limit?
+
+    package init(
+        register: TokenBucket.Limit? = nil, registerPerAddress: TokenBucket.Limit? = nil, receipt: TokenBucket.Limit? = nil,
+        send: TokenBucket.Limit? = nil
+    ) {
+        self.register = register
+        self.registerPerAddress = registerPerAddress
+        self.receipt = receipt
+        self.send = send
+    }
+
+    package static let fields = ["register", "registerPerAddress", "receipt", "send"]
+
+    package var isEmpty: Bool { self == AppRateLimits() }
+
+    package subscript(field: String) -> TokenBucket.Limit? {
+        get {
+            switch field {
+            case "register": self.register
+            case "registerPerAddress": self.registerPerAddress
+            case "receipt": self.receipt
+            case "send": self.send
+            default: nil
+            }
+        }
+        set {
+            switch field {
+            case "register": self.register = newValue
+            case "registerPerAddress": self.registerPerAddress = newValue
+            case "receipt": self.receipt = newValue
+            case "send": self.send = newValue
+            default: break
+            }
+        }
+    }
+
+    /// The app's own limit on `operation`, if it has one.
+    package func limit(_ operation: RateLimits.Operation) -> TokenBucket.Limit? {
+        switch operation {
+        case .register: self.register
+        case .receipt: self.receipt
+        case .send: self.send
+        }
+    }
+
+    /// The stored form: `register=100/10;send=1000/100` (only the fields set).
+    package var description: String {
+        Self.fields.compactMap { field in self[field].map { "\(field)=\($0)" } }.joined(separator: ";")
+    }
+
+    /// The stored form read back; nil for text that is not one.
+    package init?(stored text: String) {
+        self.init()
+        for part in text.split(separator: ";") {
+            let pair = part.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2, Self.fields.contains(pair[0]), let limit = TokenBucket.Limit(parsing: pair[1]) else { return nil }
+            self[pair[0]] = limit
+        }
     }
 }

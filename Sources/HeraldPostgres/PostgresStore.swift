@@ -491,7 +491,11 @@ package final class PostgresStore: HeraldStore {
         ],
         // 19: user assertions bound to one device (a `tkh` claim), as in SQLite's 19: apps made
         // before keep accepting unbound ones until their admin turns it off.
-        ["ALTER TABLE apps ADD COLUMN unbound_assertions BOOLEAN NOT NULL DEFAULT TRUE"],
+        // And an app's own rate limits (`AppRateLimits`' stored form; NULL: the server's alone).
+        [
+            "ALTER TABLE apps ADD COLUMN IF NOT EXISTS unbound_assertions BOOLEAN NOT NULL DEFAULT TRUE",
+            "ALTER TABLE apps ADD COLUMN IF NOT EXISTS rate_limits TEXT",
+        ],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -545,7 +549,7 @@ package final class PostgresStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits"
 
     private static func app(_ row: Row) -> App {
         App(
@@ -554,7 +558,7 @@ package final class PostgresStore: HeraldStore {
                 userVerification: row.bool(3) ?? true, protectedTags: StoredTags.decode(row.string(4)), sealedUserSecret: row.bytes(5),
                 receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
                 frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) },
-                unboundAssertions: row.bool(10) ?? false
+                unboundAssertions: row.bool(10) ?? false, rateLimits: row.string(11).flatMap(AppRateLimits.init(stored:)) ?? AppRateLimits()
             )
         )
     }
@@ -579,11 +583,12 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             try await db.query(
-                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8, unbound_assertions = $9 WHERE id = $4 RETURNING id",
+                "UPDATE apps SET user_verification = $1, protected_tags = $2, user_secret = $3, receipts = $5, quiet_hours = $6, frequency_cap = $7, throttle_per_minute = $8, unbound_assertions = $9, rate_limits = $10 WHERE id = $4 RETURNING id",
                 [
                     .bool(security.userVerification), .text(StoredTags.encode(security.protectedTags)), .bytes(security.sealedUserSecret),
                     .text(appID), .bool(security.receipts), .text(security.quietHours?.description), .text(security.frequencyCap?.description),
                     .int(security.throttlePerMinute.map { Int64($0) }), .bool(security.unboundAssertions),
+                    .text(security.rateLimits.isEmpty ? nil : security.rateLimits.description),
                 ]
             ).isEmpty == false
         }
@@ -678,12 +683,13 @@ package final class PostgresStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.write { db in
             // Admin keys are counted under a lock, so two processes cannot revoke the last two at once.
-            let admins = try await db.query("SELECT id FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE")
-            let scope = try await db.query("SELECT scope FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first?.string(0)
-            guard let scope else { return false }
-            if scope == APIScope.admin.rawValue, admins.count <= 1 {
-                throw HeraldError.conflict("this is the last admin key: create another before revoking it", code: "last_admin_key")
-            }
+            let admins = try await db.query(
+                "SELECT \(Self.keyColumns) FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE"
+            ).compactMap(Self.apiKey)
+            let key = try await db.query("SELECT \(Self.keyColumns) FROM api_keys WHERE id = $1 AND revoked_at IS NULL", [.text(id)]).first.flatMap(
+                Self.apiKey)
+            guard let key else { return false }
+            try KeyAccess.requireAnotherGoverningKey(revoking: key, admins: admins, now: now)
             try await db.query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2", [.int(now), .text(id)])
             return true
         }

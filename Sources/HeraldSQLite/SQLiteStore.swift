@@ -249,7 +249,11 @@ package final class SQLiteStore: HeraldStore {
         "CREATE INDEX devices_inactive ON devices (app_id, token) WHERE active = 0;",
         // 19: user assertions bound to one device (a `tkh` claim). Apps made before keep
         // accepting unbound ones until their admin turns it off; new apps are made without.
-        "ALTER TABLE apps ADD COLUMN unbound_assertions INTEGER NOT NULL DEFAULT 1;",
+        // And an app's own rate limits (`AppRateLimits`' stored form; NULL: the server's alone).
+        """
+        ALTER TABLE apps ADD COLUMN unbound_assertions INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE apps ADD COLUMN rate_limits TEXT;
+        """,
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -292,7 +296,7 @@ package final class SQLiteStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits"
 
     private static func app(_ row: [SQLValue]) -> App {
         App(
@@ -301,7 +305,7 @@ package final class SQLiteStore: HeraldStore {
                 userVerification: row[3].int != 0, protectedTags: StoredTags.decode(row[4].string), sealedUserSecret: row[5].bytes,
                 receipts: row[6].int != 0, quietHours: row[7].string.flatMap(QuietHours.init),
                 frequencyCap: row[8].string.flatMap(FrequencyCap.init), throttlePerMinute: row[9].int.map { Int($0) },
-                unboundAssertions: row[10].int != 0
+                unboundAssertions: row[10].int != 0, rateLimits: row[11].string.flatMap(AppRateLimits.init(stored:)) ?? AppRateLimits()
             )
         )
     }
@@ -326,12 +330,13 @@ package final class SQLiteStore: HeraldStore {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
             try db.query(
-                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ?, frequency_cap = ?, throttle_per_minute = ?, unbound_assertions = ? WHERE id = ?",
+                "UPDATE apps SET user_verification = ?, protected_tags = ?, user_secret = ?, receipts = ?, quiet_hours = ?, frequency_cap = ?, throttle_per_minute = ?, unbound_assertions = ?, rate_limits = ? WHERE id = ?",
                 [
                     .integer(security.userVerification ? 1 : 0), .text(StoredTags.encode(security.protectedTags)),
                     security.sealedUserSecret.map(SQLValue.blob) ?? .null, .integer(security.receipts ? 1 : 0),
                     security.quietHours.map { .text($0.description) } ?? .null, security.frequencyCap.map { .text($0.description) } ?? .null,
-                    security.throttlePerMinute.map { .integer(Int64($0)) } ?? .null, .integer(security.unboundAssertions ? 1 : 0), .text(appID),
+                    security.throttlePerMinute.map { .integer(Int64($0)) } ?? .null, .integer(security.unboundAssertions ? 1 : 0),
+                    security.rateLimits.isEmpty ? .null : .text(security.rateLimits.description), .text(appID),
                 ]
             )
             return db.changes > 0
@@ -436,12 +441,15 @@ package final class SQLiteStore: HeraldStore {
     package func revokeAPIKey(id: String, now: Int64) async throws -> Bool {
         defer { self.lookups.clear() }
         return try await self.database.write { db in
-            let scope = try db.query("SELECT scope FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]).first?[0].string
-            guard let scope else { return false }
-            if scope == APIScope.admin.rawValue,
-                try db.query("SELECT count(*) FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL").first?[0].int ?? 0 <= 1
-            {
-                throw HeraldError.conflict("this is the last admin key: create another before revoking it", code: "last_admin_key")
+            var key: StoredAPIKey?
+            try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE id = ? AND revoked_at IS NULL", [.text(id)]) { key = Self.apiKey($0) }
+            guard let key else { return false }
+            if key.scope == .admin {
+                var admins: [StoredAPIKey] = []
+                try db.each("SELECT \(Self.keyColumns) FROM api_keys WHERE scope = 'admin' AND revoked_at IS NULL", []) { row in
+                    if let admin = Self.apiKey(row) { admins.append(admin) }
+                }
+                try KeyAccess.requireAnotherGoverningKey(revoking: key, admins: admins, now: now)
             }
             try db.query("UPDATE api_keys SET revoked_at = ? WHERE id = ?", [.integer(now), .text(id)])
             return true

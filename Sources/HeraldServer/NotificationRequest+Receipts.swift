@@ -29,3 +29,24 @@ extension NotificationRequest {
         }
     }
 }
+
+/// What a dry run and the dashboard's preview show of what each device will get: the headers
+/// and payload as the delivery engine makes them, with what it makes per delivery named by a
+/// placeholder of the same size.
+enum SentForm {
+    /// The collapse id every push carries when the sender gives none: its notification's id
+    /// (so a resend replaces on the device), which a dry run has not made.
+    static let collapsePlaceholder = "<notification id>"
+    /// Stands for a delivery's receipt id: as many bytes as one (``ReceiptID/length``), so the
+    /// payload's size shown is the size sent.
+    static let receiptPlaceholder = "<receipt id of each device>"
+
+    static func collapseID(_ spec: NotificationSpec) -> String { spec.collapseID ?? Self.collapsePlaceholder }
+
+    /// `payload` as a push of `pushType` of `app` carries it: with its receipt id where the app's
+    /// pushes carry one (alert and background pushes).
+    static func payload(_ payload: [UInt8], pushType: PushType, app: App) -> [UInt8] {
+        guard app.security.receipts, pushType == .alert || pushType == .background else { return payload }
+        return ReceiptID.splice(payload, id: Self.receiptPlaceholder) ?? payload
+    }
+}

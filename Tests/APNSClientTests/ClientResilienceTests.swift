@@ -151,7 +151,7 @@ import Testing
                 try await client.send(try alert(token))
             }
             let counters = try await fixture.counters()
-            #expect((counters["rejected"] as? [String: Int])?.isEmpty ?? true, "no TooManyProviderTokenUpdates, no ExpiredProviderToken")
+            #expect((counters["rejected"] as? [String: Int])?.isEmpty == true, "no TooManyProviderTokenUpdates, no ExpiredProviderToken: \(counters)")
             #expect(counters["connections"] as? Int == 1)
             #expect(try await fixture.inbox(token).count == 13)
         }
@@ -179,10 +179,18 @@ import Testing
             let token = try await fixture.createDevice()
             try await fixture.withClient(configure: { $0.pingInterval = .milliseconds(100) }) { client async throws in
                 try await client.send(try alert(token))
-                try await Task.sleep(for: .milliseconds(800))
+                // Idle, the client PINGs: the wait ends when the emulator has answered two (300 s
+                // is a hang guard; a client that never PINGs fails here).
+                let deadline = ContinuousClock.now + .seconds(300)
+                while fixture.emulator.state.counters(now: fixture.clock.nowMilliseconds).pingsReceived < 2 {
+                    try #require(ContinuousClock.now < deadline, "no two PINGs from an idle client after 300 s")
+                    try await Task.sleep(for: .milliseconds(25))
+                }
                 try await client.send(try alert(token))
             }
-            #expect(try await fixture.counter("connections") == 1)
+            #expect(try await fixture.counter("pingsReceived") >= 2)
+            #expect(try await fixture.counter("connections") == 1, "the PINGed connection served the second push: no reconnect")
+            #expect(try await fixture.inbox(token).count == 2)
         }
     }
 }

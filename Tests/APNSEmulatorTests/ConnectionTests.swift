@@ -82,7 +82,7 @@ import Testing
         }
     }
 
-    @Test("TLS without ALPN speaks HTTP/2 with prior knowledge; PING is answered")
+    @Test("TLS without ALPN speaks HTTP/2 with prior knowledge; PING is answered and counted")
     func priorKnowledgeAndPing() async throws {
         try await withEmulatorFixture { fixture in
             let ping: [UInt8] = [0, 0, 8, RawFrame.pingType, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
@@ -94,6 +94,8 @@ import Testing
             let pong = frames.first { $0.type == RawFrame.pingType }
             #expect(pong?.flags == 1)
             #expect(pong?.payload == [1, 2, 3, 4, 5, 6, 7, 8])
+            // Counted as it was read, before its ACK went out: so before the ACK arrived here.
+            #expect((try await fixture.counters())["pingsReceived"] as? Int == 1)
         }
     }
 

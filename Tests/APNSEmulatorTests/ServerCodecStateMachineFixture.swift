@@ -15,6 +15,7 @@ struct ServerConnectionHarness {
         case data(stream: Int, bytes: Int, endStream: Bool)
         case rstStream(stream: Int, code: HTTP2ErrorCode)
         case refused(stream: Int)
+        case ping
         case connectionError(HTTP2ErrorCode)
         case other
     }
@@ -47,6 +48,7 @@ struct ServerConnectionHarness {
             switch action {
             case .none: break
             case .refused(let streamID): seen.append(.refused(stream: Int(streamID)))
+            case .ping: seen.append(.ping)
             case .connectionError(let code): seen.append(.connectionError(code))
             case .forward(let frame):
                 switch frame.payload {

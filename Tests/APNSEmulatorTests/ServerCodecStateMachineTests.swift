@@ -187,12 +187,12 @@ import Testing
         #expect(harness.receive(Array(bytes.dropFirst(10))) == [.headers(stream: 1, endStream: true)])
     }
 
-    @Test("a PING is answered with an ACK of the same data; an ACK is not answered")
+    @Test("a PING is answered with an ACK of the same data and reported (it is counted); an ACK is neither")
     func ping() {
         var harness = ServerConnectionHarness()
         _ = harness.sent()
         let data: [UInt8] = [8, 7, 6, 5, 4, 3, 2, 1]
-        #expect(harness.receive(ClientFrames.frame(6, payload: data)).isEmpty)
+        #expect(harness.receive(ClientFrames.frame(6, payload: data)) == [.ping])
         #expect(harness.sent() == [ServerWireFrame(type: 6, flags: 0x1, streamID: 0, payload: data)])
         #expect(harness.receive(ClientFrames.frame(6, flags: 0x1, payload: data)).isEmpty)
         #expect(harness.sent().isEmpty)

@@ -510,7 +510,7 @@ def walk():
 
         # Every new page at phone size: nothing wider than the 390 px viewport.
         driver.set_window_size(390, 844)
-        for path in ("/dashboard/apps/walk/templates", "/dashboard/apps/walk/send", "/dashboard/emulator"):
+        for path in ("/dashboard/apps/walk", "/dashboard/apps/walk/templates", "/dashboard/apps/walk/send", "/dashboard/emulator"):
             driver.get(BASE + path)
             check_fits(driver, path)
             shot(driver, "walk-phone-" + path.rstrip("/").split("/")[-1])

@@ -62,7 +62,7 @@ import Testing
             #expect((listed.body["notifications"] as? [Any])?.isEmpty == true, "\(listed.body)")
             for token in tokens {
                 let inbox = try await context.control.call("GET", "/v1/devices/\(token)/inbox")
-                #expect((inbox.body["notifications"] as? [Any])?.isEmpty ?? true, "\(inbox.body)")
+                #expect((inbox.body["notifications"] as? [Any])?.isEmpty == true, "\(inbox.body)")
             }
         }
     }

@@ -137,4 +137,28 @@ import Testing
             #expect(try await context.api.call("GET", "/v1/apps", key: context.admin).status == 429)
         }
     }
+
+    @Test(
+        "the last usable admin key bound to no app cannot be revoked, whatever expired or app-confined admin keys remain",
+        arguments: StoreDriver.enabled)
+    func lastGoverningKey(driver: StoreDriver) async throws {
+        let clock = ServerTests.PausableClock()
+        try await self.server.withServer(driver: driver, clock: clock) { context in
+            _ = try await self.server.setUp(context)
+            clock.stop()
+            let confined = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"admin","appId":"demo"}"#)
+            #expect(confined.status == 201)
+            let expiring = try await context.api.call(
+                "POST", "/v1/keys", key: context.admin, json: #"{"scope":"admin","expiresAt":\#(clock.nowMilliseconds + 60_000)}"#)
+            let expiringKey = try #require(expiring.body["key"] as? String)
+            clock.advance(by: 120_000)
+            let last = try await context.api.call("DELETE", "/v1/keys/\(Self.id(context.admin))", key: context.admin)
+            #expect(last.status == 409 && Self.code(last.body) == "last_admin_key", "\(last.body)")
+            #expect(try await context.api.call("GET", "/v1/apps", key: context.admin).status == 200, "the only working admin key still works")
+            // The expired and the confined keys may go.
+            #expect(try await context.api.call("DELETE", "/v1/keys/\(Self.id(expiringKey))", key: context.admin).status == 204)
+            let confinedKey = try #require(confined.body["key"] as? String)
+            #expect(try await context.api.call("DELETE", "/v1/keys/\(Self.id(confinedKey))", key: context.admin).status == 204)
+        }
+    }
 }

@@ -36,6 +36,7 @@ struct RegistrationLaneShutdownTests {
                     try await withHeraldServer(configuration: configuration) { server in
                         defer { hand.finish() }
                         let api = ServerTests.HTTP(base: "http://127.0.0.1:\(server.port)")
+                        let metrics = "http://127.0.0.1:\(try #require(server.metricsPort))/metrics"
                         let admin = try #require(server.initialAdminKey)
                         #expect(
                             try await api.call("POST", "/v1/apps", key: admin, json: #"{"id":"halt","bundleId":"com.example.halt"}"#).status == 201)
@@ -50,7 +51,7 @@ struct RegistrationLaneShutdownTests {
                                 "-c", #"\! cat > /dev/null"#, "-c", "COMMIT",
                             ], keepInput: true)
                         try #require(try await lock.waitFor("locked", timeout: 300), "psql: \(lock.printed)")
-                        let answered = try await RegistrationLaneTests.answered(api.base, app: "halt")
+                        let answered = try await RegistrationLaneTests.answered(metrics, app: "halt")
                         let client = try BackgroundProcess(
                             "/usr/bin/env",
                             [
@@ -68,7 +69,7 @@ struct RegistrationLaneShutdownTests {
                                     WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%devices%'
                                     """)
                             }, until: { $0 == "t" })
-                        #expect(try await RegistrationLaneTests.answered(api.base, app: "halt") == answered + 1)
+                        #expect(try await RegistrationLaneTests.answered(metrics, app: "halt") == answered + 1)
                     }
                     return nil
                 }

@@ -396,10 +396,20 @@ import Testing
         }
     }
 
+    /// Sends `body` to `token` now and returns once it is sent. With one engine worker, the
+    /// claim that sent it came after every send made before it, at the clock's time: whatever of
+    /// theirs was due then has been claimed and recorded, so what is still pending was not due.
+    func sendNowAndSettle(_ context: Context, key: String, token: String, body: String) async throws {
+        let sent = try await context.api.call(
+            "POST", "/v1/apps/demo/notifications", key: key, json: #"{"audience":{"tokens":["\#(token)"]},"body":"\#(body)"}"#)
+        let status = try await self.settled(context, key: key, id: try #require(sent.body["id"] as? String, "\(sent)"))
+        #expect((status["counts"] as? [String: Int])?["sent"] == 1, "\(status)")
+    }
+
     @Test("a scheduled notification waits for its time (moved clock), then goes out", arguments: StoreDriver.enabled)
     func scheduled(driver: StoreDriver) async throws {
         let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
-        try await self.withServer(driver: driver, clock: clock) { context in
+        try await self.withServer(driver: driver, clock: clock, configure: { $0.engine.workers = 1 }) { context in
             let keys = try await self.setUp(context)
             let token = try await self.virtualDevice(context)
             _ = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
@@ -408,12 +418,16 @@ import Testing
                 "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":"all","body":"later","scheduledAt":\#(at)}"#
             )
             let id = try #require(sent.body["id"] as? String)
-            try await Task.sleep(for: .milliseconds(300))
+            // A send due now, made after it, goes out in a claim that found the scheduled one
+            // stored and the clock an hour before its time: once it is sent, that one is decided.
+            try await self.sendNowAndSettle(context, key: keys.send, token: token, body: "now")
             let waiting = try await context.api.call("GET", "/v1/apps/demo/notifications/\(id)", key: keys.send)
-            #expect((waiting.body["counts"] as? [String: Int])?["pending"] == 1, "not before its time")
+            #expect((waiting.body["counts"] as? [String: Int])?["pending"] == 1, "not before its time: \(waiting.body)")
+            #expect(try await self.inbox(context, token).count == 1, "only the send due now reached the device")
             clock.advance(seconds: 3600)
             let status = try await self.settled(context, key: keys.send, id: id)
             #expect((status["counts"] as? [String: Int])?["sent"] == 1)
+            #expect(try await self.inbox(context, token).count == 2)
         }
     }
 
@@ -445,7 +459,7 @@ import Testing
     @Test("local-time delivery: each device gets it at that wall-clock time in its own time zone", arguments: StoreDriver.enabled)
     func localTime(driver: StoreDriver) async throws {
         let clock = EmulatorClock(fixedAt: Int64(Date().timeIntervalSince1970))
-        try await self.withServer(driver: driver, clock: clock) { context in
+        try await self.withServer(driver: driver, clock: clock, configure: { $0.engine.workers = 1 }) { context in
             let keys = try await self.setUp(context)
             var tokens: [String: String] = [:]
             for zone in ["Asia/Tokyo", "America/New_York"] {
@@ -476,17 +490,22 @@ import Testing
                 return result
             }
             func wait(for zone: String) async throws {
-                let deadline = ContinuousClock.now + Self.hangGuard
-                while ContinuousClock.now < deadline, try await states()[zone] != "sent" { try await Task.sleep(for: .milliseconds(50)) }
+                _ = try await self.eventually("\(zone)'s delivery sent", states, until: { $0[zone] == "sent" })
             }
-            try await Task.sleep(for: .milliseconds(200))
+            // A send due now, made after it, goes out in a claim that found it stored and the
+            // clock two hours before Tokyo's time: once it is sent, neither device's is due.
+            let tokyo = try #require(tokens["Asia/Tokyo"])
+            try await self.sendNowAndSettle(context, key: keys.send, token: tokyo, body: "now")
             #expect(try await states() == ["Asia/Tokyo": "pending", "America/New_York": "pending"])
             clock.advance(seconds: 7200)
             try await wait(for: "Asia/Tokyo")
+            // Again after Tokyo's went: New York's is 14 hours off.
+            try await self.sendNowAndSettle(context, key: keys.send, token: tokyo, body: "now")
             #expect(try await states() == ["Asia/Tokyo": "sent", "America/New_York": "pending"])
             clock.advance(seconds: 14 * 3600)
             try await wait(for: "America/New_York")
             #expect(try await states() == ["Asia/Tokyo": "sent", "America/New_York": "sent"])
+            #expect(try await self.inbox(context, tokyo).count == 3)
         }
     }
 }

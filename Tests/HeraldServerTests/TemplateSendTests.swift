@@ -114,10 +114,11 @@ extension ServerTests {
             let push = try #require((dry.body["pushTypes"] as? [[String: Any]])?.first)
             let variants = try #require(push["variants"] as? [[String: Any]])
             #expect(variants.map { $0["locale"] as? String } == [nil, "fr"])
+            // As each device gets it: with its receipt id (a placeholder of the same size here).
             #expect(
                 variants.map { $0["payload"] as? String } == [
-                    #"{"aps":{"alert":{"body":"Hi Zé"}},"name":"Zé","city":"Lyon"}"#,
-                    #"{"aps":{"alert":{"body":"Salut Zé Lyon"}},"name":"Zé","city":"Lyon"}"#,
+                    #"{"aps":{"alert":{"body":"Hi Zé"}},"name":"Zé","city":"Lyon","hr":"<receipt id of each device>"}"#,
+                    #"{"aps":{"alert":{"body":"Salut Zé Lyon"}},"name":"Zé","city":"Lyon","hr":"<receipt id of each device>"}"#,
                 ])
             #expect(push["payload"] as? String == variants.first?["payload"] as? String)
         }

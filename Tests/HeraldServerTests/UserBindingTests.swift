@@ -83,7 +83,14 @@ extension ServerTests {
                 "PUT", "/v1/apps/demo/devices/\(ann)", key: keys.register, json: #"{"environment":"sandbox","userId":"ann","tags":["news"]}"#
             )
             #expect(refreshed.status == 200, "keeping the user it has needs no assertion")
-            #expect((refreshed.body["tags"] as? [String])?.sorted() == ["news", "vip"], "the protected tag stays: \(refreshed.body)")
+            // The register key's answer shows what it registered, not the backend's tags nor the device's history.
+            #expect(refreshed.body["tags"] as? [String] == ["news"], "\(refreshed.body)")
+            #expect(refreshed.body["createdAt"] as? Int64 == refreshed.body["lastRegisteredAt"] as? Int64)
+            let stored = try await context.api.call("GET", "/v1/apps/demo/devices/\(ann)", key: keys.send)
+            #expect((stored.body["tags"] as? [String])?.sorted() == ["news", "vip"], "the protected tag stays: \(stored.body)")
+            #expect(
+                (stored.body["createdAt"] as? Int64).map { $0 < (stored.body["lastRegisteredAt"] as? Int64 ?? 0) } == true,
+                "the backend sees the history: \(stored.body)")
             // Logging out (dropping the user) needs none either: the token's holder could unregister it anyway.
             let out = try await context.api.call("PUT", "/v1/apps/demo/devices/\(ann)", key: keys.register, json: #"{"environment":"sandbox"}"#)
             #expect(out.status == 200 && out.body["userId"] is NSNull)

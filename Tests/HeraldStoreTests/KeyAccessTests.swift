@@ -87,4 +87,19 @@ struct KeyAccessTests {
             secret: Self.secret)
         #expect(signed == Self.bound)
     }
+
+    @Test("revoking the last admin key that governs (bound to no app, usable) is refused; expired and confined ones do not count")
+    func lastGoverningKey() {
+        let now: Int64 = 1000
+        func admin(_ id: String, app: String? = nil, expiresAt: Int64? = nil) -> StoredAPIKey {
+            StoredAPIKey(id: id, hash: [], scope: .admin, appID: app, name: nil, expiresAt: expiresAt)
+        }
+        let root = admin("root")
+        let others = [admin("confined", app: "demo"), admin("expired", expiresAt: now), root]
+        #expect(Self.code { try KeyAccess.requireAnotherGoverningKey(revoking: root, admins: others, now: now) } == "last_admin_key")
+        #expect(Self.code { try KeyAccess.requireAnotherGoverningKey(revoking: others[0], admins: others, now: now) } == nil)
+        #expect(Self.code { try KeyAccess.requireAnotherGoverningKey(revoking: others[1], admins: others, now: now) } == nil)
+        let later = others + [admin("later", expiresAt: now + 1)]
+        #expect(Self.code { try KeyAccess.requireAnotherGoverningKey(revoking: root, admins: later, now: now) } == nil)
+    }
 }

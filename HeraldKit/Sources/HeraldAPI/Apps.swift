@@ -33,11 +33,16 @@ public struct AppResponse: Sendable, Hashable, Codable {
     /// User assertions without a `tkh` claim (bound to no device) are still accepted: on only
     /// for apps made before assertions were bound, until their backends send bound ones.
     public var unboundAssertions: Bool
+    /// The app's own rate limits, over the server's; nil: none of its own.
+    public var rateLimits: AppRateLimitsSetting?
 
     public init(
         id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
-        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool = false
+        quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil,
+        unboundAssertions: Bool = false,
+        rateLimits: AppRateLimitsSetting? = nil
     ) {
+        self.rateLimits = rateLimits
         self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
@@ -66,11 +71,15 @@ public struct UpdateAppRequest: Sendable, Hashable, Codable {
     public var throttlePerMinute: Int?
     /// Whether user assertions bound to no device (no `tkh` claim) are still accepted.
     public var unboundAssertions: Bool?
+    /// Sets the app's own rate limits: each field given is `BURST/PER_SECOND`, or `"0"` for none.
+    public var rateLimits: AppRateLimitsSetting?
 
     public init(
         userVerification: Bool? = nil, protectedTags: [String]? = nil, receipts: Bool? = nil, quietHours: QuietHoursSetting? = nil,
-        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool? = nil
+        frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil, unboundAssertions: Bool? = nil,
+        rateLimits: AppRateLimitsSetting? = nil
     ) {
+        self.rateLimits = rateLimits
         self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
         self.frequencyCap = frequencyCap
@@ -176,5 +185,23 @@ public struct CredentialRequest: Sendable, Hashable, Codable {
         self.certificate = certificate
         self.pkcs12 = pkcs12
         self.passphrase = passphrase
+    }
+}
+
+/// An app's own rate limits, each `BURST/PER_SECOND` (`"100/10"`: a burst of 100, then 10 a
+/// second): `register`, `receipt` and `send`, the app's whole rate of each across its keys and
+/// addresses; `registerPerAddress`, its register key's limit per client address in place of the
+/// server's. In a `PATCH`, `"0"` removes one and a field left out is kept.
+public struct AppRateLimitsSetting: Sendable, Hashable, Codable {
+    public var register: String?
+    public var registerPerAddress: String?
+    public var receipt: String?
+    public var send: String?
+
+    public init(register: String? = nil, registerPerAddress: String? = nil, receipt: String? = nil, send: String? = nil) {
+        self.register = register
+        self.registerPerAddress = registerPerAddress
+        self.receipt = receipt
+        self.send = send
     }
 }

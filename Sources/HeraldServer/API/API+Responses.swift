@@ -17,7 +17,13 @@ extension AppResponse {
             frequencyCap: app.security.frequencyCap.map {
                 FrequencyCapSetting(limit: $0.limit, windowSeconds: $0.windowSeconds, perCategory: $0.perCategory)
             },
-            throttlePerMinute: app.security.throttlePerMinute, unboundAssertions: app.security.unboundAssertions
+            throttlePerMinute: app.security.throttlePerMinute, unboundAssertions: app.security.unboundAssertions,
+            rateLimits: app.security.rateLimits.isEmpty
+                ? nil
+                : AppRateLimitsSetting(
+                    register: app.security.rateLimits.register?.description,
+                    registerPerAddress: app.security.rateLimits.registerPerAddress?.description,
+                    receipt: app.security.rateLimits.receipt?.description, send: app.security.rateLimits.send?.description)
         )
     }
 }

@@ -100,10 +100,8 @@ struct API: Sendable {
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: document)))
     }
 
-    /// The OpenAPI document this server answers to (a resource of the target).
-    static var openAPIYAML: Data? {
-        Bundle.module.url(forResource: "openapi", withExtension: "yaml").flatMap { try? Data(contentsOf: $0) }
-    }
+    /// The OpenAPI document this server answers to (`openapi.yaml`, compiled in: `EmbeddedResources`).
+    static let openAPIYAML: [UInt8]? = EmbeddedResources.bytes("openapi.yaml")
 
     static func json(_ status: HTTPResponse.Status, _ value: JSONValue) -> Response {
         Self.json(status, value.serialized())

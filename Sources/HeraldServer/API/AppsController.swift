@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Crypto
+import Foundation
 import HeraldAPI
 import HeraldCore
 import Hummingbird
@@ -34,6 +35,11 @@ struct AppsController {
         let body = try await request.decode(as: UpdateAppRequest.self, context: context)
         if let on = body.userVerification { app.security.userVerification = on }
         if let on = body.unboundAssertions { app.security.unboundAssertions = on }
+        if let limits = body.rateLimits {
+            app.security.rateLimits = try Self.rateLimits(
+                app.security.rateLimits,
+                ["register": limits.register, "registerPerAddress": limits.registerPerAddress, "receipt": limits.receipt, "send": limits.send])
+        }
         if let on = body.receipts { app.security.receipts = on }
         if let quiet = body.quietHours {
             switch (quiet.start, quiet.end) {
@@ -92,6 +98,26 @@ struct AppsController {
         }
         guard try await self.store.setAppSecurity(appID: app.id, app.security) else { throw HeraldError.notFound("app '\(app.id)'") }
         return Answer(.created, UserSecretResponse(secret: secret))
+    }
+
+    /// `current` with the fields given changed: each `BURST/PER_SECOND`, or `0` (or empty) for
+    /// none; 400 `bad_rateLimits` naming the field otherwise.
+    static func rateLimits(_ current: AppRateLimits, _ given: [String: String?]) throws -> AppRateLimits {
+        var limits = current
+        for field in AppRateLimits.fields {
+            guard case .some(.some(let raw)) = given[field] else { continue }
+            let text = raw.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty || text == "0" || text == "off" {
+                limits[field] = nil
+                continue
+            }
+            guard let limit = TokenBucket.Limit(parsing: text) else {
+                throw HeraldError.invalid(
+                    "rateLimits.\(field) is BURST/PER_SECOND (such as 100/10), or 0 for none", code: "bad_rateLimits")
+            }
+            limits[field] = limit
+        }
+        return limits
     }
 
     /// Signs a user assertion with the app's secret, for a backend holding a send key (or a test).

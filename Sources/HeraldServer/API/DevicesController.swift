@@ -36,7 +36,7 @@ struct DevicesController {
     /// backend's assertion for that user, and protected tags stay as they are. The route and the
     /// registration lane (``RegistrationLane``) both check a registration here.
     /// A registration checked, with what its caller may change.
-    typealias Checked = (registration: DeviceRegistration, authority: RegistrationAuthority)
+    typealias Checked = (registration: DeviceRegistration, authority: RegistrationAuthority, byRegisterKey: Bool)
 
     func registration(_ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, token: DeviceToken) throws -> Checked {
         var body = body
@@ -55,12 +55,22 @@ struct DevicesController {
             body.userId = assertion.userID
             authority.mayBindUser = true
         }
-        return (try Self.registration(body, token: token), authority)
+        return (try Self.registration(body, token: token), authority, key.scope == .register)
     }
 
-    /// A checked registration written: the device as it now is.
+    /// A checked registration written: the device as it now is — for a register key (which reads
+    /// nothing of the registry), only what it registered: no protected tags, no history (its
+    /// `createdAt` is this registration's time), no invalidation.
     func commit(_ asked: Checked, app: App) async throws -> DeviceResponse {
-        DeviceResponse(try await self.store.register(appID: app.id, asked.registration, authority: asked.authority, now: self.clock.nowMilliseconds))
+        let device = try await self.store.register(appID: app.id, asked.registration, authority: asked.authority, now: self.clock.nowMilliseconds)
+        var answer = DeviceResponse(device)
+        if asked.byRegisterKey {
+            answer.tags = device.registration.tags.filter { !asked.authority.protectedTags.contains($0) }
+            answer.createdAt = device.lastRegisteredAt
+            answer.invalidatedAt = nil
+            answer.invalidationReason = nil
+        }
+        return answer
     }
 
     @Sendable func unregister(_ request: Request, context: APIRequestContext) async throws -> Response {

@@ -83,18 +83,19 @@ struct NotificationsController {
         let kinds = try await store.audienceKinds(appID: app.id, targeting: spec.targeting)
         var devices: [PushType: Int] = [:]
         for (kind, count) in kinds where count > 0 { devices[spec.pushType ?? kind.defaultPushType, default: 0] += count }
-        var payload = String(decoding: spec.payload, as: UTF8.self)
-        var variants: [DryRunVariant]?
-        if let rendering = try NotificationRequest.rendering(spec) {
-            variants = try rendering.allPayloads().map { DryRunVariant(locale: $0.locale, payload: String(decoding: $0.payload, as: UTF8.self)) }
-            payload = variants?.first?.payload ?? payload
-        }
+        let rendered = try NotificationRequest.rendering(spec)?.allPayloads()
         let pushes = devices.keys.sorted { $0.rawValue < $1.rawValue }.map { pushType in
+            // As the engine sends it: the collapse id every push carries, the receipt id spliced in.
+            func sent(_ bytes: [UInt8]) -> String { String(decoding: SentForm.payload(bytes, pushType: pushType, app: app), as: UTF8.self) }
+            let variants = rendered?.map { DryRunVariant(locale: $0.locale, payload: sent($0.payload)) }
             var headers = ["apns-push-type": pushType.rawValue, "apns-topic": pushType.topic(forBundleID: app.bundleID)]
             if let priority = spec.priority { headers["apns-priority"] = "\(priority.rawValue)" }
             if let expiration = spec.expiration { headers["apns-expiration"] = "\(expiration)" }
-            if let collapse = spec.collapseID { headers["apns-collapse-id"] = collapse }
-            return DryRunPush(pushType: pushType.rawValue, devices: devices[pushType] ?? 0, headers: headers, payload: payload, variants: variants)
+            headers["apns-collapse-id"] = SentForm.collapseID(spec)
+            return DryRunPush(
+                pushType: pushType.rawValue, devices: devices[pushType] ?? 0, headers: headers,
+                payload: variants?.first?.payload ?? sent(spec.payload),
+                variants: variants)
         }
         return DryRunResponse(audienceSize: kinds.values.reduce(0, +), pushTypes: pushes)
     }

@@ -14,11 +14,14 @@ struct RateLimitGate: Sendable {
     let limits: RateLimits
     let limiter: any RateLimiter
     let clock: any EpochClock
+    /// Where an app's own limits are read (through the store's cache of apps).
+    let store: any HeraldStore
     private let refused: [String: Counter]
 
     init(limits: RateLimits, store: any HeraldStore, clock: any EpochClock) {
         self.limits = limits
         self.clock = clock
+        self.store = store
         if let shared = store as? any RateBucketStore {
             self.limiter = LeasedRateLimiter(store: shared, limits: limits)
         } else {
@@ -49,15 +52,17 @@ struct RateLimitGate: Sendable {
 
         /// 429 `rate_limited`, answered with `Retry-After: retryAfter`.
         var error: HeraldError {
-            let whose = self.kind == .key ? "this API key" : "this client address"
+            let whose = self.kind == .key ? "this API key" : self.kind == .app ? "this app" : "this client address"
             return HeraldError(code: "rate_limited", "too many requests from \(whose); retry in \(self.retryAfter) s")
         }
     }
 
     /// Nil when the request may go on; else the bucket that refused it and when to come back.
-    func check(_ operation: RateLimits.Operation, key: StoredAPIKey, address: String?) async throws -> Refusal? {
+    /// `app`: the app the request acts on, whose own limits (``AppRateLimits``) apply too.
+    func check(_ operation: RateLimits.Operation, key: StoredAPIKey, address: String?, app: App?) async throws -> Refusal? {
         let now = self.clock.nowMilliseconds
-        for bucket in self.limits.buckets(operation, scope: key.scope, keyID: key.id, address: address) {
+        let own = app.flatMap { $0.security.rateLimits.isEmpty ? nil : (id: $0.id, limits: $0.security.rateLimits) }
+        for bucket in self.limits.buckets(operation, scope: key.scope, keyID: key.id, address: address, app: own) {
             if case .refused(let seconds) = try await self.limiter.take(bucket, now: now) {
                 self.refused[Self.name(operation, key.scope, bucket.kind)]?.increment()
                 return Refusal(kind: bucket.kind, retryAfter: seconds)
@@ -80,7 +85,13 @@ struct RateLimit: RouterMiddleware {
         guard let gate = self.gate, let key = context.key else { return try await next(request, context) }
         let address = gate.limits.clientAddress(
             peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
-        guard let refused = try await gate.check(self.operation, key: key, address: address) else { return try await next(request, context) }
+        // The app of the path (read through the store's cache), for its own limits; none when it
+        // does not exist (the scope check answers 404 next).
+        var app: App?
+        if let id = context.parameters.get("app") { app = try await gate.store.app(id) }
+        guard let refused = try await gate.check(self.operation, key: key, address: address, app: app) else {
+            return try await next(request, context)
+        }
         var response = try refused.error.response(from: request, context: context)
         response.headers[.retryAfter] = String(refused.retryAfter)
         return response

@@ -152,7 +152,7 @@ final class RegistrationLane: Service {
         do {
             if let gate = self.devices.rateLimit,
                 let refused = try await gate.check(
-                    .register, key: key, address: gate.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor))
+                    .register, key: key, address: gate.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor), app: app)
             {
                 let body = refused.error.jsonBody
                 return self.answered(

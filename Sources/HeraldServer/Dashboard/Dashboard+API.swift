@@ -69,6 +69,13 @@ struct DashboardBackend: Sendable {
         _ = try await self.store.saveTemplate(template)
     }
 
+    /// The collapse id a push of `spec` carries (a placeholder for the notification's id when the
+    /// sender gives none), as a dry run shows it.
+    func collapseID(_ spec: NotificationSpec) -> String { SentForm.collapseID(spec) }
+
+    /// `payload` as the engine sends it to a device: with its receipt id's placeholder where the app's pushes carry one.
+    func sentPayload(_ payload: [UInt8], pushType: PushType, app: App) -> [UInt8] { SentForm.payload(payload, pushType: pushType, app: app) }
+
     /// A templated notification's payload per variant (the default first, then by locale); nil
     /// for one without a template.
     func variants(_ spec: NotificationSpec) throws -> [(locale: String?, payload: [UInt8])]? {
@@ -206,9 +213,12 @@ struct DashboardBackend: Sendable {
     /// default throttle (empty for none), as `PATCH /v1/apps/{app}` does.
     func updateApp(
         _ app: App, userVerification: Bool, protectedTags: [String], quietHours: (start: String, end: String),
-        frequencyCap: (limit: String, window: String, perCategory: Bool), throttlePerMinute: String
+        frequencyCap: (limit: String, window: String, perCategory: Bool), throttlePerMinute: String, unboundAssertions: Bool,
+        rateLimits: [String: String?]
     ) async throws {
         var security = app.security
+        security.unboundAssertions = unboundAssertions
+        security.rateLimits = try AppsController.rateLimits(security.rateLimits, rateLimits)
         guard protectedTags.count <= 100, protectedTags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
             throw HeraldError.invalid("protected tags: up to 100 tags of 1 to 64 bytes", code: "bad_protectedTags")
         }

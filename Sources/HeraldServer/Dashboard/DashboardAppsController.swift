@@ -109,7 +109,21 @@ struct DashboardAppsController: Sendable {
         var hooks: [Hook]
         var hasHooks: Bool
         var eventChoices: [EventChoice]
+        struct RateLimitField: Sendable {
+            static let labels = [
+                "register": "Registrations of the app, all keys and addresses",
+                "registerPerAddress": "Registrations per client address (its register key; in place of the server's)",
+                "receipt": "Receipts of the app", "send": "Sends of the app",
+            ]
+            var field: String
+            var value: String
+            var label: String
+        }
         var userVerification: Bool
+        /// Unbound user assertions (no `tkh`) still accepted: apps made before they were bound.
+        var unboundAssertions: Bool
+        /// The app's own rate limits, one field each (`BURST/PER_SECOND`, empty for none).
+        var rateLimits: [RateLimitField]
         var protectedTags: String
         /// The quiet hours' start and end (`HH:MM`), empty for none.
         var quietStart: String
@@ -240,7 +254,12 @@ struct DashboardAppsController: Sendable {
             eventChoices: DeliveryEventType.allCases.enumerated().map {
                 AppModel.EventChoice(name: $0.element.rawValue, checked: $0.element != .sent, space: $0.offset > 0)
             },
-            userVerification: app.security.userVerification, protectedTags: app.security.protectedTags.joined(separator: ", "),
+            userVerification: app.security.userVerification, unboundAssertions: app.security.unboundAssertions,
+            rateLimits: AppRateLimits.fields.map { field in
+                AppModel.RateLimitField(
+                    field: field, value: app.security.rateLimits[field]?.description ?? "", label: AppModel.RateLimitField.labels[field] ?? field)
+            },
+            protectedTags: app.security.protectedTags.joined(separator: ", "),
             quietStart: app.security.quietHours?.startText ?? "", quietEnd: app.security.quietHours?.endText ?? "",
             capLimit: app.security.frequencyCap.map { "\($0.limit)" } ?? "", capWindow: app.security.frequencyCap.map { "\($0.windowSeconds)" } ?? "",
             capPerCategory: app.security.frequencyCap?.perCategory ?? false,

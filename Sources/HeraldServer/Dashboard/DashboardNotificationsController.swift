@@ -264,7 +264,7 @@ struct DashboardNotificationsController: Sendable {
         let receipts = try await self.dashboard.store.receiptCounts(appID: app.id, notificationID: summary.id)
         let sent = status.counts[.sent] ?? 0
         withFunnel.funnel = [("sent", sent), ("received", receipts?.received ?? 0), ("opened", receipts?.opened ?? 0)].map { step, count in
-            Model.Step(step: step, count: count, share: sent == 0 ? "" : "\(count * 100 / sent)%")
+            Model.Step(step: step, count: count, share: sent == 0 ? "" : "\(count * 100 / sent)% of sent")
         }
         return DashboardView(template: .notification, title: "Notification \(summary.id.prefix(8)) of \(app.id)", model: withFunnel, section: .apps)
     }

@@ -221,10 +221,10 @@ struct DashboardSendController: Sendable {
             ]
             if let priority = spec.priority { headers.append(("apns-priority", .string("\(priority.rawValue)"))) }
             if let expiration = spec.expiration { headers.append(("apns-expiration", .string("\(expiration)"))) }
-            if let collapse = spec.collapseID { headers.append(("apns-collapse-id", .string(collapse))) }
+            headers.append(("apns-collapse-id", .string(self.dashboard.backend.collapseID(spec))))
             // Sent by template: the default variant is the payload shown, and each locale is listed.
             let variants = try self.dashboard.backend.variants(spec)
-            let bytes = variants?.first?.payload ?? spec.payload
+            let bytes = self.dashboard.backend.sentPayload(variants?.first?.payload ?? spec.payload, pushType: pushType, app: app)
             let payload = (try? JSONValue.parse(bytes)) ?? .null
             let alert = payload["aps"]?["alert"]
             let locales = (variants ?? []).map { variant -> JSONValue in

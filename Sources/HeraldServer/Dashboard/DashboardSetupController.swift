@@ -44,7 +44,8 @@ struct DashboardSetupController: Sendable {
                     app, userVerification: form["userVerification"] != nil, protectedTags: tags,
                     quietHours: (form["quietStart"] ?? "", form["quietEnd"] ?? ""),
                     frequencyCap: (form["capLimit"] ?? "", form["capWindow"] ?? "", form["capPerCategory"] != nil),
-                    throttlePerMinute: form["throttlePerMinute"] ?? "")
+                    throttlePerMinute: form["throttlePerMinute"] ?? "", unboundAssertions: form["unboundAssertions"] != nil,
+                    rateLimits: Dictionary(uniqueKeysWithValues: AppRateLimits.fields.map { ($0, form["rateLimit." + $0] ?? "") }))
             } catch let error as HeraldError {
                 let view = try await self.apps.appPage(app: app, secret: nil, setupError: DashboardFormat.sentence(error.message))
                 return self.dashboard.views.response(view, session: session, status: DashboardBackend.status(of: error))

@@ -21,15 +21,14 @@ struct DashboardStaticFiles: Sendable {
 
     let files: [String: File]
 
-    /// The files of the resource folder `Static`.
+    /// The files of `Static/`, compiled in (`EmbeddedResources`).
     init() throws {
         var files: [String: File] = [:]
         for (name, type) in Self.contentTypes {
-            guard let url = Bundle.module.url(forResource: "Static/" + name, withExtension: nil) else {
+            guard let bytes = EmbeddedResources.bytes("Static/" + name) else {
                 throw DashboardResourceError(missing: "Static/" + name)
             }
-            let data = try Data(contentsOf: url)
-            files[name] = File(contentType: type, bytes: ByteBuffer(bytes: data), etag: Self.etag(data))
+            files[name] = File(contentType: type, bytes: ByteBuffer(bytes: bytes), etag: Self.etag(bytes))
         }
         self.files = files
     }
@@ -68,7 +67,8 @@ struct DashboardStaticFiles: Sendable {
     }
 }
 
-/// A resource of the dashboard (a template, the stylesheet, the script) is missing from the bundle.
+/// A resource of the dashboard (a template, the stylesheet, the script) is missing from `EmbeddedResources`
+/// (or, for a template, is not UTF-8).
 struct DashboardResourceError: Error, CustomStringConvertible {
     var missing: String
     var description: String { "the dashboard's resource \(self.missing) is missing" }

@@ -66,15 +66,14 @@ enum DashboardTemplate: String, CaseIterable, Sendable {
 struct DashboardViews: Sendable {
     let library: MustacheLibrary
 
+    /// Reads each template from `EmbeddedResources` (`Templates/<name>.mustache`); one that is
+    /// missing, not UTF-8 or not valid Mustache fails the start.
     init() throws {
-        guard let directory = Bundle.module.url(forResource: "Templates", withExtension: nil) else {
-            throw DashboardResourceError(missing: "Templates")
-        }
         var library = MustacheLibrary()
         for name in DashboardTemplate.allCases.map(\.rawValue) + DashboardTemplate.partials {
-            let url = directory.appendingPathComponent(name + ".mustache")
-            guard var text = try? String(contentsOf: url, encoding: .utf8) else {
-                throw DashboardResourceError(missing: "Templates/\(name).mustache")
+            let path = "Templates/\(name).mustache"
+            guard let bytes = EmbeddedResources.bytes(path), var text = String(bytes: bytes, encoding: .utf8) else {
+                throw DashboardResourceError(missing: path)
             }
             // A file's final newline is not part of it: a partial used inside a line adds none.
             if text.hasSuffix("\n") { text.removeLast() }
