@@ -30,6 +30,25 @@ package struct StoredChannel: Sendable, Hashable {
             channelID: row.string(2) ?? "", messageStoragePolicy: Int(row.int(3) ?? 0), createdAt: row.int(4) ?? 0
         )
     }
+
+    /// How long APNs keeps a broadcast when the sender names no expiration: on a channel that
+    /// stores the most recent message, 8 hours (as long as an activity lives); a channel that
+    /// stores none takes 0 only.
+    package static let storedMessageLifetime: Int64 = 8 * 3600
+
+    /// The `apns-expiration` of a broadcast on this channel (UNIX seconds): the one asked, or on a
+    /// channel that keeps the most recent message ``storedMessageLifetime`` from `nowSeconds` (0
+    /// would keep nothing); 0 on a channel that keeps none, where any other is refused
+    /// (`bad_expiration`), as APNs refuses it.
+    package func broadcastExpiration(_ asked: Int64?, nowSeconds: Int64) throws(HeraldError) -> Int64 {
+        guard self.messageStoragePolicy == 1 else {
+            guard asked == nil || asked == 0 else {
+                throw HeraldError.invalid("this channel keeps no message: a broadcast on it takes expiration 0", code: "bad_expiration")
+            }
+            return 0
+        }
+        return asked ?? nowSeconds + Self.storedMessageLifetime
+    }
 }
 
 /// Where an app's broadcast channels are kept, per environment.

@@ -79,6 +79,12 @@ package protocol GovernanceStore: Sendable {
     /// is left, deletes the app itself (webhooks, keys bound to it). Returns the rows deleted:
     /// 0 when the app is gone.
     func deleteAppRows(appID: String, limit: Int, now: Int64) async throws -> Int
+    /// Starts the app's deletion, in one transaction: marks it (``App/deletion``, kept if it was
+    /// marked already), revokes its keys and removes its credentials, so nothing more is sent or
+    /// registered for it. The app as it now is; nil when there is none.
+    func beginAppDeletion(appID: String, now: Int64) async throws -> App?
+    /// The apps whose deletion began and is not done (after a restart, the work left).
+    func appsBeingDeleted() async throws -> [String]
 
     /// The user's devices (those bound to `userID` now).
     func userDevices(appID: String, userID: String) async throws -> [Device]

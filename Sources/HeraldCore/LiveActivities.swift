@@ -110,7 +110,7 @@ package protocol LiveActivityStore: Sendable {
     func liveActivity(appID: String, id: String) async throws -> StoredLiveActivity?
     /// The app's activities, newest first (by start, then id), up to `limit`; active ones only
     /// with `activeOnly`.
-    func liveActivities(appID: String, activeOnly: Bool, limit: Int) async throws -> [StoredLiveActivity]
+    func liveActivities(appID: String, activeOnly: Bool, limit: Int, before: LiveActivityPosition?) async throws -> [StoredLiveActivity]
     /// Ends an active activity at `at`, for `reason`, sending nothing (an end that is sent is
     /// claimed with ``claimLiveActivityEnd(appID:id:at:)``); false when it is not active.
     func endLiveActivity(appID: String, id: String, reason: LiveActivity.EndReason, at: Int64) async throws -> Bool
@@ -129,4 +129,22 @@ package protocol LiveActivityStore: Sendable {
     func setLiveActivityNotification(appID: String, id: String, notificationID: String, now: Int64) async throws
     /// The active update tokens (kind `liveactivity`) registered with this activity id, in id order.
     func activityTokens(appID: String, activityID: String) async throws -> [ActivityToken]
+}
+
+/// Where a page of an app's activities (newest first) ended: the last one's start and id.
+package struct LiveActivityPosition: Sendable, Hashable {
+    package var startedAt: Int64
+    package var id: String
+
+    package init(startedAt: Int64, id: String) {
+        self.startedAt = startedAt
+        self.id = id
+    }
+}
+
+extension LiveActivityStore {
+    /// The app's activities, newest first, from the start.
+    package func liveActivities(appID: String, activeOnly: Bool, limit: Int) async throws -> [StoredLiveActivity] {
+        try await self.liveActivities(appID: appID, activeOnly: activeOnly, limit: limit, before: nil)
+    }
 }

@@ -8,12 +8,27 @@ package struct App: Sendable, Hashable {
     package var createdAt: Int64
     /// Who may bind devices to users and set which tags.
     package var security: AppSecurity
+    /// Set once its deletion began: it is deleted in the background, chunk by chunk, and takes
+    /// no more writes.
+    package var deletion: AppDeletion?
 
-    package init(id: String, bundleID: String, createdAt: Int64, security: AppSecurity = AppSecurity()) {
+    package init(id: String, bundleID: String, createdAt: Int64, security: AppSecurity = AppSecurity(), deletion: AppDeletion? = nil) {
         self.id = id
         self.bundleID = bundleID
         self.createdAt = createdAt
         self.security = security
+        self.deletion = deletion
+    }
+}
+
+/// An app's deletion under way: since when, and how many of its rows are gone so far.
+package struct AppDeletion: Sendable, Hashable {
+    package var since: Int64
+    package var deletedRows: Int64
+
+    package init(since: Int64, deletedRows: Int64) {
+        self.since = since
+        self.deletedRows = deletedRows
     }
 }
 

@@ -70,8 +70,31 @@ extension PostgresStore {
                 // which have no foreign key) has committed now: what it wrote goes too (a claim's
                 // rows at most, per claim that held the lock). A later one finds no app and writes none.
                 try await db.query("DELETE FROM frequency_counts WHERE app_id = $1", [.text(appID)])
+            } else {
+                try await db.query("UPDATE apps SET deleted_rows = deleted_rows + $2 WHERE id = $1", [.text(appID), .int(Int64(deleted))])
             }
             return deleted
+        }
+    }
+
+    package func beginAppDeletion(appID: String, now: Int64) async throws -> App? {
+        defer { self.lookups.clear() }
+        return try await self.write { db in
+            guard
+                let row = try await db.query(
+                    "UPDATE apps SET deleting_since = coalesce(deleting_since, $2) WHERE id = $1 RETURNING \(Self.appColumns)",
+                    [.text(appID), .int(now)]
+                ).first
+            else { return nil }
+            try await db.query("UPDATE api_keys SET revoked_at = $2 WHERE app_id = $1 AND revoked_at IS NULL", [.text(appID), .int(now)])
+            try await db.query("DELETE FROM credentials WHERE app_id = $1", [.text(appID)])
+            return Self.app(row)
+        }
+    }
+
+    package func appsBeingDeleted() async throws -> [String] {
+        try await self.read { db in
+            try await db.query("SELECT id FROM apps WHERE deleting_since IS NOT NULL ORDER BY deleting_since").compactMap { $0.string(0) }
         }
     }
 

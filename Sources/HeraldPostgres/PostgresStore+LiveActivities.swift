@@ -35,14 +35,15 @@ extension PostgresStore {
         }
     }
 
-    package func liveActivities(appID: String, activeOnly: Bool, limit: Int) async throws -> [StoredLiveActivity] {
+    package func liveActivities(appID: String, activeOnly: Bool, limit: Int, before: LiveActivityPosition?) async throws -> [StoredLiveActivity] {
         try await self.read { db in
             try await db.query(
                 """
                 SELECT \(StoredLiveActivity.columns) FROM live_activities WHERE app_id = $1\(activeOnly ? " AND ended_at IS NULL" : "")
+                    AND ($3::bigint IS NULL OR started_at < $3 OR (started_at = $3 AND id COLLATE "C" < $4 COLLATE "C"))
                 ORDER BY started_at DESC, id COLLATE "C" DESC LIMIT $2
                 """,
-                [.text(appID), .int(Int64(limit))]
+                [.text(appID), .int(Int64(limit)), .int(before?.startedAt), .text(before?.id ?? "")]
             ).map { StoredLiveActivity(row: $0) }
         }
     }

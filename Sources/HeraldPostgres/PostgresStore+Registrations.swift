@@ -220,7 +220,7 @@ extension PostgresStore {
             }
         }
         var results = [Result<Device, any Error>?](repeating: nil, count: entries.count)
-        var accepted: [(index: Int, key: String, registration: DeviceRegistration, row: JSONValue)] = []
+        var accepted: [(index: Int, key: String, registration: DeviceRegistration, row: JSONValue, protected: Set<String>)] = []
         for (index, entry) in entries.enumerated() {
             do {
                 var existing: (userID: String?, tags: [String])?
@@ -231,7 +231,7 @@ extension PostgresStore {
                 accepted.append(
                     (
                         index, RegistrationBatch.key(entry.appID, registration.token.hex), registration,
-                        Self.upsertRow(entry.appID, registration, now: entry.now)
+                        Self.upsertRow(entry.appID, registration, now: entry.now), entry.authority.protectedTags
                     ))
             } catch {
                 results[index] = .failure(error)
@@ -246,6 +246,10 @@ extension PostgresStore {
             // has none (`inserted`: xmax = 0, the row is no earlier version's update; a device
             // the lock found is always updated).
             var replaced: [Int64] = []
+            // A register key's devices keep their protected tags untouched, whatever this round's
+            // lock saw: a device the backend inserted with them while this round waited (no row
+            // to lock then, an update at the upsert) must not lose them.
+            var guarded: [(id: Int64, protected: String)] = []
             var tagIDs: [Int64] = []
             var tags: [String] = []
             var devices: [(index: Int, row: Row, tags: [String])] = []
@@ -254,8 +258,14 @@ extension PostgresStore {
                     throw HeraldError(code: "internal", "the upsert returned nothing")
                 }
                 let own = Set(item.registration.tags).sorted()
-                if row.bool(Statements.UpsertRegistered.inserted) != true { replaced.append(id) }
-                for tag in own {
+                if row.bool(Statements.UpsertRegistered.inserted) != true {
+                    if item.protected.isEmpty {
+                        replaced.append(id)
+                    } else {
+                        guarded.append((id, JSONValue.array(item.protected.sorted().map(JSONValue.string)).jsonString))
+                    }
+                }
+                for tag in own where !item.protected.contains(tag) || row.bool(Statements.UpsertRegistered.inserted) == true {
                     tagIDs.append(id)
                     tags.append(tag)
                 }
@@ -267,6 +277,9 @@ extension PostgresStore {
             // storm of fresh installs): a round trip less.
             if !replaced.isEmpty {
                 try await db.query(Statements.DeleteRegisteredTags.self, [.ints(replaced)])
+            }
+            if !guarded.isEmpty {
+                try await db.query(Statements.DeleteUnprotectedTags.self, [.ints(guarded.map(\.id)), .texts(guarded.map(\.protected))])
             }
             if !tags.isEmpty {
                 try await db.query(Statements.InsertRegisteredTags.self, [.ints(tagIDs), .texts(tags)])
@@ -319,6 +332,15 @@ extension Statements {
     /// Devices $1's tags gone (before their registrations' own are written).
     enum DeleteRegisteredTags: FixedStatement {
         static let sql = "DELETE FROM device_tags WHERE device_id = ANY($1::bigint[])"
+    }
+
+    /// Devices $1's tags gone but those of the JSON arrays $2 (pairwise): the protected tags of
+    /// a device a register key registered over.
+    enum DeleteUnprotectedTags: FixedStatement {
+        static let sql = """
+            DELETE FROM device_tags t USING unnest($1::bigint[], $2::text[]) AS k(device_id, protected)
+            WHERE t.device_id = k.device_id AND NOT (t.tag = ANY (ARRAY(SELECT json_array_elements_text(k.protected::json))))
+            """
     }
 
     /// Tags $2 of devices $1 (pairwise).

@@ -495,6 +495,8 @@ package final class PostgresStore: HeraldStore {
         [
             "ALTER TABLE apps ADD COLUMN IF NOT EXISTS unbound_assertions BOOLEAN NOT NULL DEFAULT TRUE",
             "ALTER TABLE apps ADD COLUMN IF NOT EXISTS rate_limits TEXT",
+            "ALTER TABLE apps ADD COLUMN IF NOT EXISTS deleting_since BIGINT",
+            "ALTER TABLE apps ADD COLUMN IF NOT EXISTS deleted_rows BIGINT NOT NULL DEFAULT 0",
         ],
     ]
 
@@ -549,9 +551,9 @@ package final class PostgresStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits, deleting_since, deleted_rows"
 
-    private static func app(_ row: Row) -> App {
+    static func app(_ row: Row) -> App {
         App(
             id: row.string(0) ?? "", bundleID: row.string(1) ?? "", createdAt: row.int(2) ?? 0,
             security: AppSecurity(
@@ -559,7 +561,8 @@ package final class PostgresStore: HeraldStore {
                 receipts: row.bool(6) ?? true, quietHours: row.string(7).flatMap(QuietHours.init),
                 frequencyCap: row.string(8).flatMap(FrequencyCap.init), throttlePerMinute: row.int(9).map { Int($0) },
                 unboundAssertions: row.bool(10) ?? false, rateLimits: row.string(11).flatMap(AppRateLimits.init(stored:)) ?? AppRateLimits()
-            )
+            ),
+            deletion: row.int(12).map { AppDeletion(since: $0, deletedRows: row.int(13) ?? 0) }
         )
     }
 
@@ -777,10 +780,16 @@ package final class PostgresStore: HeraldStore {
             ]
         )
         guard let row = rows.first, let id = row.int(0) else { throw HeraldError(code: "internal", "the upsert returned nothing") }
-        try await db.query("DELETE FROM device_tags WHERE device_id = $1", [.int(id)])
+        // A register key's device keeps its protected tags untouched, whatever the lock saw (a
+        // device the backend inserted with them meanwhile), as in a group's round.
+        let protected = authority.protectedTags.sorted()
+        try await db.query(
+            "DELETE FROM device_tags WHERE device_id = $1 AND NOT (tag = ANY($2::text[]))", [.int(id), .texts(protected)])
         let tags = Set(registration.tags).sorted()
-        if !tags.isEmpty {
-            try await db.query("INSERT INTO device_tags (device_id, tag) SELECT $1, unnest($2::text[])", [.int(id), .texts(tags)])
+        let written = tags.filter { !authority.protectedTags.contains($0) }
+        if !written.isEmpty {
+            try await db.query(
+                "INSERT INTO device_tags (device_id, tag) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING", [.int(id), .texts(written)])
         }
         return Self.device(row, tags: tags)
     }

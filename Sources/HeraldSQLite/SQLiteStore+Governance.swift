@@ -65,8 +65,27 @@ extension SQLiteStore {
                 // Nothing left but the app, its webhooks and its (revoked) keys: a small cascade.
                 try db.query("DELETE FROM apps WHERE id = ?", [.text(appID)])
                 deleted = db.changes
+            } else {
+                try db.query("UPDATE apps SET deleted_rows = deleted_rows + ? WHERE id = ?", [.integer(Int64(deleted)), .text(appID)])
             }
             return deleted
+        }
+    }
+
+    package func beginAppDeletion(appID: String, now: Int64) async throws -> App? {
+        defer { self.lookups.clear() }
+        return try await self.database.write { db in
+            try db.query("UPDATE apps SET deleting_since = coalesce(deleting_since, ?2) WHERE id = ?1", [.text(appID), .integer(now)])
+            guard db.changes > 0 else { return nil }
+            try db.query("UPDATE api_keys SET revoked_at = ?2 WHERE app_id = ?1 AND revoked_at IS NULL", [.text(appID), .integer(now)])
+            try db.query("DELETE FROM credentials WHERE app_id = ?", [.text(appID)])
+            return try db.query("SELECT \(Self.appColumns) FROM apps WHERE id = ?", [.text(appID)]).first.map(Self.app)
+        }
+    }
+
+    package func appsBeingDeleted() async throws -> [String] {
+        try await self.database.read { db in
+            try db.query("SELECT id FROM apps WHERE deleting_since IS NOT NULL ORDER BY deleting_since").compactMap { $0[0].string }
         }
     }
 

@@ -36,15 +36,16 @@ extension SQLiteStore {
         }
     }
 
-    package func liveActivities(appID: String, activeOnly: Bool, limit: Int) async throws -> [StoredLiveActivity] {
+    package func liveActivities(appID: String, activeOnly: Bool, limit: Int, before: LiveActivityPosition?) async throws -> [StoredLiveActivity] {
         try await self.database.read { db in
             var activities: [StoredLiveActivity] = []
             try db.each(
                 """
-                SELECT \(StoredLiveActivity.columns) FROM live_activities WHERE app_id = ?\(activeOnly ? " AND ended_at IS NULL" : "")
-                ORDER BY started_at DESC, id DESC LIMIT ?
+                SELECT \(StoredLiveActivity.columns) FROM live_activities WHERE app_id = ?1\(activeOnly ? " AND ended_at IS NULL" : "")
+                    AND (?3 IS NULL OR started_at < ?3 OR (started_at = ?3 AND id < ?4))
+                ORDER BY started_at DESC, id DESC LIMIT ?2
                 """,
-                [.text(appID), .integer(Int64(limit))]
+                [.text(appID), .integer(Int64(limit)), before.map { .integer($0.startedAt) } ?? .null, .text(before?.id ?? "")]
             ) { activities.append(StoredLiveActivity(row: $0)) }
             return activities
         }

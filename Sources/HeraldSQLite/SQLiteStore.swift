@@ -253,6 +253,8 @@ package final class SQLiteStore: HeraldStore {
         """
         ALTER TABLE apps ADD COLUMN unbound_assertions INTEGER NOT NULL DEFAULT 1;
         ALTER TABLE apps ADD COLUMN rate_limits TEXT;
+        ALTER TABLE apps ADD COLUMN deleting_since INTEGER;
+        ALTER TABLE apps ADD COLUMN deleted_rows INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 
@@ -296,9 +298,9 @@ package final class SQLiteStore: HeraldStore {
     }
 
     static let appColumns =
-        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits"
+        "id, bundle_id, created_at, user_verification, protected_tags, user_secret, receipts, quiet_hours, frequency_cap, throttle_per_minute, unbound_assertions, rate_limits, deleting_since, deleted_rows"
 
-    private static func app(_ row: [SQLValue]) -> App {
+    static func app(_ row: [SQLValue]) -> App {
         App(
             id: row[0].string ?? "", bundleID: row[1].string ?? "", createdAt: row[2].int ?? 0,
             security: AppSecurity(
@@ -306,7 +308,8 @@ package final class SQLiteStore: HeraldStore {
                 receipts: row[6].int != 0, quietHours: row[7].string.flatMap(QuietHours.init),
                 frequencyCap: row[8].string.flatMap(FrequencyCap.init), throttlePerMinute: row[9].int.map { Int($0) },
                 unboundAssertions: row[10].int != 0, rateLimits: row[11].string.flatMap(AppRateLimits.init(stored:)) ?? AppRateLimits()
-            )
+            ),
+            deletion: row[12].int.map { AppDeletion(since: $0, deletedRows: row[13].int ?? 0) }
         )
     }
 

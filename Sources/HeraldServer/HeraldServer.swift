@@ -149,10 +149,12 @@ private func runHeraldServer<Result: Sendable>(
         )
         let engine = DeliveryEngine(
             store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events, secrets: secrets)
+        let appDeletions = AppDeletions(store: store, clock: clock, logger: logger)
         let router = Router(context: APIRequestContext.self)
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
         let api = API(
             store: store, secrets: secrets, engine: engine, clients: clients, clock: clock, metrics: configuration.metrics, events: events,
+            appDeletions: appDeletions,
             webhookAllowInternal: configuration.webhookAllowInternal,
             rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock),
             authenticationFailures: AuthenticationFailures(
@@ -181,6 +183,7 @@ private func runHeraldServer<Result: Sendable>(
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: application), .init(service: engine), .init(service: dispatcher), .init(service: StreamCloser(events: events)),
+            .init(service: appDeletions),
         ]
         // Services stop in the reverse order: the lane after the API server, which hands it requests.
         if let lane { services.insert(.init(service: lane), at: 0) }

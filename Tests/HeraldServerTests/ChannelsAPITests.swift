@@ -194,4 +194,36 @@ extension ServerTests {
             #expect((after.body["notifications"] as? [[String: Any]])?.count == 1)
         }
     }
+
+    @Test(
+        "a broadcast on a channel that keeps the most recent message is kept for an offline subscriber (its expiration is not 0); one that keeps none refuses a later expiration",
+        arguments: StoreDriver.enabled)
+    func storedBroadcast(driver: StoreDriver) async throws {
+        try await self.withServer(driver: driver) { context in
+            let (_, send) = try await self.setUp(context)
+            let made = try await context.api.call(
+                "POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox","messageStoragePolicy":1}"#)
+            let kept = try #require(made.body["id"] as? String)
+            let token = try await self.virtualDevice(context, kind: "liveactivity")
+            #expect(try await context.control.call("POST", "/v1/devices/\(token)/channels", json: #"{"channelId":"\#(kept)"}"#).status == 200)
+            #expect(try await context.control.call("PATCH", "/v1/devices/\(token)", json: #"{"online":false}"#).status == 200)
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"\#(kept)"},"aps":{"timestamp":1,"event":"update","content-state":{"score":7}}}"#)
+            #expect(sent.status == 202, "\(sent.body)")
+            #expect(try await context.control.call("PATCH", "/v1/devices/\(token)", json: #"{"online":true}"#).status == 200)
+            let inbox = try await context.control.call("GET", "/v1/devices/\(token)/inbox")
+            let received = (inbox.body["notifications"] as? [[String: Any]]) ?? []
+            #expect(received.count == 1 && received.first?["channelId"] as? String == kept, "kept for the offline subscriber: \(inbox.body)")
+
+            let none = try await context.api.call("POST", "/v1/apps/demo/channels", key: send, json: #"{"environment":"sandbox"}"#)
+            let unkept = try #require(none.body["id"] as? String)
+            let later = Int64(Date().timeIntervalSince1970) + 600
+            let refused = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: send,
+                json: #"{"audience":{"channel":"\#(unkept)"},"expiration":\#(later),"aps":{"timestamp":1,"event":"update","content-state":{}}}"#)
+            #expect(
+                refused.status == 400 && (refused.body["error"] as? [String: Any])?["code"] as? String == "bad_expiration", "\(refused.body)")
+        }
+    }
 }

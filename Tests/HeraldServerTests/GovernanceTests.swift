@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+import APNSModels
 import Crypto
 import Foundation
 import HeraldCore
+import HeraldSQLite
 import HeraldServer
 import HeraldTesting
 import Testing
@@ -127,7 +129,8 @@ extension ServerTests {
             let sent = try await context.api.call(
                 "POST", "/v1/apps/other/notifications", key: context.admin, json: #"{"audience":"all","title":"Still here"}"#)
             #expect(sent.body["deliveries"] as? Int == 1)
-            #expect(try await deleted.status == 204)
+            let begun = try await deleted
+            #expect(begun.status == 202 && (begun.body["deletion"] as? [String: Any])?["since"] != nil, "\(begun.body)")
             var received = false
             // A hang guard (300 s), not a window: the loop ends when the push arrives.
             let deadline = ContinuousClock.now + ServerTests.hangGuard
@@ -139,12 +142,45 @@ extension ServerTests {
             }
             #expect(received, "the other app's notification was delivered")
 
-            #expect(try await context.api.call("GET", "/v1/apps/demo", key: context.admin).status == 404)
+            // Deleted in the background: a hang guard, not a window; the wait ends when it is gone.
+            _ = try await self.eventually(
+                "the app is gone", { try await context.api.call("GET", "/v1/apps/demo", key: context.admin).status }, until: { $0 == 404 })
             #expect(try await context.api.call("DELETE", "/v1/apps/demo", key: context.admin).status == 404)
             #expect(try await context.api.call("GET", "/v1/apps/demo/devices", key: keys.send).status == 401, "the app's keys went with it")
             let audit = try await context.api.call("GET", "/v1/audit", key: context.admin)
             #expect((audit.body["records"] as? [[String: Any]])?.first?["action"] as? String == "app.delete")
             #expect(try await context.api.call("GET", "/v1/apps/other", key: context.admin).status == 200)
+        }
+    }
+
+    @Test("an app's deletion begun before a restart is finished by the next server, with no request; writes to it meanwhile are 404")
+    func deletionResumes() async throws {
+        let directory = try TemporaryDirectory(prefix: "herald-deletion")
+        defer { directory.remove() }
+        // The first process: the app, its devices, and its deletion begun (as a DELETE begins it),
+        // then stopped before its rows go.
+        do {
+            let store = try await SQLiteStore(path: directory.path + "/herald.sqlite")
+            try await store.createApp(App(id: "doomed", bundleID: "com.example.doomed", createdAt: 1))
+            for n in 1...50 {
+                _ = try await store.register(
+                    appID: "doomed", DeviceRegistration(token: try DeviceToken(hex: String(repeating: "0", count: 62) + String(format: "%02x", n))),
+                    now: 2)
+            }
+            #expect(try await store.beginAppDeletion(appID: "doomed", now: 3) != nil)
+        }
+        var configuration = Self.configuration(directory)
+        configuration.builtInEmulator = false
+        try await withHeraldServer(configuration: configuration) { server in
+            let api = HTTP(base: "http://127.0.0.1:\(server.port)")
+            let admin = try #require(server.initialAdminKey)
+            // Writes to an app being deleted are refused (whichever comes first, the 404 is the same).
+            let write = try await api.call(
+                "PUT", "/v1/apps/doomed/devices/\(String(repeating: "ab", count: 32))", key: admin, json: #"{"environment":"sandbox"}"#)
+            #expect(write.status == 404, "\(write.body)")
+            _ = try await self.eventually(
+                "the next server finishes the deletion", { try await api.call("GET", "/v1/apps/doomed", key: admin).status }, until: { $0 == 404 })
+            #expect(try await server.store.appsBeingDeleted().isEmpty)
         }
     }
 }

@@ -61,6 +61,9 @@ extension ServerTests {
             )
             #expect(second.status == 409 && self.code(second) == "channel_in_use", "one active activity per channel: \(second)")
             #expect(started.body["environment"] as? String == "sandbox" && started.body["updates"] as? Int == 0)
+            // Its channel cannot go from under it: the activity would show for ever, never updated nor ended.
+            let busy = try await context.api.call("DELETE", "/v1/apps/demo/channels/\(self.pathID(channel))", key: send)
+            #expect(busy.status == 409 && self.code(busy) == "channel_in_use", "\(busy)")
 
             let start = self.aps(try await self.received(context, starter, count: 1).first)
             #expect(start["event"] as? String == "start" && start["attributes-type"] as? String == "GameAttributes")
@@ -101,6 +104,8 @@ extension ServerTests {
             #expect(try await self.broadcastPaths(context).count == 2, "nothing more sent")
             #expect(try await context.control.call("GET", "/v1/devices/\(starter)/inbox").body["notifications"] as? [Any] != nil)
             #expect((try await context.control.call("GET", "/v1/devices/\(starter)/inbox").body["notifications"] as? [Any])?.count == 3)
+            #expect(
+                try await context.api.call("DELETE", "/v1/apps/demo/channels/\(self.pathID(channel))", key: send).status == 204, "ended: free to go")
 
             let listed = try await context.api.call("GET", "/v1/apps/demo/live-activities", key: send)
             let first = (listed.body["liveActivities"] as? [[String: Any]])?.first
@@ -184,7 +189,10 @@ extension ServerTests {
             let refused = try await context.api.call(
                 "PATCH", "/v1/apps/demo/live-activities/\(id)", key: send, json: #"{"contentState":{"score":3}}"#)
             #expect(refused.status == 409 && self.code(refused) == "activity_ended")
-            #expect((try await context.control.call("GET", "/v1/devices/\(update)/inbox").body["notifications"] as? [Any])?.count == 1)
+            // The logged-out phone is told to remove it at once: it would go on showing it otherwise.
+            let removed = self.aps(try await self.received(context, update, count: 2).last)
+            #expect(removed["event"] as? String == "end" && removed["dismissal-date"] as? Int != nil, "\(removed)")
+            #expect((removed["content-state"] as? [String: Any])?["score"] as? Int == 2, "the newest content state")
         }
     }
 

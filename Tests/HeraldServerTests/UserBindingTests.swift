@@ -185,4 +185,52 @@ extension ServerTests {
             #expect(try await context.api.call("POST", "/v1/apps/demo/user-assertions", key: keys.send, json: #"{"userId":"ann"}"#).status == 201)
         }
     }
+
+    @Test(
+        "PostgreSQL: a register key registering a token the backend is inserting with a protected tag, at once, leaves the protected tag",
+        .enabled(if: PostgresTestDatabase.enabled, Comment(rawValue: PostgresTestDatabase.skipMessage)))
+    func protectedTagRace() async throws {
+        try await PostgresTestDatabase.with { database in
+            try await self.withServer(configure: { $0.database = database.url }) { context in
+                let keys = try await self.setUp(context)
+                #expect(try await context.api.call("PATCH", "/v1/apps/demo", key: context.admin, json: #"{"protectedTags":["vip"]}"#).status == 200)
+                let url = database.url
+                let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+                // The backend's first registration of the token, with its protected tag, uncommitted:
+                // the register key's lock finds no row to lock, and its upsert waits on this insert.
+                let backend = try BackgroundProcess(
+                    "/usr/bin/env",
+                    [
+                        "psql", url, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", "BEGIN",
+                        "-c",
+                        "INSERT INTO devices (app_id, token, kind, environment, created_at, last_registered_at) VALUES ('demo', '\(token)', 'device', 'development', 1, 1)",
+                        "-c", "INSERT INTO device_tags (device_id, tag) SELECT id, 'vip' FROM devices WHERE app_id = 'demo' AND token = '\(token)'",
+                        "-c", #"\echo inserted"#, "-c", #"\! cat > /dev/null"#, "-c", "COMMIT",
+                    ], keepInput: true)
+                try #require(try await backend.waitFor("inserted", timeout: 300), "psql: \(backend.printed)")
+                let register = try BackgroundProcess(
+                    "/usr/bin/env",
+                    [
+                        "curl", "-s", "-m", "300", "-X", "PUT", "-H", "authorization: Bearer \(keys.register)", "-H",
+                        "content-type: application/json",
+                        "--data", #"{"environment":"sandbox","tags":["news"]}"#, "-w", "\nstatus=%{http_code}\n",
+                        context.api.base + "/v1/apps/demo/devices/\(token)",
+                    ])
+                _ = try await self.eventually(
+                    "the registration waits for the backend's insert",
+                    {
+                        try await PostgresTestDatabase.psql(
+                            url,
+                            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%devices%'"
+                        )
+                    }, until: { $0 == "t" })
+                backend.closeInput()
+                #expect(try await backend.exit(timeout: 300) == 0, "psql: \(backend.printed)")
+                try #require(try await register.waitFor("status=", timeout: 300))
+                #expect(register.printed.contains("status=200"), "\(register.printed)")
+                let stored = try await context.api.call("GET", "/v1/apps/demo/devices/\(token)", key: keys.send)
+                #expect((stored.body["tags"] as? [String])?.sorted() == ["news", "vip"], "the backend's protected tag stays: \(stored.body)")
+            }
+        }
+    }
 }

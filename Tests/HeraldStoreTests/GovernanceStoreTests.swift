@@ -216,6 +216,31 @@ import Testing
         }
     }
 
+    @Test(
+        "an app's deletion begins at once (keys revoked, credentials gone, marked) and counts its progress chunk by chunk", arguments: Driver.enabled)
+    func deletionProgress(driver: Driver) async throws {
+        try await driver.withStore { store in
+            for n in 1...30 { _ = try await store.register(appID: "demo", DeviceRegistration(token: try self.token(n), tags: ["t"]), now: 2) }
+            try await store.setCredential(appID: "demo", environment: .production, sealed: [9], now: 3)
+            try await store.createAPIKey(id: "hk_demo", hash: [1], scope: .send, appID: "demo", name: nil, now: 3)
+            #expect(try await store.appsBeingDeleted().isEmpty)
+            let begun = try #require(try await store.beginAppDeletion(appID: "demo", now: 40))
+            #expect(begun.deletion == AppDeletion(since: 40, deletedRows: 0))
+            #expect(try await store.apiKey(id: "hk_demo") == nil, "its keys are revoked at once")
+            #expect(try await store.credentials(appID: "demo").isEmpty, "its credentials are gone at once")
+            #expect(try await store.appsBeingDeleted() == ["demo"])
+            // Begun again (a second DELETE): the first time is kept.
+            #expect(try await store.beginAppDeletion(appID: "demo", now: 50)?.deletion?.since == 40)
+            #expect(try await store.beginAppDeletion(appID: "nobody", now: 50) == nil)
+            let first = try await store.deleteAppRows(appID: "demo", limit: 10, now: 60)
+            #expect(first == 10)
+            #expect(try await store.app("demo")?.deletion?.deletedRows == 10)
+            while try await store.deleteAppRows(appID: "demo", limit: 10, now: 60) > 0 {}
+            #expect(try await store.app("demo") == nil)
+            #expect(try await store.appsBeingDeleted().isEmpty)
+        }
+    }
+
     @Test("SQLite: after an erasure and a checkpoint, no token of the user is in the database file or its WAL")
     func erasureLeavesNoBytes() async throws {
         let directory = try TemporaryDirectory(prefix: "herald-erasure")

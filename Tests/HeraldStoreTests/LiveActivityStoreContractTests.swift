@@ -36,6 +36,14 @@ import Testing
             #expect(try await store.liveActivity(appID: "demo", id: "nope") == nil)
             #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10).map(\.id) == ["a2", "a1"])
             #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 1).map(\.id) == ["a2"])
+            // Paged: after a2 (its start and id) comes a1, then nothing; same start, lower id first.
+            let afterA2 = LiveActivityPosition(startedAt: 20, id: "a2")
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10, before: afterA2).map(\.id) == ["a1"])
+            #expect(try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10, before: .init(startedAt: 10, id: "a1")).isEmpty)
+            #expect(
+                try await store.liveActivities(appID: "demo", activeOnly: false, limit: 10, before: .init(startedAt: 20, id: "a3")).map(\.id) == [
+                    "a2", "a1",
+                ])
 
             #expect(try await store.claimLiveActivityUpdate(appID: "demo", id: "a1", expectedUpdates: 0, contentState: #"{"score":1}"#, now: 30))
             try await store.setLiveActivityNotification(appID: "demo", id: "a1", notificationID: "u1", now: 30)

@@ -35,13 +35,17 @@ public struct AppResponse: Sendable, Hashable, Codable {
     public var unboundAssertions: Bool
     /// The app's own rate limits, over the server's; nil: none of its own.
     public var rateLimits: AppRateLimitsSetting?
+    /// Set while the app is being deleted (`DELETE /v1/apps/{app}` answered 202): since when, and
+    /// how many of its rows are gone so far.
+    public var deletion: AppDeletionStatus?
 
     public init(
         id: String, bundleId: String, createdAt: Int64, userVerification: Bool, protectedTags: [String], userSecretSet: Bool, receipts: Bool = true,
         quietHours: QuietHoursSetting? = nil, frequencyCap: FrequencyCapSetting? = nil, throttlePerMinute: Int? = nil,
         unboundAssertions: Bool = false,
-        rateLimits: AppRateLimitsSetting? = nil
+        rateLimits: AppRateLimitsSetting? = nil, deletion: AppDeletionStatus? = nil
     ) {
+        self.deletion = deletion
         self.rateLimits = rateLimits
         self.unboundAssertions = unboundAssertions
         self.throttlePerMinute = throttlePerMinute
@@ -203,5 +207,18 @@ public struct AppRateLimitsSetting: Sendable, Hashable, Codable {
         self.registerPerAddress = registerPerAddress
         self.receipt = receipt
         self.send = send
+    }
+}
+
+/// An app's deletion under way.
+public struct AppDeletionStatus: Sendable, Hashable, Codable {
+    /// When it began (ms since 1970).
+    public var since: Int64
+    /// The app's rows deleted so far.
+    public var deletedRows: Int64
+
+    public init(since: Int64, deletedRows: Int64) {
+        self.since = since
+        self.deletedRows = deletedRows
     }
 }

@@ -102,6 +102,11 @@ public struct LiveActivityResponse: Sendable, Hashable, Codable {
 
 public struct LiveActivityList: Sendable, Hashable, Codable {
     public var liveActivities: [LiveActivityResponse]
+    /// The next page's `cursor`; null at the end of the list.
+    public var next: String?
 
-    public init(liveActivities: [LiveActivityResponse]) { self.liveActivities = liveActivities }
+    public init(liveActivities: [LiveActivityResponse], next: String? = nil) {
+        self.liveActivities = liveActivities
+        self.next = next
+    }
 }

@@ -36,7 +36,7 @@ extension API {
             Operation(method: .patch, path: "/v1/apps/{app}", statuses: app.union(body).union([200])),
             Operation(method: .put, path: "/v1/apps/{app}/credentials/{environment}", statuses: app.union(body).union([204, 422])),
             Operation(method: .post, path: "/v1/apps/{app}/user-secret", statuses: app.union([201])),
-            Operation(method: .delete, path: "/v1/apps/{app}", statuses: app.union([204])),
+            Operation(method: .delete, path: "/v1/apps/{app}", statuses: app.union([202])),
             Operation(method: .get, path: "/v1/apps/{app}/credentials", statuses: app.union([200])),
             Operation(method: .delete, path: "/v1/apps/{app}/credentials/{environment}", statuses: app.union([204, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/users/{userId}", statuses: app.union([200, 400])),
@@ -68,7 +68,7 @@ extension API {
             Operation(method: .post, path: "/v1/apps/{app}/channels", statuses: app.union(body).union([201, 422])),
             Operation(method: .get, path: "/v1/apps/{app}/channels", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([200, 400])),
-            Operation(method: .delete, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([204, 400, 422])),
+            Operation(method: .delete, path: "/v1/apps/{app}/channels/{id}", statuses: app.union([204, 400, 409, 422])),
             // Live Activities: a start needs push-to-start tokens (422), an ended one takes nothing more
             // (409), a channel's broadcast goes to APNs at once (422 for what it refuses).
             Operation(method: .post, path: "/v1/apps/{app}/live-activities", statuses: app.union(body).union(limited).union([201, 409, 422])),

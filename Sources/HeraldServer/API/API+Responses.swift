@@ -23,7 +23,8 @@ extension AppResponse {
                 : AppRateLimitsSetting(
                     register: app.security.rateLimits.register?.description,
                     registerPerAddress: app.security.rateLimits.registerPerAddress?.description,
-                    receipt: app.security.rateLimits.receipt?.description, send: app.security.rateLimits.send?.description)
+                    receipt: app.security.rateLimits.receipt?.description, send: app.security.rateLimits.send?.description),
+            deletion: app.deletion.map { AppDeletionStatus(since: $0.since, deletedRows: $0.deletedRows) }
         )
     }
 }

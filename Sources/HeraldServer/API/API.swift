@@ -19,6 +19,8 @@ struct API: Sendable {
     let clock: any EpochClock
     let metrics: PrometheusCollectorRegistry?
     let events: DeliveryEvents
+    /// Deletes apps in the background once their deletion began.
+    let appDeletions: AppDeletions
     /// Webhooks may point at loopback and private addresses.
     var webhookAllowInternal = false
     /// The rate limits on registration and sending; nil: none.
@@ -49,7 +51,7 @@ struct API: Sendable {
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
         let v1 = router.group("v1").add(middleware: self.authenticator)
-        AppsController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
+        AppsController(store: self.store, secrets: self.secrets, clock: self.clock, appDeletions: self.appDeletions).addRoutes(to: v1)
         KeysController(store: self.store, clock: self.clock).addRoutes(to: v1)
         self.devices.addRoutes(to: v1)
         NotificationsController(store: self.store, engine: self.engine, clients: self.clients, clock: self.clock, rateLimit: self.rateLimit)

@@ -95,7 +95,7 @@ struct RequireScope: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let app = try await self.app(key: try context.requireKey(), appID: context.parameters.get("app")) else {
+        guard let app = try await self.app(key: try context.requireKey(), appID: context.parameters.get("app"), method: request.method) else {
             return try await next(request, context)
         }
         var context = context
@@ -104,11 +104,15 @@ struct RequireScope: RouterMiddleware {
     }
 
     /// The app named by the path, if any, once `key` may act on it with this scope: 403
-    /// `forbidden` for a key whose scope or app does not allow it, 404 for an app that is not.
-    func app(key: StoredAPIKey, appID: String?) async throws -> App? {
+    /// `forbidden` for a key whose scope or app does not allow it, 404 for an app that is not —
+    /// or that is being deleted, for anything but reading it (GET) or deleting it again.
+    func app(key: StoredAPIKey, appID: String?, method: HTTPRequest.Method) async throws -> App? {
         try KeyAccess.authorize(key, at: .api(scope: self.scope, appID: appID), now: self.clock.nowMilliseconds)
         guard let appID else { return nil }
         guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
+        if app.deletion != nil, method != .get, method != .delete {
+            throw HeraldError(code: "not_found", "app '\(appID)' is being deleted")
+        }
         return app
     }
 }

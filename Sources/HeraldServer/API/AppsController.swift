@@ -11,6 +11,7 @@ struct AppsController {
     let store: any HeraldStore
     let secrets: SecretBox
     let clock: any EpochClock
+    let appDeletions: AppDeletions
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
@@ -20,7 +21,7 @@ struct AppsController {
         admin.patch(":app", use: self.update)
         admin.put(":app/credentials/:environment", use: self.setCredentials)
         admin.post(":app/user-secret", use: self.newUserSecret)
-        GovernanceController(store: self.store, secrets: self.secrets, clock: self.clock).addRoutes(to: v1)
+        GovernanceController(store: self.store, secrets: self.secrets, clock: self.clock, appDeletions: self.appDeletions).addRoutes(to: v1)
         v1.group("apps/:app/user-assertions").add(middleware: RequireScope(.send, store: self.store, clock: self.clock)).post(
             use: self.newUserAssertion)
     }

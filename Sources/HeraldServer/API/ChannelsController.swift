@@ -91,8 +91,17 @@ struct ChannelsController {
         return Response(status: .noContent)
     }
 
-    /// Deletes at APNs, then here (the API's and the dashboard's delete).
+    /// Deletes at APNs, then here (the API's and the dashboard's delete): 409 `channel_in_use`
+    /// while a Live Activity within its 8 hours is joined to it (deleting the channel would leave
+    /// it showing, never to be updated or ended).
     func delete(_ channel: StoredChannel, app: App) async throws {
+        let now = self.clock.nowMilliseconds
+        let active = try await self.store.liveActivities(appID: app.id, activeOnly: true, limit: 10_000)
+        if let joined = active.first(where: { $0.channelID == channel.channelID && now < $0.startedAt + LiveActivity.maximumActiveMilliseconds }) {
+            throw HeraldError(
+                code: "channel_in_use",
+                "the Live Activity \(joined.id) is joined to this channel: end it first (DELETE /v1/apps/\(app.id)/live-activities/\(joined.id))")
+        }
         let client = try await self.clients.client(appID: app.id, environment: channel.environment)
         do {
             guard let id = APNSChannelID(rawValue: channel.channelID) else { throw Self.notFound }

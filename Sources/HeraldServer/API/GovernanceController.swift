@@ -11,6 +11,7 @@ struct GovernanceController {
     let store: any HeraldStore
     let secrets: SecretBox
     let clock: any EpochClock
+    let appDeletions: AppDeletions
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         let admin = v1.group("apps").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock))
@@ -22,15 +23,20 @@ struct GovernanceController {
         v1.group("audit").add(middleware: RequireScope(.admin, store: self.store, clock: self.clock)).get(use: self.audit)
     }
 
-    /// Deletes the app and every row of it, chunk by chunk (each chunk its own short
-    /// transaction, so other apps' deliveries go on), and answers when it is gone. The first
-    /// chunk revokes the app's keys and removes its credentials, so nothing more is sent for it.
-    @Sendable func deleteApp(_ request: Request, context: APIRequestContext) async throws -> Response {
+    /// Begins the app's deletion and answers 202 with the app and its deletion's progress: its
+    /// keys are revoked and its credentials removed at once (nothing more is sent or registered
+    /// for it), and ``AppDeletions`` deletes every row of it in the background, chunk by chunk,
+    /// going on after a restart. `GET /v1/apps/{app}` shows the progress until the app is gone;
+    /// asking again answers 202 again.
+    @Sendable func deleteApp(_ request: Request, context: APIRequestContext) async throws -> Answer<AppResponse> {
         let app = try context.requireApp()
         let now = self.clock.nowMilliseconds
-        try await self.store.addAudit(AuditRecord(at: now, keyID: context.key?.id, action: "app.delete", appID: app.id, subject: nil))
-        try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
-        return Response(status: .noContent)
+        if app.deletion == nil {
+            try await self.store.addAudit(AuditRecord(at: now, keyID: context.key?.id, action: "app.delete", appID: app.id, subject: nil))
+        }
+        guard let deleting = try await self.store.beginAppDeletion(appID: app.id, now: now) else { throw HeraldError.notFound("app '\(app.id)'") }
+        self.appDeletions.ring()
+        return Answer(.accepted, AppResponse(deleting))
     }
 
     @Sendable func listCredentials(_ request: Request, context: APIRequestContext) async throws -> CredentialList {

@@ -224,7 +224,8 @@ struct LiveActivitiesController {
         }
     }
 
-    /// The app's activities, newest first; `?state=active` for the active ones only.
+    /// The app's activities, newest first, a page at a time (`cursor`, each page's `next`);
+    /// `?state=active` for the active ones only.
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> LiveActivityList {
         let app = try context.requireApp()
         let limit = try Validate.limit(request, fallback: 100, maximum: 500)
@@ -233,14 +234,23 @@ struct LiveActivitiesController {
             guard state == "active" || state == "all" else { throw HeraldError.invalid("state is active or all", code: "bad_state") }
             activeOnly = state == "active"
         }
-        return LiveActivityList(liveActivities: try await self.list(app: app, activeOnly: activeOnly, limit: limit))
+        let stored = try await self.store.liveActivities(
+            appID: app.id, activeOnly: activeOnly, limit: limit + 1, before: try PageCursor.liveActivity(request))
+        let page = PageCursor.page(stored, limit: limit) { PageCursor.next(LiveActivityPosition(startedAt: $0.startedAt, id: $0.id)) }
+        return LiveActivityList(liveActivities: try await self.list(app: app, stored: page.items, activeOnly: activeOnly), next: page.next)
     }
 
     /// The app's activities, newest first, each brought up to date (the API's and the dashboard's list).
     func list(app: App, activeOnly: Bool, limit: Int) async throws -> [LiveActivityResponse] {
+        try await self.list(
+            app: app, stored: try await self.store.liveActivities(appID: app.id, activeOnly: activeOnly, limit: limit), activeOnly: activeOnly)
+    }
+
+    /// `stored`, each brought up to date; with `activeOnly`, those still active.
+    private func list(app: App, stored: [StoredLiveActivity], activeOnly: Bool) async throws -> [LiveActivityResponse] {
         let now = self.clock.nowMilliseconds
         var answers: [LiveActivityResponse] = []
-        for activity in try await self.store.liveActivities(appID: app.id, activeOnly: activeOnly, limit: limit) {
+        for activity in stored {
             let current = try await self.refreshed(activity, app: app, now: now)
             if activeOnly, !current.isActive { continue }
             answers.append(try await self.response(current, app: app))
@@ -295,7 +305,8 @@ struct LiveActivitiesController {
     {
         let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
         if let channelID = activity.channelID {
-            let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: priority, expiration: 0, payload: payload)
+            // No expiration given: the channel's (kept 8 hours where it keeps the most recent message, 0 where it keeps none).
+            let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: priority, payload: payload)
             return try await self.notifications.broadcast(spec, channelID: channelID, app: app).body.id
         }
         let tokens = try await self.receivers(activity, app: app)
@@ -334,7 +345,10 @@ struct LiveActivitiesController {
     /// longer hold: 8 hours after its start (``LiveActivity/maximumActiveMilliseconds``,
     /// reason `expired`); started for users, when those users hold none of it any longer
     /// (reason `user_changed`): no update token of theirs while some are registered with its
-    /// id, or, for a channel's activity, no push-to-start token of theirs left. Nothing is sent.
+    /// id, or, for a channel's activity, no push-to-start token of theirs left. An expired one
+    /// is sent nothing (the system ended it); one whose users changed is sent an end that removes
+    /// it at once, to every update token registered with its id (or on its channel), so a phone
+    /// logged out does not go on showing it.
     private func refreshed(_ activity: StoredLiveActivity, app: App, now: Int64) async throws -> StoredLiveActivity {
         guard activity.isActive else { return activity }
         var ending: (LiveActivity.EndReason, Int64)?
@@ -355,8 +369,38 @@ struct LiveActivitiesController {
             }
         }
         guard let ending else { return activity }
-        _ = try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, at: ending.1)
+        if try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, at: ending.1), ending.0 == .userChanged {
+            // Best effort, once (the end is recorded first, so only one reader sends it): a read
+            // must not fail because the end could not be sent.
+            _ = try? await self.sendUserChangedEnd(activity, app: app, now: now)
+        }
         return try await self.stored(app: app, id: activity.id)
+    }
+
+    /// The end of an activity whose users no longer hold it, dismissed at once: to every update
+    /// token registered with its id, whoever holds it now, or on its channel.
+    private func sendUserChangedEnd(_ activity: StoredLiveActivity, app: App, now: Int64) async throws {
+        let state = (try? JSONValue.parse(activity.contentState)) ?? .object([])
+        let aps: [(String, JSONValue)] = [
+            ("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state), ("dismissal-date", .int(now / 1000)),
+        ]
+        let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
+        var notificationID: String?
+        if let channelID = activity.channelID {
+            let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: .immediate, payload: payload)
+            notificationID = try await self.notifications.broadcast(spec, channelID: channelID, app: app).body.id
+        } else {
+            let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id).map(\.token)
+            guard !tokens.isEmpty else { return }
+            var spec = NotificationSpec(
+                audience: .tokens(tokens), kinds: [.liveActivity], pushType: .liveactivity, priority: .immediate, payload: payload)
+            spec.ignoresQuietHours = true
+            notificationID = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now).id
+            self.engine.ring()
+        }
+        if let notificationID {
+            try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
+        }
     }
 
     private func response(_ activity: StoredLiveActivity, app: App) async throws -> LiveActivityResponse {

@@ -57,6 +57,7 @@ struct NotificationsController {
     func broadcast(_ spec: NotificationSpec, channelID: String, app: App) async throws -> Answer<SendResponse> {
         let channel = try await ChannelsController.stored(self.store, appID: app.id, channelID: channelID)
         guard let id = APNSChannelID(rawValue: channel.channelID) else { throw ChannelsController.notFound }
+        let expiration = try channel.broadcastExpiration(spec.expiration, nowSeconds: self.clock.nowMilliseconds / 1000)
         let client = try await self.clients.client(appID: app.id, environment: channel.environment)
         let started = ContinuousClock.now
         let delivery: APNSBroadcastDelivery
@@ -64,7 +65,7 @@ struct NotificationsController {
             delivery = try await client.broadcast(
                 APNSBroadcastRequest(
                     channelID: id, bundleID: app.bundleID, payload: spec.payload, priority: spec.priority ?? .throttled,
-                    expiration: spec.expiration ?? 0))
+                    expiration: expiration))
         } catch {
             throw ChannelsController.heraldError(error)
         }

@@ -13,6 +13,7 @@ enum PageCursor {
         case devices = "d"
         case deliveries = "x"
         case webhookMessages = "w"
+        case liveActivities = "l"
     }
 
     static func encode(_ list: List, _ fields: [String]) -> String {
@@ -48,6 +49,17 @@ enum PageCursor {
         guard let fields = try Self.fields(request, .notifications, count: 2) else { return nil }
         guard let createdAt = Int64(fields[0]), createdAt >= 0, !fields[1].isEmpty, fields[1].utf8.count <= 128 else { throw Self.bad }
         return NotificationPosition(createdAt: createdAt, id: String(fields[1]))
+    }
+
+    /// A position in an app's Live Activities: the last one's start and id.
+    static func liveActivity(_ request: Request) throws -> LiveActivityPosition? {
+        guard let fields = try Self.fields(request, .liveActivities, count: 2) else { return nil }
+        guard let startedAt = Int64(fields[0]), startedAt >= 0, !fields[1].isEmpty, fields[1].utf8.count <= 64 else { throw Self.bad }
+        return LiveActivityPosition(startedAt: startedAt, id: String(fields[1]))
+    }
+
+    static func next(_ position: LiveActivityPosition) -> String {
+        Self.encode(.liveActivities, [String(position.startedAt), position.id])
     }
 
     static func next(_ position: NotificationPosition) -> String {

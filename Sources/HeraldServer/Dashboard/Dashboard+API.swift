@@ -69,6 +69,11 @@ struct DashboardBackend: Sendable {
         _ = try await self.store.saveTemplate(template)
     }
 
+    /// The `apns-expiration` a broadcast of `spec` on `channel` goes with, as the send would use it.
+    func broadcastExpiration(_ channel: StoredChannel, _ spec: NotificationSpec) throws -> Int64 {
+        try channel.broadcastExpiration(spec.expiration, nowSeconds: self.nowMilliseconds / 1000)
+    }
+
     /// The collapse id a push of `spec` carries (a placeholder for the notification's id when the
     /// sender gives none), as a dry run shows it.
     func collapseID(_ spec: NotificationSpec) -> String { SentForm.collapseID(spec) }
@@ -201,11 +206,15 @@ struct DashboardBackend: Sendable {
         return app
     }
 
-    /// Deletes the app and everything of it, as `DELETE /v1/apps/{app}` does (audited).
+    /// Begins the app's deletion, as `DELETE /v1/apps/{app}` does (audited): its keys and
+    /// credentials go at once, its rows in the background (``AppDeletions``).
     func deleteApp(_ app: App, by keyID: String) async throws {
         let now = self.nowMilliseconds
-        try await self.store.addAudit(AuditRecord(at: now, keyID: keyID, action: "app.delete", appID: app.id, subject: nil))
-        try await self.store.deleteApp(id: app.id, chunkSize: GovernancePolicy.deletionChunk, now: now)
+        if app.deletion == nil {
+            try await self.store.addAudit(AuditRecord(at: now, keyID: keyID, action: "app.delete", appID: app.id, subject: nil))
+        }
+        _ = try await self.store.beginAppDeletion(appID: app.id, now: now)
+        self.api.appDeletions.ring()
     }
 
     /// Changes the app's user verification, protected tags, quiet hours (`HH:MM` start and end,

@@ -17,6 +17,8 @@ struct DashboardAppsController: Sendable {
         }
         var apps: [Row]
         var hasApps: Bool
+        /// Apps being deleted in the background, with their progress.
+        var deleting: [String] = []
         var error: String?
         var form = NewApp()
         /// What the create form held, shown again with its error.
@@ -176,12 +178,18 @@ struct DashboardAppsController: Sendable {
 
     func appsPage(error: String? = nil, form: AppsModel.NewApp = AppsModel.NewApp()) async throws -> DashboardView {
         var rows: [AppsModel.Row] = []
+        var deleting: [String] = []
         for app in try await self.dashboard.store.apps() {
+            if let deletion = app.deletion {
+                deleting.append("\(app.id): \(deletion.deletedRows) rows deleted so far")
+                continue
+            }
             rows.append(
                 AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
         }
         return DashboardView(
-            template: .apps, title: "Apps", model: AppsModel(apps: rows, hasApps: !rows.isEmpty, error: error, form: form), section: .apps)
+            template: .apps, title: "Apps",
+            model: AppsModel(apps: rows, hasApps: !rows.isEmpty, deleting: deleting, error: error, form: form), section: .apps)
     }
 
     /// One per environment (development, production): what credential it has, with warnings.

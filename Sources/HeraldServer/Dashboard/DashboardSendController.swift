@@ -258,7 +258,7 @@ struct DashboardSendController: Sendable {
         let headers: [(String, JSONValue)] = [
             ("apns-push-type", "liveactivity"), ("apns-topic", .string(PushType.liveactivity.topic(forBundleID: app.bundleID))),
             ("apns-channel-id", .string(channel.channelID)), ("apns-priority", .string("\((spec.priority ?? .throttled).rawValue)")),
-            ("apns-expiration", .string("\(spec.expiration ?? 0)")),
+            ("apns-expiration", .string("\(try self.dashboard.backend.broadcastExpiration(channel, spec))")),
         ]
         let payload = (try? JSONValue.parse(spec.payload)) ?? .null
         let alert = payload["aps"]?["alert"]
