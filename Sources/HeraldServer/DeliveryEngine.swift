@@ -140,18 +140,20 @@ package final class DeliveryEngine: Service, Sendable {
     /// ring (a second of them at the default poll interval).
     static let quietAfter = 20
 
-    /// Records a sent batch, retrying while the database is unreachable for up to half the
-    /// lease: a record lost means the batch is sent again once its lease ends.
+    /// Records a sent batch, retrying while the database is unreachable until the batch's lease
+    /// ends: a record lost means the batch is sent again once its lease ends, and a record is
+    /// fenced by its claim (one that comes after another claim is ignored), so trying until then
+    /// costs nothing. (It tried for half the lease from the claim, at most 12 times: a batch whose
+    /// send took long on a busy machine had little of that left, and a short outage then cost
+    /// duplicates.)
     private func recordPatiently(_ results: [DeliveryResult], claimedAt: Int64) async throws -> RecordedOutcomes {
-        let deadline = claimedAt + self.configuration.lease.wholeMilliseconds / 2
+        let deadline = claimedAt + self.configuration.lease.wholeMilliseconds
         var wait: Int64 = 100
-        var attempt = 0
         while true {
-            attempt += 1
             do {
                 return try await self.store.record(results, now: self.clock.nowMilliseconds)
             } catch {
-                guard attempt < 12, self.clock.nowMilliseconds + wait < deadline, !Task.isCancelled else { throw error }
+                guard self.clock.nowMilliseconds + wait < deadline, !Task.isCancelled else { throw error }
                 self.logger.warning("recording a batch failed; retrying", metadata: ["error": "\(error)"])
                 try? await Task.sleep(for: .milliseconds(wait))
                 wait = min(wait * 2, 2000)

@@ -235,7 +235,7 @@ extension HeavyProcessTests {
             }
         }
 
-        @Test("PostgreSQL restarted mid-broadcast: Herald reports unhealthy, keeps accepted work, resumes, loses nothing")
+        @Test("PostgreSQL restarted mid-broadcast: Herald reports unhealthy, keeps accepted work, resumes, loses nothing and sends nothing twice")
         func databaseRestart() async throws {
             // A server of its own: restarting the shared one would break tests running beside this one.
             let dataDirectory = "/tmp/herald-pg-restart-\(UUID().uuidString.prefix(8))"
@@ -265,7 +265,9 @@ extension HeavyProcessTests {
             let fixture = try await Fixture()
             do {
                 let count = 3000
-                let (herald, apiPort, _) = try await fixture.serve(url)
+                // A lease far beyond the outage: what was sent before it is recorded once the
+                // database is back (the engine retries a record until the batch's lease ends).
+                let (herald, apiPort, _) = try await fixture.serve(url, lease: 180, apnsTimeout: 90)
                 let admin = try Self.admin(herald)
                 try await fixture.populate(port: apiPort, admin: admin, database: url, count: count)
                 func health() async throws -> (status: String, body: String) {
@@ -317,7 +319,7 @@ extension HeavyProcessTests {
                 let accepted = try await fixture.counter("acceptedForUnknownTokens")
                 _ = try await herald.stop()
                 #expect(counts["sent"] == count, "nothing lost: \(counts)")
-                #expect(accepted >= count && accepted - count <= 4000, "duplicates at most one in-flight window (\(accepted - count))")
+                #expect(accepted == count, "a short outage costs no duplicate push (docs/server.md, Losing the database): \(accepted - count) more")
             } catch {
                 try? await fixture.stop()
                 _ = try? await server("stop")

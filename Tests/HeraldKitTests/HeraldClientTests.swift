@@ -4,6 +4,7 @@ import HeraldCore
 import HeraldKit
 import HeraldServer
 import HeraldTesting
+import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -54,14 +55,20 @@ import FoundationNetworking
         try await withHeraldServer(configuration: Self.configuration(directory)) { server in try await body(server, directory) }
     }
 
+    /// The server's base URL and admin key, with app `demo` made and a register key of it.
+    static func demoApp(_ server: RunningServer) async throws -> (base: URL, admin: String, registerKey: String) {
+        let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
+        let admin = try #require(server.initialAdminKey)
+        _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
+        let registerKey = try #require(
+            try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+        return (base, admin, registerKey)
+    }
+
     @Test("registers every token kind, moves tokens on login and logout, unregisters; Herald's refusals come back with their code")
     func roundTrip() async throws {
         try await Self.withServer { server, _ in
-            let base = try #require(URL(string: "http://127.0.0.1:\(server.port)"))
-            let admin = try #require(server.initialAdminKey)
-            _ = try await Self.admin(base, admin, "POST", "/v1/apps", #"{"id":"demo","bundleId":"com.example.app"}"#)
-            let registerKey = try #require(
-                try await Self.admin(base, admin, "POST", "/v1/keys", #"{"scope":"register","appId":"demo"}"#)["key"] as? String)
+            let (base, admin, registerKey) = try await Self.demoApp(server)
             let client = HeraldClient(
                 serverURL: base, appID: "demo", registerKey: registerKey, persistence: .memoryOnly,
                 userAssertions: try await Self.backend(base, admin))
@@ -168,5 +175,46 @@ import FoundationNetworking
             retry: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10)), persistence: .memoryOnly
         )
         await #expect(throws: HeraldKitError.self) { try await nobody.register(.device(Data([1])), DeviceDetails(environment: .sandbox)) }
+    }
+
+    @Test("an assertion provider that fails once leaves the registration pending (not forgotten); the next try binds the user")
+    func providerFailsOnce() async throws {
+        try await Self.withServer { server, _ in
+            let (base, admin, registerKey) = try await Self.demoApp(server)
+            let backend = try await Self.backend(base, admin)
+            // The app's backend is down for the first ask only.
+            let asked = Mutex(0)
+            let flaky: @Sendable (String, String) async throws -> String = { user, token in
+                let attempt = asked.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                guard attempt > 1 else { throw URLError(.cannotConnectToHost) }
+                return try await backend(user, token)
+            }
+            let client = HeraldClient(
+                serverURL: base, appID: "demo", registerKey: registerKey,
+                retry: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(50)), persistence: .memoryOnly,
+                userAssertions: flaky)
+            let phone = PushToken.device(Data(repeating: 0x5A, count: 32))
+            _ = try await client.register(phone, DeviceDetails(environment: .sandbox))
+            do {
+                try await client.setUser("ann")
+                Issue.record("the backend gave no assertion")
+            } catch let error as HeraldKitError {
+                #expect(error.code == "user_assertion_unavailable")
+            }
+            #expect(client.registrations.first { $0.token == phone }?.status == .pendingRegistration, "kept, pending: \(client.registrations)")
+            // Tried again (a hang guard bounds the loop; it ends when nothing is pending).
+            let deadline = ContinuousClock.now + .seconds(300)
+            var pending = try await client.retryPending()
+            while pending > 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+                pending = try await client.retryPending()
+            }
+            #expect(pending == 0)
+            let anns = try await Self.admin(base, admin, "GET", "/v1/apps/demo/devices?userId=ann")
+            #expect(((anns["devices"] as? [[String: Any]]) ?? []).compactMap { $0["token"] as? String } == [phone.hex])
+        }
     }
 }

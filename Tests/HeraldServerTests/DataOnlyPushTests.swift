@@ -22,11 +22,6 @@ import Testing
         return token
     }
 
-    /// What the virtual device received: each push's type and payload.
-    func inbox(_ context: ServerTests.Context, _ token: String) async throws -> [[String: Any]] {
-        try await context.control.call("GET", "/v1/devices/\(token)/inbox").body["notifications"] as? [[String: Any]] ?? []
-    }
-
     @Test(
         "data alone reaches every app-payload kind by token list and by user with kinds; content-changed reaches widgets and controls",
         arguments: StoreDriver.enabled)
@@ -41,7 +36,7 @@ import Testing
                     json: #"{"audience":{"tokens":["\#(token)"]},"data":{"callId":"c-\#(kind)"}}"#)
                 #expect(sent.status == 202, "\(kind): \(sent.body)")
                 _ = try await self.server.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String, "\(kind)"))
-                let received = try await self.inbox(context, token)
+                let received = try await self.server.inbox(context, token)
                 #expect(received.count == 1, "\(kind)")
                 #expect(received.first?["pushType"] as? String == kind)
                 #expect((received.first?["payload"] as? [String: Any])?["callId"] as? String == "c-\(kind)", "\(kind): \(received)")
@@ -60,7 +55,7 @@ import Testing
                     json: #"{"audience":{"tokens":["\#(token)"]},"aps":{"content-changed":true}}"#)
                 #expect(reload.status == 202, "\(kind): \(reload.body)")
                 _ = try await self.server.settled(context, key: keys.send, id: try #require(reload.body["id"] as? String))
-                #expect(try await self.inbox(context, token).first?["pushType"] as? String == kind)
+                #expect(try await self.server.inbox(context, token).first?["pushType"] as? String == kind)
             }
         }
     }
@@ -89,8 +84,8 @@ import Testing
             let dry = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send, json: #"{"audience":{"tokens":["\#(phone)"]},"data":{"a":"b"},"dryRun":true}"#)
             #expect(dry.status == 400 && Self.code(dry.body) == "empty_notification")
-            let phoneInbox = try await self.inbox(context, phone)
-            let voipInbox = try await self.inbox(context, voip)
+            let phoneInbox = try await self.server.inbox(context, phone)
+            let voipInbox = try await self.server.inbox(context, voip)
             #expect(phoneInbox.isEmpty && voipInbox.isEmpty)
         }
     }
