@@ -83,7 +83,11 @@ package struct APIKeySecret: Sendable {
 
     /// Compares a presented token with a stored hash in constant time.
     package static func matches(_ token: String, hash: [UInt8]) -> Bool {
-        let presented = Self.hash(token)
+        Self.matches(hash: Self.hash(token), hash)
+    }
+
+    /// Compares a presented token's hash with a stored hash in constant time.
+    package static func matches(hash presented: [UInt8], _ hash: [UInt8]) -> Bool {
         guard presented.count == hash.count else { return false }
         var difference: UInt8 = 0
         for (a, b) in zip(presented, hash) { difference |= a ^ b }

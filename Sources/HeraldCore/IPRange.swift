@@ -21,10 +21,15 @@ package struct IPRange: Sendable, Hashable, CustomStringConvertible {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = Self.address(String(parts[0])) else { return nil }
         let isIPv4 = !parts[0].contains(":")
+        // An IPv4-mapped address (`::ffff:10.0.0.0`) is written with IPv6 bits: under 96 it would
+        // reach beyond the mapped addresses (`/8` would be `::/8`), which nobody means.
+        let isMapped = !isIPv4 && parts[0].contains(".")
         let maximum = isIPv4 ? 32 : 128
         var bits = maximum
         if parts.count == 2 {
-            guard let given = Int(parts[1]), (0...maximum).contains(given), parts[1].allSatisfy(\.isNumber) else { return nil }
+            guard let given = Int(parts[1]), (0...maximum).contains(given), parts[1].allSatisfy(\.isNumber), !isMapped || given >= 96 else {
+                return nil
+            }
             bits = given
         }
         self.prefixLength = bits + (isIPv4 ? 96 : 0)

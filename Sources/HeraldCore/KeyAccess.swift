@@ -61,11 +61,14 @@ package enum KeyAccess {
     }
 }
 
-/// Failed authentication per client address: every presented key that is unknown, wrong,
-/// revoked or expired (and every refused dashboard sign-in) takes a token from its address's
-/// bucket, and an address whose bucket is empty is refused with 429 before its key is looked up,
-/// so that guessing costs the database nothing. Per process, in memory, bounded like the other
-/// buckets (``BoundedTable``): an attacker cycling addresses forgets only idle buckets.
+/// Failed authentication per client address. Every attempt with a key this process has not
+/// verified lately takes a token from its address's bucket before the key is looked up (so that
+/// requests fired at once cannot all pass while one token is left) and gives it back when the key
+/// is good: what stays taken is the failures. An address whose bucket is empty is refused with
+/// 429 before its key is read, so guessing costs the database nothing; a key verified lately
+/// skips the gate, so one guesser behind a shared address (a NAT, a proxy) does not lock out the
+/// others' working keys. An IPv6 client counts by its /64 and, with 16 times the limit, its /48.
+/// Per process, in memory, bounded like the other buckets (``BoundedTable``).
 package final class AuthenticationFailures: Sendable {
     package let limit: TokenBucket.Limit?
     private let buckets: Mutex<BoundedTable<TokenBucket>>
@@ -79,26 +82,43 @@ package final class AuthenticationFailures: Sendable {
     /// The default: 30 failures at once, then one every 2 seconds.
     package static let defaultLimit = TokenBucket.Limit(capacity: 30, perSecond: 0.5)
 
-    /// Nil while `address` may try a key; else the seconds until it may (for `Retry-After`).
-    package func refusal(address: String?, now: Int64) -> Int? {
+    /// The buckets `address` takes from: its own, and for an IPv6 /64 its /48's (wider).
+    private func buckets(_ address: String, _ limit: TokenBucket.Limit) -> [(name: String, limit: TokenBucket.Limit)] {
+        var names = [(address, limit)]
+        if let site = RateLimits.site(address) {
+            names.append((site, TokenBucket.Limit(capacity: limit.capacity * 16, perSecond: limit.perSecond * 16)))
+        }
+        return names
+    }
+
+    /// Takes a token from `address`'s buckets for one attempt: nil when it may try (give it back
+    /// with ``succeeded(address:now:)`` if the key is good); else the seconds until it may, for
+    /// `Retry-After`, and nothing is taken.
+    package func attempt(address: String?, now: Int64) -> Int? {
         guard let limit = self.limit, let address else { return nil }
-        return self.buckets.withLock { buckets -> Int? in
-            buckets.modify(address) { bucket -> Int? in
-                bucket.refill(limit: limit, now: now)
-                return bucket.tokens >= 1 ? nil : TokenBucket.retryAfter(tokens: bucket.tokens, limit: limit)
-            } ?? nil
+        let buckets = self.buckets(address, limit)
+        return self.buckets.withLock { table -> Int? in
+            // Refused by any: nothing taken from the others.
+            for (name, limit) in buckets {
+                let wait = table.update(
+                    name, make: { TokenBucket(limit: limit, now: now) }, forgettable: { $0.isIdle(limit: limit, now: now) }, pinned: { _ in false }
+                ) { bucket -> Int? in
+                    bucket.refill(limit: limit, now: now)
+                    return bucket.tokens >= 1 ? nil : TokenBucket.retryAfter(tokens: bucket.tokens, limit: limit)
+                }
+                if let wait { return wait }
+            }
+            for (name, limit) in buckets { _ = table.modify(name) { $0.take(limit: limit, now: now) } }
+            return nil
         }
     }
 
-    /// Counts one failure of `address`.
-    package func failed(address: String?, now: Int64) {
+    /// The attempt's key was good: its token goes back.
+    package func succeeded(address: String?, now: Int64) {
         guard let limit = self.limit, let address else { return }
-        self.buckets.withLock { buckets in
-            _ = buckets.update(
-                address, make: { TokenBucket(limit: limit, now: now) }, forgettable: { $0.isIdle(limit: limit, now: now) }, pinned: { _ in false }
-            ) { bucket in
-                bucket.take(limit: limit, now: now)
-            }
+        let buckets = self.buckets(address, limit)
+        self.buckets.withLock { table in
+            for (name, limit) in buckets { table.modify(name) { $0.giveBack(limit: limit, now: now) } }
         }
     }
 

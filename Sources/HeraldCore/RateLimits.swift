@@ -17,6 +17,9 @@ package struct RateLimits: Sendable, Equatable {
         /// and per address) but in buckets of its own, so a flood of receipts cannot spend the
         /// app's or an address's registrations, nor the other way round.
         case receipt
+
+        /// The scope a key needs for it.
+        package var scope: APIScope { self == .send ? .send : .register }
     }
 
     /// Which bucket refused.
@@ -101,8 +104,9 @@ package struct RateLimits: Sendable, Equatable {
         var buckets: [Bucket] = []
         let lane = operation == .receipt ? "r" : ""
         // An app may set its register key's per-address limit itself: a bucket of that app's.
+        // It only tightens the server's: an app's own admin key may set it.
         let own = scope == .register && operation != .send ? app.flatMap { app in app.limits.registerPerAddress.map { (app.id, $0) } } : nil
-        if let limit = own?.1 ?? self.perAddress[scope], let address {
+        if let limit = Self.tighter(own?.1, self.perAddress[scope]), let address {
             let name = scope.rawValue + " " + address + (own.map { " " + $0.0 } ?? "")
             buckets.append(Bucket(id: lane + "a:" + Self.digest(name), limit: limit, kind: .address))
             if let site = Self.site(address) {
@@ -117,6 +121,12 @@ package struct RateLimits: Sendable, Equatable {
             buckets.append(Bucket(id: "p:" + operation.rawValue + ":" + app.id, limit: limit, kind: .app))
         }
         return buckets
+    }
+
+    /// The tighter of two limits (the smaller burst and the slower rate); either when the other is nil.
+    static func tighter(_ a: TokenBucket.Limit?, _ b: TokenBucket.Limit?) -> TokenBucket.Limit? {
+        guard let a, let b else { return a ?? b }
+        return TokenBucket.Limit(capacity: min(a.capacity, b.capacity), perSecond: min(a.perSecond, b.perSecond))
     }
 
     /// The /48 of a /64 as ``prefix(_:)`` names it (`2001:db8:1:2::/64` → `2001:db8:1::/48`); nil
@@ -142,11 +152,21 @@ package struct RateLimits: Sendable, Equatable {
     package func clientAddress(peer: String?, forwardedFor: [String]) -> String? {
         guard let peer else { return nil }
         guard self.isTrustedProxy(peer) else { return Self.prefix(peer) }
-        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        let hops = forwardedFor.flatMap { $0.split(separator: ",") }.map { Self.host($0.trimmingCharacters(in: .whitespaces)) }
         for hop in hops.reversed() where !self.isTrustedProxy(hop) {
-            return hop.isEmpty ? Self.prefix(peer) : Self.prefix(hop)
+            // Not an address (empty, a name, garbage): the proxy's own address counts.
+            return IPRange.address(hop) == nil ? Self.prefix(peer) : Self.prefix(hop)
         }
         return Self.prefix(peer)
+    }
+
+    /// A forwarded hop without its port, as some proxies write it (`203.0.113.5:443`,
+    /// `[2001:db8::1]:443`): otherwise each source port would be a client of its own.
+    static func host(_ hop: String) -> String {
+        if hop.hasPrefix("["), let close = hop.firstIndex(of: "]") { return String(hop[hop.index(after: hop.startIndex)..<close]) }
+        let colons = hop.utf8.filter { $0 == UInt8(ascii: ":") }.count
+        if colons == 1, let colon = hop.firstIndex(of: ":") { return String(hop[..<colon]) }
+        return hop
     }
 
     /// Whether `address` lies in one of ``trustedProxies`` (never, with none: no address is parsed).
@@ -175,7 +195,7 @@ package struct RateLimits: Sendable, Equatable {
 
 /// An app's own rate limits, over the server's (``RateLimits``): each a bucket of the app's
 /// alone, whatever the key or address (the app's whole registration, receipt or send rate), and
-/// the per-address limit of its register key's registrations in place of the server's. Set with
+/// the per-address limit of its register key's registrations, tightening the server's. Set with
 /// `PATCH /v1/apps/{app} {"rateLimits": …}` or the dashboard; nil fields: the server's alone.
 package struct AppRateLimits: Sendable, Hashable, CustomStringConvertible {
     package var register: TokenBucket.Limit?

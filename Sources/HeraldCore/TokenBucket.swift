@@ -73,6 +73,12 @@ package struct TokenBucket: Sendable, Equatable {
         return .admitted
     }
 
+    /// Gives back a token taken (never above the capacity).
+    package mutating func giveBack(limit: Limit, now: Int64) {
+        self.refill(limit: limit, now: now)
+        self.tokens = min(limit.capacity, self.tokens + 1)
+    }
+
     /// Whole seconds until a bucket holding `tokens` has one again: at least 1.
     package static func retryAfter(tokens: Double, limit: Limit) -> Int {
         let seconds = (1 - min(tokens, 1)) / limit.perSecond

@@ -31,10 +31,15 @@ final class AppDeletions: Service {
             let seen = self.doorbell.rings
             do {
                 for appID in try await self.store.appsBeingDeleted() {
-                    try await self.delete(appID)
+                    // One app failing does not hold up the others: it is tried again next time.
+                    do {
+                        try await self.delete(appID)
+                    } catch {
+                        self.logger.warning("deleting an app failed; trying again later", metadata: ["app": "\(appID)", "error": "\(error)"])
+                    }
                 }
             } catch {
-                self.logger.warning("deleting apps failed; trying again later", metadata: ["error": "\(error)"])
+                self.logger.warning("listing the apps being deleted failed; trying again later", metadata: ["error": "\(error)"])
             }
             await cancelWhenGracefulShutdown { await self.doorbell.wait(after: seen, timeout: self.interval) }
         }

@@ -30,6 +30,8 @@ extension ServerTests {
             #expect((set.body["rateLimits"] as? [String: Any])?["send"] as? String == "2/0.001", "\(set.body)")
             clock.stop()
             let send = #"{"audience":"all","title":"t"}"#
+            // Another app's key cannot spend this app's bucket: refused by the scope check, not counted.
+            for _ in 0..<3 { #expect(try await self.limited(base, "POST", "/v1/apps/demo/notifications", key: otherSend, json: send).status == 403) }
             for _ in 0..<2 { #expect(try await self.limited(base, "POST", "/v1/apps/demo/notifications", key: keys.send, json: send).status == 202) }
             let refused = try await self.limited(base, "POST", "/v1/apps/demo/notifications", key: keys.send, json: send)
             #expect(refused.status == 429 && refused.code == "rate_limited" && refused.retryAfter != nil, "\(refused)")

@@ -178,6 +178,9 @@ extension ServerTests {
             let write = try await api.call(
                 "PUT", "/v1/apps/doomed/devices/\(String(repeating: "ab", count: 32))", key: admin, json: #"{"environment":"sandbox"}"#)
             #expect(write.status == 404, "\(write.body)")
+            #expect(
+                try await api.call("POST", "/v1/keys", key: admin, json: #"{"scope":"send","appId":"doomed"}"#).status == 404,
+                "no key is made for an app being deleted")
             _ = try await self.eventually(
                 "the next server finishes the deletion", { try await api.call("GET", "/v1/apps/doomed", key: admin).status }, until: { $0 == 404 })
             #expect(try await server.store.appsBeingDeleted().isEmpty)

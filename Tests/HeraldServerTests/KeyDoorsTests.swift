@@ -95,11 +95,16 @@ import Testing
         }
     }
 
-    @Test("failed authentication is limited per address at every door: past the burst even a good key waits, with Retry-After")
+    @Test(
+        "failed authentication is limited per address at every door: past the burst a key not verified lately waits, with Retry-After; a key in use does not"
+    )
     func failedAuthentication() async throws {
         try await self.server.withServer(configure: { $0.rateLimits.failedAuthentication = TokenBucket.Limit(capacity: 3, perSecond: 0.001) }) {
             context in
             let keys = try await self.server.setUp(context)
+            // A send key made now and not used yet: this process has not verified it.
+            let fresh = try #require(
+                try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"admin"}"#).body["key"] as? String)
             let wrong = "hk_" + Self.id(context.admin) + "_" + String(repeating: "0", count: 64)
             let unknown = "hk_" + String(repeating: "f", count: 16) + "_" + String(repeating: "0", count: 64)
             #expect(try await context.api.call("GET", "/v1/apps", key: wrong).status == 401)
@@ -109,7 +114,7 @@ import Testing
             #expect(
                 try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: unknown, json: #"{"environment":"sandbox"}"#).status == 401)
             let limited = try await ProcessRunner.run(
-                "curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "authorization: Bearer \(context.admin)", context.api.base + "/v1/apps"])
+                "curl", ["-s", "-o", "/dev/null", "-D", "-", "-H", "authorization: Bearer \(fresh)", context.api.base + "/v1/apps"])
             #expect(limited.standardOutput.hasPrefix("HTTP/1.1 429"), "\(limited.standardOutput)")
             #expect(limited.standardOutput.lowercased().contains("retry-after: "), "\(limited.standardOutput)")
             let lane = try await context.api.call("PUT", "/v1/apps/demo/devices/\(token)", key: keys.register, json: #"{"environment":"sandbox"}"#)
@@ -117,8 +122,10 @@ import Testing
             let directory = try TemporaryDirectory(prefix: "herald-doors")
             defer { directory.remove() }
             let signIn = try await DashboardTests.Browser(base: context.api.base, jar: directory.path + "/jar").post(
-                "/dashboard/login", [("key", context.admin)])
+                "/dashboard/login", [("key", fresh)])
             #expect(signIn.status == 429 && signIn.headers.lowercased().contains("retry-after: "))
+            // The admin key, verified when it was used above, is not locked out by a guesser at its address.
+            #expect(try await context.api.call("GET", "/v1/apps", key: context.admin).status == 200)
             // A request without a key is not an authentication: public routes still answer.
             #expect(try await context.api.call("GET", "/health").status == 200)
         }

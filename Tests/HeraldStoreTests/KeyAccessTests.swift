@@ -44,15 +44,25 @@ struct KeyAccessTests {
         #expect(KeyAccess.sessionEnd(Self.key(.admin, expiresAt: 50), now: 10, lifetime: 100) == 50, "a session never outlives its key")
     }
 
-    @Test("failed authentications are counted per address: past the burst the address is refused until a token comes back")
+    @Test("failed authentications are counted per address, taken before the lookup and given back for a good key; an IPv6 /48 has a bucket too")
     func failures() {
-        let failures = AuthenticationFailures(limit: TokenBucket.Limit(capacity: 3, perSecond: 1), maxBuckets: 8)
-        #expect(failures.refusal(address: "198.51.100.1", now: 0) == nil, "an address never seen may try")
-        for _ in 0..<3 { failures.failed(address: "198.51.100.1", now: 0) }
-        #expect(failures.refusal(address: "198.51.100.1", now: 0) == 1)
-        #expect(failures.refusal(address: "198.51.100.2", now: 0) == nil, "another address is not refused")
-        #expect(failures.refusal(address: "198.51.100.1", now: 1000) == nil, "a token back after a second")
-        #expect(AuthenticationFailures(limit: nil).refusal(address: "198.51.100.1", now: 0) == nil)
+        let failures = AuthenticationFailures(limit: TokenBucket.Limit(capacity: 3, perSecond: 1), maxBuckets: 64)
+        // Attempts in flight at once each hold a token: the fourth is refused before any lookup ends.
+        for _ in 0..<3 { #expect(failures.attempt(address: "198.51.100.1", now: 0) == nil) }
+        #expect(failures.attempt(address: "198.51.100.1", now: 0) == 1)
+        // One of them was a good key: its token comes back.
+        failures.succeeded(address: "198.51.100.1", now: 0)
+        #expect(failures.attempt(address: "198.51.100.1", now: 0) == nil)
+        #expect(failures.attempt(address: "198.51.100.1", now: 0) == 1)
+        #expect(failures.attempt(address: "198.51.100.2", now: 0) == nil, "another address is not refused")
+        #expect(failures.attempt(address: "198.51.100.1", now: 1000) == nil, "a token back after a second")
+        #expect(AuthenticationFailures(limit: nil).attempt(address: "198.51.100.1", now: 0) == nil)
+        // 16 /64s of one /48, three failures each: the /48's bucket (48) is empty, and a 17th /64 waits.
+        for n in 0..<16 {
+            for _ in 0..<3 { #expect(failures.attempt(address: RateLimits.prefix("2001:db8:1:\(n)::1"), now: 0) == nil) }
+        }
+        #expect(failures.attempt(address: RateLimits.prefix("2001:db8:1:99::1"), now: 0) != nil)
+        #expect(failures.attempt(address: RateLimits.prefix("2001:db8:2::1"), now: 0) == nil, "another /48")
     }
 
     /// Signed by Python's standard library (hmac, hashlib), not by Herald:

@@ -91,6 +91,12 @@ import Testing
         }
         // A chain of proxies inside the range is walked through.
         #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9, 10.1.1.1"]) == "203.0.113.9")
+        // A hop's port is not a client of its own; a hop that is no address counts as the proxy.
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["203.0.113.9:443"]) == "203.0.113.9")
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["[2001:db8:1:2::7]:443"]) == "2001:db8:1:2::/64")
+        #expect(limits.clientAddress(peer: "10.0.0.2", forwardedFor: ["unknown"]) == "10.0.0.2")
+        // A mapped range must stay within the mapped addresses.
+        #expect(IPRange("::ffff:10.0.0.0/8") == nil && IPRange("::ffff:10.0.0.0/104") != nil)
     }
 
     @Test("X-Forwarded-For counts only from a trusted proxy, and then its rightmost untrusted entry")

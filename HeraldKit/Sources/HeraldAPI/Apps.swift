@@ -194,8 +194,8 @@ public struct CredentialRequest: Sendable, Hashable, Codable {
 
 /// An app's own rate limits, each `BURST/PER_SECOND` (`"100/10"`: a burst of 100, then 10 a
 /// second): `register`, `receipt` and `send`, the app's whole rate of each across its keys and
-/// addresses; `registerPerAddress`, its register key's limit per client address in place of the
-/// server's. In a `PATCH`, `"0"` removes one and a field left out is kept.
+/// addresses; `registerPerAddress`, its register key's limit per client address (it only
+/// tightens the server's). In a `PATCH`, `"0"` removes one and a field left out is kept.
 public struct AppRateLimitsSetting: Sendable, Hashable, Codable {
     public var register: String?
     public var registerPerAddress: String?

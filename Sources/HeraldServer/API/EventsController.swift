@@ -4,6 +4,7 @@ import HTTPTypes
 import HeraldCore
 import Hummingbird
 import NIOCore
+import Synchronization
 
 /// `GET /v1/apps/{app}/events` (send keys): the app's delivery events as server-sent events.
 /// The stream lasts while its key would still be let in (``KeyAccess``): it is asked again every
@@ -112,6 +113,9 @@ enum EventStream {
         watch: Watch?, render: @Sendable (DeliveryEvent) -> String?
     ) async throws {
         try await writer.write(ByteBuffer(string: preamble + "retry: 2000\n\n"))
+        // Why the watch ended the stream, also kept here: a `.closed` item can be dropped from a
+        // full buffer (a slow reader of a busy app), and the stream must end all the same.
+        let ended = Ending()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while true {
@@ -121,10 +125,14 @@ enum EventStream {
             }
             if let watch {
                 group.addTask {
-                    feed.yield(.closed(try await watch.run()))
+                    let why = try await watch.run()
+                    ended.why.withLock { $0 = why }
+                    feed.yield(.closed(why))
                 }
             }
             streaming: for await item in items {
+                var item = item
+                if let why = ended.why.withLock({ $0 }) { item = .closed(why) }
                 switch item {
                 case .event(let event):
                     guard let text = render(event) else { continue }
@@ -140,4 +148,9 @@ enum EventStream {
             group.cancelAll()
         }
     }
+}
+
+/// Why a stream's watch ended it, once it has.
+private final class Ending: Sendable {
+    let why = Mutex<String?>(nil)
 }

@@ -47,7 +47,10 @@ struct KeysController {
         guard let scope = body.scope.flatMap(APIScope.init(rawValue:)) else {
             throw HeraldError.invalid("scope must be register, send or admin", code: "bad_scope")
         }
-        if let appID = body.appId, try await self.store.app(appID) == nil { throw HeraldError.notFound("app '\(appID)'") }
+        if let appID = body.appId {
+            guard let app = try await self.store.app(appID) else { throw HeraldError.notFound("app '\(appID)'") }
+            guard app.deletion == nil else { throw HeraldError(code: "not_found", "app '\(appID)' is being deleted") }
+        }
         if scope == .register, body.appId == nil {
             throw HeraldError.invalid("a register key belongs to one app: give appId", code: "app_required")
         }

@@ -369,7 +369,9 @@ struct LiveActivitiesController {
             }
         }
         guard let ending else { return activity }
-        if try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, at: ending.1), ending.0 == .userChanged {
+        if try await self.store.endLiveActivity(appID: app.id, id: activity.id, reason: ending.0, at: ending.1), ending.0 == .userChanged,
+            app.deletion == nil
+        {
             // Best effort, once (the end is recorded first, so only one reader sends it): a read
             // must not fail because the end could not be sent.
             _ = try? await self.sendUserChangedEnd(activity, app: app, now: now)

@@ -85,10 +85,15 @@ struct RateLimit: RouterMiddleware {
         guard let gate = self.gate, let key = context.key else { return try await next(request, context) }
         let address = gate.limits.clientAddress(
             peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
-        // The app of the path (read through the store's cache), for its own limits; none when it
-        // does not exist (the scope check answers 404 next).
+        // The app of the path (read through the store's cache), for its own limits: only when the
+        // key may act on it (``KeyAccess``), so that another app's key cannot spend them (the
+        // scope check refuses it next); none when it does not exist (404 next).
         var app: App?
-        if let id = context.parameters.get("app") { app = try await gate.store.app(id) }
+        if let id = context.parameters.get("app"),
+            (try? KeyAccess.authorize(key, at: .api(scope: self.operation.scope, appID: id), now: gate.clock.nowMilliseconds)) != nil
+        {
+            app = try await gate.store.app(id)
+        }
         guard let refused = try await gate.check(self.operation, key: key, address: address, app: app) else {
             return try await next(request, context)
         }

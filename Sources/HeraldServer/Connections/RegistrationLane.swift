@@ -138,7 +138,9 @@ final class RegistrationLane: Service {
         let app: App
         let asked: DevicesController.Checked
         do {
-            guard let found = try await self.scope.app(key: key, appID: request.appID, method: .put) else { throw HeraldError.notFound("app") }
+            guard let found = try await self.scope.app(key: key, appID: request.appID, allowedWhileDeleting: false) else {
+                throw HeraldError.notFound("app")
+            }
             app = found
             let token = try Validate.token(request.token)
             let json = try APIRequestDecoder.parse(request.body.readableBytesView)

@@ -94,9 +94,12 @@ struct Dashboard: Sendable {
         return self.views.response(DashboardView(template: .error, title: heading, model: model), session: session, status: status)
     }
 
+    /// The app `id`: 404 when there is none, or while it is being deleted (nothing more is done
+    /// to it; the apps page shows its progress).
     func app(_ id: String?) async throws -> App {
         let id = id ?? ""
         guard let app = try await self.store.app(id) else { throw HeraldError.notFound("app '\(id)'") }
+        guard app.deletion == nil else { throw HeraldError(code: "not_found", "app '\(id)' is being deleted") }
         return app
     }
 }
