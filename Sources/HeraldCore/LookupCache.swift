@@ -28,9 +28,12 @@ package final class LookupCache: Sendable {
 
     package let lifetime: Duration
     private let state = Mutex(State())
+    /// The time an entry is fetched and read at: the continuous clock, or a test's.
+    private let now: @Sendable () -> ContinuousClock.Instant
 
-    package init(lifetime: Duration = LookupCache.defaultLifetime) {
+    package init(lifetime: Duration = LookupCache.defaultLifetime, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.lifetime = lifetime
+        self.now = now
     }
 
     /// The active key `id`, from the cache while fresh, otherwise from `fetch`.
@@ -55,7 +58,7 @@ package final class LookupCache: Sendable {
     private func value<Value: Sendable>(
         _ id: String, at table: any WritableKeyPath<State, [String: Entry<Value>]> & Sendable, fetch: () async throws -> Value?
     ) async throws -> Value? {
-        let now = ContinuousClock.now
+        let now = self.now()
         let lifetime = self.lifetime
         let (cached, generation) = self.state.withLock { state -> (Value?, UInt64) in
             guard let entry = state[keyPath: table][id], now - entry.fetchedAt < lifetime else { return (nil, state.generation) }

@@ -153,7 +153,7 @@ private func runHeraldServer<Result: Sendable>(
         let router = Router(context: APIRequestContext.self)
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
         let api = API(
-            store: store, secrets: secrets, engine: engine, clients: clients, clock: clock, metrics: configuration.metrics, events: events,
+            store: store, secrets: secrets, engine: engine, clients: clients, clock: clock, events: events,
             appDeletions: appDeletions,
             webhookAllowInternal: configuration.webhookAllowInternal,
             rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock),

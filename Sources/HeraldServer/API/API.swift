@@ -6,7 +6,6 @@ import HeraldAPI
 import HeraldCore
 import Hummingbird
 import NIOCore
-import Prometheus
 
 /// The `/v1` JSON API: one controller per resource behind one authenticator, plus `/health`,
 /// `/livez` and the OpenAPI document (`/metrics` has a listener of its own: ``MetricsServer``). Every error is `{"error": {"code", "message"}}`.
@@ -17,7 +16,6 @@ struct API: Sendable {
     /// The apps' APNs clients (channel management goes through them).
     let clients: ClientProvider
     let clock: any EpochClock
-    let metrics: PrometheusCollectorRegistry?
     let events: DeliveryEvents
     /// Deletes apps in the background once their deletion began.
     let appDeletions: AppDeletions

@@ -28,6 +28,7 @@ struct APIKeyAuthenticator: RouterMiddleware {
         guard let header = request.headers[.authorization] else { return try await next(request, context) }
         let address = self.limits.clientAddress(peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         var context = context
+        context.clientAddress = address
         do {
             context.key = try await self.key(authorization: header, address: address)
         } catch let refusal as AuthenticationRefusal {
@@ -83,12 +84,6 @@ struct APIKeyAuthenticator: RouterMiddleware {
         }
         try KeyAccess.requireUsable(key, now: now)
         return key
-    }
-
-    /// The key `id` as it is now, for what stays open after the request that presented it (an
-    /// event stream): nil once it is revoked.
-    func current(id: String) async throws -> StoredAPIKey? {
-        try await self.store.apiKey(id: id)
     }
 }
 

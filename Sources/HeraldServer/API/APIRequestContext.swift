@@ -12,6 +12,9 @@ struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     let remoteAddress: SocketAddress?
     /// The caller's key, set by ``APIKeyAuthenticator`` when the request carried a valid one.
     var key: StoredAPIKey?
+    /// The client the request counts against (``RateLimits/clientAddress(peer:forwardedFor:)``),
+    /// named by ``APIKeyAuthenticator`` for its gate and read again by the rate limits.
+    var clientAddress: String?
     /// The app named by the path, set by ``RequireScope`` once the key may act on it.
     var app: App?
 

@@ -298,8 +298,9 @@ struct LiveActivitiesController {
 
     /// Sends one Live Activity event to the activity; the notification it is recorded as, nil
     /// when no update token receives it (none registered yet, or none of its users').
+    /// `tokens`: the update tokens to reach, when not the activity's receivers (``receivers(_:app:)``).
     private func send(
-        _ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64
+        _ aps: [(String, JSONValue)], priority: Priority, to activity: StoredLiveActivity, app: App, now: Int64, tokens given: [String]? = nil
     ) async throws
         -> String?
     {
@@ -309,7 +310,8 @@ struct LiveActivitiesController {
             let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: priority, payload: payload)
             return try await self.notifications.broadcast(spec, channelID: channelID, app: app).body.id
         }
-        let tokens = try await self.receivers(activity, app: app)
+        let tokens: [String]
+        if let given { tokens = given } else { tokens = try await self.receivers(activity, app: app) }
         guard !tokens.isEmpty else { return nil }
         var spec = NotificationSpec(audience: .tokens(tokens), kinds: [.liveActivity], pushType: .liveactivity, priority: priority, payload: payload)
         spec.ignoresQuietHours = true
@@ -386,21 +388,9 @@ struct LiveActivitiesController {
         let aps: [(String, JSONValue)] = [
             ("timestamp", .int(now / 1000)), ("event", .string("end")), ("content-state", state), ("dismissal-date", .int(now / 1000)),
         ]
-        let payload = try NotificationRequest.encode(.object([("aps", .object(aps))]), pushType: .liveactivity)
-        var notificationID: String?
-        if let channelID = activity.channelID {
-            let spec = NotificationSpec(audience: .channel(channelID), pushType: .liveactivity, priority: .immediate, payload: payload)
-            notificationID = try await self.notifications.broadcast(spec, channelID: channelID, app: app).body.id
-        } else {
-            let tokens = try await self.store.activityTokens(appID: app.id, activityID: activity.id).map(\.token)
-            guard !tokens.isEmpty else { return }
-            var spec = NotificationSpec(
-                audience: .tokens(tokens), kinds: [.liveActivity], pushType: .liveactivity, priority: .immediate, payload: payload)
-            spec.ignoresQuietHours = true
-            notificationID = try await self.store.createNotification(appID: app.id, id: UUIDText.random(), bundleID: app.bundleID, spec, now: now).id
-            self.engine.ring()
-        }
-        if let notificationID {
+        // Every update token registered with its id, whoever holds it now (not only its users').
+        let tokens = activity.channelID == nil ? try await self.store.activityTokens(appID: app.id, activityID: activity.id).map(\.token) : nil
+        if let notificationID = try await self.send(aps, priority: .immediate, to: activity, app: app, now: now, tokens: tokens) {
             try await self.store.setLiveActivityNotification(appID: app.id, id: activity.id, notificationID: notificationID, now: now)
         }
     }

@@ -83,8 +83,10 @@ struct RateLimit: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard let gate = self.gate, let key = context.key else { return try await next(request, context) }
-        let address = gate.limits.clientAddress(
-            peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
+        // Named by the authenticator already (a key is there, so it ran).
+        let address =
+            context.clientAddress
+            ?? gate.limits.clientAddress(peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[values: .forwardedFor])
         // The app of the path (read through the store's cache), for its own limits: only when the
         // key may act on it (``KeyAccess``), so that another app's key cannot spend them (the
         // scope check refuses it next); none when it does not exist (404 next).

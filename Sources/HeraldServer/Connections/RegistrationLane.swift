@@ -124,9 +124,10 @@ final class RegistrationLane: Service {
         defer { self.metrics.active.decrement() }
         // The key first, as the router's authenticator does: a key refused is answered here, as
         // the router would (an unknown key costs a read, which the router would make again).
+        // The client, named once for the failed-authentication gate and the rate limit.
+        let address = self.authenticator.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor)
         let key: StoredAPIKey
         do {
-            let address = self.authenticator.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor)
             key = try await self.authenticator.key(authorization: request.authorization, address: address)
         } catch let refusal as AuthenticationRefusal {
             let body = refusal.error.jsonBody
@@ -153,8 +154,7 @@ final class RegistrationLane: Service {
         self.metrics.answered(app.id).increment()
         do {
             if let gate = self.devices.rateLimit,
-                let refused = try await gate.check(
-                    .register, key: key, address: gate.limits.clientAddress(peer: request.peer, forwardedFor: request.forwardedFor), app: app)
+                let refused = try await gate.check(.register, key: key, address: address, app: app)
             {
                 let body = refused.error.jsonBody
                 return self.answered(
