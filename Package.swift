@@ -40,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
     ],
     targets: [
         .testTarget(
@@ -77,6 +78,43 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            // An FCM HTTP v1 of our own: the OAuth token endpoint, the send endpoint, virtual
+            // Android devices and faults, over Hummingbird.
+            name: "FCMEmulator",
+            dependencies: [
+                "APNSModels",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            // FCM HTTP v1 for Herald: a service account's access tokens, messages over HTTP/2.
+            name: "FCMClient",
+            dependencies: [
+                "APNSModels",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FCMEmulatorTests",
+            dependencies: [
+                "FCMEmulator", "APNSModels", "HeraldTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -139,7 +177,7 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
+                "APNSClient", "APNSEmulator", "FCMClient", "FCMEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
                 .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -167,7 +205,8 @@ let package = Package(
         .executableTarget(
             name: "HeraldBench",
             dependencies: [
-                "APNSClient", "APNSModels",
+                "APNSClient", "APNSModels", "FCMClient",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -179,6 +218,7 @@ let package = Package(
                 "APNSModels",
                 "APNSEmulator",
                 "APNSClient",
+                "FCMEmulator",
                 "HeraldServer",
                 "HeraldCore",
                 "HeraldSQLite",
@@ -210,7 +250,7 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "HeraldTesting",
+                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "FCMEmulator", "HeraldTesting",
                 .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

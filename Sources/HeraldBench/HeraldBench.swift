@@ -2,7 +2,9 @@
 import APNSClient
 import APNSModels
 import ArgumentParser
+import FCMClient
 import Foundation
+import Logging
 
 /// Herald's APNs client as a peer of `../shared/bench/run-peers.sh`: pushes N copies of the
 /// benchmark payload to one token through the bulk API with C in flight, after one untimed
@@ -28,10 +30,17 @@ struct HeraldBench: AsyncParsableCommand {
     @Option(help: "apns-push-type (alert, liveactivity, …); the topic must suit it.") var pushType = "alert"
     @Option(help: "Device token (hex).") var token = String(repeating: "a", count: 64)
     @Option(help: "Payload file (JSON).") var payloadFile = "data/payload.json"
+    @Option(help: "FCM instead of APNs: FCM's origin (an emulator's http://127.0.0.1:PORT); --port and TLS options are unused.")
+    var fcmEndpoint: String?
+    @Option(help: "With --fcm-endpoint: the service account's JSON (its token_uri is where tokens come from).") var serviceAccount: String?
 
     func run() async throws {
         guard self.count > 0, self.concurrency > 0, self.connections > 0 else {
             throw ValidationError("-n, -c and --connections must be positive")
+        }
+        if let endpoint = self.fcmEndpoint {
+            try await self.runFCM(endpoint: endpoint)
+            return
         }
         let key = try SigningKey(pem: try String(contentsOfFile: self.keyFile, encoding: .utf8), keyID: self.keyId, teamID: self.teamId)
         var configuration = APNSClientConfiguration(
@@ -96,4 +105,44 @@ struct Repeated: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(request: self.request, remaining: self.count) }
+}
+
+extension HeraldBench {
+    /// Herald's FCM client: N copies of one message (`--token` an FCM registration token) to the
+    /// FCM endpoint, C in flight, after one untimed warm-up (which gets the access token).
+    func runFCM(endpoint: String) async throws {
+        guard let path = self.serviceAccount else { throw ValidationError("--fcm-endpoint needs --service-account") }
+        let key = try FCMServiceAccountKey(json: Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+        var configuration = FCMClient.Configuration()
+        configuration.endpoint = endpoint
+        configuration.concurrency = self.concurrency
+        configuration.requestTimeout = .seconds(60)
+        let client = FCMClient(key: key, configuration: configuration, logger: Logger(label: "herald-bench"))
+        let body = Array(#"{"message":{"token":"\#(self.token)","notification":{"title":"Bench","body":"A push"},"data":{"n":"1"}}}"#.utf8)
+        if case .failure(let error) = await client.send(body) {
+            await client.shutdown()
+            throw ValidationError("warm-up failed: \(error)")
+        }
+        var ok = 0
+        var failed = 0
+        var firstError: FCMError?
+        let clock = ContinuousClock()
+        let start = clock.now
+        await client.send([[UInt8]](repeating: body, count: self.count)) { _, result in
+            switch result {
+            case .success: ok += 1
+            case .failure(let error):
+                failed += 1
+                if firstError == nil { firstError = error }
+            }
+        }
+        let elapsed = clock.now - start
+        await client.shutdown()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        if let firstError { FileHandle.standardError.write(Data("first failure: \(firstError)\n".utf8)) }
+        print(
+            "RESULT client=herald-fcm n=\(self.count) ok=\(ok) failed=\(failed) seconds=\(String(format: "%.3f", seconds)) "
+                + "rate=\(String(format: "%.0f", Double(ok) / seconds)) concurrency=\(self.concurrency)"
+        )
+    }
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
+import FCMEmulator
 public import ArgumentParser
 import Foundation
 import Logging
@@ -10,12 +11,15 @@ import UnixSignals
 struct EmulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emulator",
-        abstract: "Run the APNs emulator: an HTTP/2 server that answers like APNs, with virtual devices.",
+        abstract: "Run the APNs and FCM emulators: servers that answer like APNs and FCM HTTP v1, with virtual devices.",
         discussion: """
             On first start it creates a CA in the data directory and writes ca.pem there: make your
             client trust that file. Register your signing key (--key-file/--key-id/--team-id, or
             POST /v1/keys on the control port), create devices with POST /v1/devices, push to
             https://127.0.0.1:<port>/3/device/<token>. docs/emulator.md describes the control API.
+            The FCM emulator (--fcm-port) serves Google's token endpoint, FCM's messages:send and
+            its control API under /emulator/ (POST /emulator/service-accounts makes a service
+            account whose token_uri points at it): docs/fcm-emulator.md.
             """
     )
 
@@ -61,6 +65,12 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Flag(help: "Drop the stream limit to 1 after a rejected request, as APNs was seen to do.")
     var dropStreamsAfterRejection = false
 
+    @Option(help: "Port of the FCM emulator (token, send and control endpoints over HTTP/1.1); 0 picks a free one (logged).")
+    var fcmPort = 2199
+
+    @Flag(help: "Do not run the FCM emulator.")
+    var noFcm = false
+
     @Option(help: "Log level (trace, debug, info, notice, warning, error).")
     var logLevel: Logger.Level = .info
 
@@ -93,9 +103,17 @@ struct EmulatorCommand: AsyncParsableCommand {
             logger.info("trusting signing key", metadata: ["key.id": "\(keyId)", "key.team": "\(teamId)"])
         }
         logger.info("CA certificate for clients to trust", metadata: ["emulator.ca": "\(self.dataDir)/ca.pem"])
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: emulator)]
+        if !self.noFcm {
+            var fcmConfiguration = FCMEmulator.Configuration()
+            fcmConfiguration.host = self.host
+            fcmConfiguration.port = self.fcmPort
+            let fcm = FCMEmulator(configuration: fcmConfiguration, logger: logger)
+            services.append(.init(service: fcm))
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: emulator)],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

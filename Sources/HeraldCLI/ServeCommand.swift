@@ -3,6 +3,7 @@ import APNSEmulator
 import APNSModels
 import ArgumentParser
 import CoreMetrics
+import FCMEmulator
 import Foundation
 import HeraldCore
 import HeraldServer
@@ -14,7 +15,7 @@ import UnixSignals
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run Herald: the API, the delivery engine, and a built-in APNs emulator for apps without Apple credentials.",
+        abstract: "Run Herald: the API, the delivery engine, and built-in APNs and FCM emulators for apps without credentials of their own.",
         discussion: """
             Everything lives in --data-dir: the SQLite database (WAL), the master key that seals stored \
             credentials (unless HERALD_MASTER_KEY is set), and the built-in emulator's CA. With \
@@ -37,6 +38,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Built-in emulator: production port [HERALD_EMULATOR_PRODUCTION_PORT, emulatorProductionPort; 2196].") var emulatorProductionPort:
         Int?
     @Option(help: "Built-in emulator: control API port [HERALD_EMULATOR_CONTROL_PORT, emulatorControlPort; 2198].") var emulatorControlPort: Int?
+    @Option(help: "Built-in FCM emulator: its port, for tokens, sends and control [HERALD_FCM_EMULATOR_PORT, fcmEmulatorPort; 2199].")
+    var fcmEmulatorPort: Int?
+    @Option(
+        help: "Send every app's FCM messages to this origin instead of Google's: a proxy, an external emulator [HERALD_FCM_ENDPOINT, fcmEndpoint].")
+    var fcmEndpoint: String?
     @Option(help: "Send every app's pushes to this host instead of Apple's: a proxy, an external emulator [HERALD_APNS_HOST, apnsHost].")
     var apnsHost: String?
     @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
@@ -116,6 +122,13 @@ struct ServeCommand: AsyncParsableCommand {
             try settings.int(self.emulatorProductionPort, "emulatorProductionPort") ?? 2196,
             try settings.int(self.emulatorControlPort, "emulatorControlPort") ?? 2198
         )
+        configuration.fcmEmulatorPort = try settings.int(self.fcmEmulatorPort, "fcmEmulatorPort") ?? 2199
+        if let endpoint = settings.string(self.fcmEndpoint, "fcmEndpoint") {
+            guard endpoint.hasPrefix("https://") || endpoint.hasPrefix("http://") else {
+                throw ValidationError("fcmEndpoint must be an http(s) origin, like https://fcm.googleapis.com")
+            }
+            configuration.fcmEndpoint = endpoint
+        }
         if let host = settings.string(self.apnsHost, "apnsHost") {
             configuration.apnsOverride = (host, try settings.int(self.apnsPort, "apnsPort") ?? 443, settings.string(self.apnsCaFile, "apnsCaFile"))
         }
@@ -153,7 +166,10 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.maxConnections = maxConnections == 0 ? nil : maxConnections
         configuration.rateLimits = try self.rateLimits(settings)
         configuration.registrationLane = !(self.noRegistrationLane || settings.flag("noRegistrationLane"))
-        for (name, port) in [("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development)] {
+        for (name, port) in [
+            ("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development),
+            ("fcmEmulatorPort", configuration.fcmEmulatorPort),
+        ] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }
         let listenHost = configuration.host
@@ -192,6 +208,9 @@ struct ServeCommand: AsyncParsableCommand {
                 if let port = server.metricsPort { say("Metrics at http://\(metricsHost):\(port)/metrics") }
                 if let emulator = server.emulator, let control = emulator.controlPort {
                     say("Built-in APNs emulator: control API http://127.0.0.1:\(control)")
+                }
+                if let fcm = server.fcmEmulator {
+                    say("Built-in FCM emulator: http://127.0.0.1:\(fcm.port ?? 0) (token, send and control API)")
                 }
                 for await _ in stop {}
             }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 
 /// One environment's stored credential, as kept: sealed, with when it was set.
 package struct CredentialRecord: Sendable, Hashable {
-    package var environment: APNSEnvironment
+    package var environment: Route
     package var sealed: [UInt8]
     package var updatedAt: Int64
 
-    package init(environment: APNSEnvironment, sealed: [UInt8], updatedAt: Int64) {
+    package init(environment: Route, sealed: [UInt8], updatedAt: Int64) {
         self.environment = environment
         self.sealed = sealed
         self.updatedAt = updatedAt
@@ -71,7 +71,7 @@ package protocol GovernanceStore: Sendable {
     /// The app's stored credentials with when each was set.
     func credentialRecords(appID: String) async throws -> [CredentialRecord]
     /// Removes one environment's credential; false when there was none.
-    func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool
+    func deleteCredential(appID: String, environment: Route) async throws -> Bool
 
     /// One short transaction of an app's deletion: revokes the app's keys and removes its
     /// credentials, then deletes up to `limit` of its rows (deliveries, audience chunks,

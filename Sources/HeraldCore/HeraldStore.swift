@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 
 /// A stored API key, as needed to check a presented one.
 package struct StoredAPIKey: Sendable, Hashable {
@@ -65,8 +65,8 @@ package protocol HeraldStore: WebhookStore, GovernanceStore, ReceiptStore, Templ
     func setAppSecurity(appID: String, _ security: AppSecurity) async throws -> Bool
 
     /// Stores sealed (encrypted) credential material for one environment, replacing any before.
-    func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws
-    func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]]
+    func setCredential(appID: String, environment: Route, sealed: [UInt8], now: Int64) async throws
+    func credentials(appID: String) async throws -> [Route: [UInt8]]
 
     func createAPIKey(id: String, hash: [UInt8], scope: APIScope, appID: String?, name: String?, expiresAt: Int64?, now: Int64) async throws
     /// A new key (`id`, `hash`) with the scope, app and name of the active key `replacing`, which

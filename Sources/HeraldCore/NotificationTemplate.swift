@@ -40,15 +40,18 @@ package struct TemplateRendering: Sendable, Hashable {
     package let compiled: CompiledTemplate
     let data: JSONValue?
     let base: JSONValue
+    /// The notification's parts for other platforms (``NotificationParts``), each a base too.
+    let partBases: [Transport: JSONValue]
     /// What it was read from (its identity: equal documents render equally).
     let stored: String
 
     /// Nil when the stored template or payload cannot be read (never, for what Herald wrote).
-    package init?(stored: String, payload: [UInt8]) {
+    package init?(stored: String, payload: [UInt8], parts: [Transport: [UInt8]] = [:]) {
         guard let accepted = NotificationTemplate(stored: stored), let compiled = try? CompiledTemplate(accepted.template),
             let base = try? JSONValue.parse(payload)
         else { return nil }
         (self.compiled, self.data, self.base, self.stored) = (compiled, accepted.data, base, stored)
+        self.partBases = parts.compactMapValues { try? JSONValue.parse($0) }
     }
 
     package static func == (lhs: Self, rhs: Self) -> Bool { lhs.stored == rhs.stored && lhs.base == rhs.base }
@@ -58,8 +61,12 @@ package struct TemplateRendering: Sendable, Hashable {
     }
 
     /// The payload `device` gets: its variant (by locale, with the fallback) filled in.
-    package func payload(for device: TemplateDevice) throws(HeraldError) -> [UInt8] {
-        Self.payload(base: self.base, variant: try self.compiled.render(data: self.data, device: device))
+    package func payload(for device: TemplateDevice, transport: Transport = .apns) throws(HeraldError) -> [UInt8] {
+        let variant = try self.compiled.render(data: self.data, device: device)
+        switch transport {
+        case .apns: return Self.payload(base: self.base, variant: variant)
+        case .fcm: return FCMPart.rendered(base: self.partBases[.fcm] ?? .object([]), variant: variant)
+        }
     }
 
     /// Every variant's payload, the default first (see ``CompiledTemplate/renderAll(data:)``).
@@ -99,16 +106,18 @@ extension ClaimPolicy {
     package static func render(_ devices: [Int64: TemplateDevice], into claimed: inout [ClaimedDelivery]) {
         struct Key: Hashable {
             var notificationID: String
+            var transport: Transport
             var render: [String?]
         }
         var rendered: [Key: [UInt8]] = [:]
         for index in claimed.indices {
             guard let template = claimed[index].template else { continue }
             let device = devices[claimed[index].deviceID] ?? TemplateDevice()
-            let key = Key(notificationID: claimed[index].notificationID, render: template.compiled.renderKey(device))
+            let transport = claimed[index].route.transport
+            let key = Key(notificationID: claimed[index].notificationID, transport: transport, render: template.compiled.renderKey(device))
             if let payload = rendered[key] {
                 claimed[index].payload = payload
-            } else if let payload = try? template.payload(for: device) {
+            } else if let payload = try? template.payload(for: device, transport: transport) {
                 rendered[key] = payload
                 claimed[index].payload = payload
             }

@@ -42,9 +42,9 @@ package enum CredentialMaterial: Sendable, Hashable {
 
 /// What an app or SDK sends to register a token.
 package struct DeviceRegistration: Sendable, Hashable {
-    package var token: DeviceToken
+    /// Its platform's identifier and route (APNs and its environment, or FCM).
+    package var address: PushAddress
     package var kind: DeviceKind
-    package var environment: APNSEnvironment
     package var userID: String?
     package var tags: [String]
     package var locale: String?
@@ -59,16 +59,27 @@ package struct DeviceRegistration: Sendable, Hashable {
     package var publicKey: [UInt8]?
     package var publicKeyType: String?
 
+    /// An APNs token's registration.
     package init(
         token: DeviceToken, kind: DeviceKind = .device, environment: APNSEnvironment = .production, userID: String? = nil,
         tags: [String] = [], locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil,
         platform: String? = nil, activityID: String? = nil, attributesType: String? = nil, publicKey: [UInt8]? = nil, publicKeyType: String? = nil
     ) {
+        self.init(
+            address: .apns(token, environment: environment), kind: kind, userID: userID, tags: tags, locale: locale, timeZone: timeZone,
+            appVersion: appVersion, platform: platform, activityID: activityID, attributesType: attributesType, publicKey: publicKey,
+            publicKeyType: publicKeyType)
+    }
+
+    package init(
+        address: PushAddress, kind: DeviceKind = .device, userID: String? = nil, tags: [String] = [], locale: String? = nil,
+        timeZone: String? = nil, appVersion: String? = nil, platform: String? = nil, activityID: String? = nil, attributesType: String? = nil,
+        publicKey: [UInt8]? = nil, publicKeyType: String? = nil
+    ) {
         self.publicKey = publicKey
         self.publicKeyType = publicKeyType
-        self.token = token
+        self.address = address
         self.kind = kind
-        self.environment = environment
         self.userID = userID
         self.tags = tags
         self.locale = locale
@@ -78,6 +89,10 @@ package struct DeviceRegistration: Sendable, Hashable {
         self.activityID = activityID
         self.attributesType = attributesType
     }
+
+    /// The identifier as stored and as the API names the device.
+    package var token: String { self.address.stored }
+    package var route: Route { self.address.route }
 }
 
 /// A registered token.
@@ -176,6 +191,12 @@ package struct NotificationSpec: Sendable, Hashable {
     package var throttlePerMinute: Int?
     /// A Live Activity start: only push-to-start tokens registered for this attributes type.
     package var attributesType: String?
+    /// Only devices of these transports (every one when empty): those the sender named, and
+    /// those the notification has something to send to.
+    package var transports: Set<Transport> = []
+    /// What it sends through transports other than APNs (``NotificationParts``): for FCM, the
+    /// message without its target (``FCMPart``). `payload` is what APNs gets.
+    package var parts: [Transport: [UInt8]] = [:]
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil,
@@ -213,7 +234,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var appID: String
     package var deviceID: Int64
     package var token: String
-    package var environment: APNSEnvironment
+    /// Its device's route: which transport sends it, and for APNs, to which environment.
+    package var route: Route
     package var pushType: PushType
     package var topic: String
     package var priority: Priority?
@@ -246,7 +268,7 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var throttleSlotted = false
 
     package init(
-        id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, environment: APNSEnvironment, pushType: PushType,
+        id: Int64, notificationID: String, appID: String, deviceID: Int64, token: String, route: Route, pushType: PushType,
         topic: String,
         priority: Priority?, expiration: Int64?, collapseID: String?, payload: [UInt8], attempts: Int, placeholder: [UInt8]? = nil,
         chunk: Int64? = nil
@@ -258,7 +280,7 @@ package struct ClaimedDelivery: Sendable, Hashable {
         self.appID = appID
         self.deviceID = deviceID
         self.token = token
-        self.environment = environment
+        self.route = route
         self.pushType = pushType
         self.topic = topic
         self.priority = priority
@@ -323,7 +345,7 @@ package struct NewDelivery: Sendable, Hashable {
     package var notificationID: String
     package var deviceID: Int64
     package var token: String
-    package var environment: APNSEnvironment
+    package var route: Route
     package var pushType: PushType
     package var topic: String
 
@@ -334,7 +356,7 @@ package struct NewDelivery: Sendable, Hashable {
         self.notificationID = claimed.notificationID
         self.deviceID = claimed.deviceID
         self.token = claimed.token
-        self.environment = claimed.environment
+        self.route = claimed.route
         self.pushType = claimed.pushType
         self.topic = claimed.topic
     }
@@ -358,7 +380,7 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var notificationID: String
     package var token: String
     package var kind: DeviceKind?
-    package var environment: APNSEnvironment
+    package var route: Route
     package var pushType: PushType
     package var state: DeliveryState
     package var attempts: Int
@@ -376,14 +398,14 @@ package struct DeliveryRecord: Sendable, Hashable {
     package var action: String?
 
     package init(
-        id: Int64, notificationID: String, token: String, kind: DeviceKind?, environment: APNSEnvironment, pushType: PushType, state: DeliveryState,
+        id: Int64, notificationID: String, token: String, kind: DeviceKind?, route: Route, pushType: PushType, state: DeliveryState,
         attempts: Int, apnsID: String?, status: Int?, reason: String?, latencyMilliseconds: Int64?, updatedAt: Int64
     ) {
         self.id = id
         self.notificationID = notificationID
         self.token = token
         self.kind = kind
-        self.environment = environment
+        self.route = route
         self.pushType = pushType
         self.state = state
         self.attempts = attempts
@@ -564,7 +586,7 @@ extension NewDeliveryRows {
             let (state, nextAttemptAt, apnsID, status, reason) = result.outcome.row(now: now)
             self.add(
                 id: result.deliveryID, notificationID: new.notificationID, deviceID: new.deviceID, token: new.token,
-                environment: new.environment.rawValue, pushType: new.pushType.rawValue, topic: new.topic, state: state,
+                environment: new.route.stored, pushType: new.pushType.rawValue, topic: new.topic, state: state,
                 attempts: result.attempt ?? 1, nextAttemptAt: nextAttemptAt, apnsID: apnsID, status: status, reason: reason,
                 latency: result.latencyMilliseconds, chunk: new.chunk
             )

@@ -59,7 +59,7 @@ extension DeliveryRecord {
         self.init(
             id: row.int(0) ?? 0, notificationID: row.string(1) ?? "", token: row.string(2) ?? "",
             kind: row.string(3).flatMap(DeviceKind.init(rawValue:)),
-            environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            route: row.string(4).flatMap(Route.init(stored:)) ?? .apns(.production),
             pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert,
             state: row.string(6).flatMap(DeliveryState.init(rawValue:)) ?? .pending, attempts: Int(row.int(7) ?? 0),
             apnsID: row.string(8), status: row.int(9).map(Int.init), reason: row.string(10), latencyMilliseconds: row.int(11),
@@ -86,10 +86,13 @@ package struct NotificationShared: Sendable {
     package var quietHours: QuietHours?
     package var frequencyCap: NotificationCap?
     package var throttlePerMinute: Int?
+    /// What other platforms than APNs are sent (``NotificationParts``); empty for a notification
+    /// to APNs alone.
+    package var parts: [Transport: [UInt8]]
 
     /// Its columns in `notifications`, in the order ``init(row:from:)`` reads them.
     package static let columns =
-        "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template"
+        "app_id, priority, expiration, collapse_id, payload, placeholder, on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template, parts"
 
     /// Reads ``columns`` from `row`, starting at column `first`.
     package init(row: some StoredRow, from first: Int) {
@@ -103,7 +106,8 @@ package struct NotificationShared: Sendable {
         self.quietHours = row.string(first + 7).flatMap(QuietHours.init)
         self.frequencyCap = row.string(first + 8).flatMap(NotificationCap.init)
         self.throttlePerMinute = row.int(first + 9).map { Int($0) }
-        self.template = row.string(first + 10).flatMap { TemplateRendering(stored: $0, payload: self.payload) }
+        self.parts = row.bytes(first + 11).map(NotificationParts.read) ?? [:]
+        self.template = row.string(first + 10).flatMap { TemplateRendering(stored: $0, payload: self.payload, parts: self.parts) }
     }
 }
 
@@ -156,11 +160,12 @@ extension ClaimedDelivery {
     package init(row: some StoredRow, shared: NotificationShared, notificationID: String) {
         self.init(
             id: row.int(0) ?? 0, notificationID: notificationID, appID: shared.appID, deviceID: row.int(2) ?? 0,
-            token: row.string(3) ?? "", environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
+            token: row.string(3) ?? "", route: row.string(4).flatMap(Route.init(stored:)) ?? .apns(.production),
             pushType: row.string(5).flatMap(PushType.init(rawValue:)) ?? .alert, topic: row.string(6) ?? "",
             priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
             attempts: Int(row.int(7) ?? 0), placeholder: shared.placeholder
         )
+        self.takePart(of: shared)
         self.unknownOutcomes = Int(row.int(8) ?? 0)
         self.throttleSlotted = row.string(9) == Throttle.reason
         self.onUnknownOutcome = shared.onUnknownOutcome
@@ -174,14 +179,23 @@ extension ClaimedDelivery {
     package init(id: Int64, device: ChunkDevice, notificationID: String, shared: NotificationShared, attempts: Int, chunk: Int64) {
         self.init(
             id: id, notificationID: notificationID, appID: shared.appID, deviceID: device.id, token: device.token,
-            environment: APNSEnvironment(rawValue: device.environment) ?? .production, pushType: PushType(rawValue: device.pushType) ?? .alert,
+            route: Route(stored: device.environment) ?? .apns(.production), pushType: PushType(rawValue: device.pushType) ?? .alert,
             topic: device.topic, priority: shared.priority, expiration: shared.expiration, collapseID: shared.collapseID, payload: shared.payload,
             attempts: attempts, placeholder: shared.placeholder, chunk: chunk
         )
+        self.takePart(of: shared)
         self.onUnknownOutcome = shared.onUnknownOutcome
         self.template = shared.template
         self.quietHours = shared.quietHours
         self.frequencyCap = shared.frequencyCap
         self.throttlePerMinute = shared.throttlePerMinute
+    }
+
+    /// A delivery to another platform than APNs carries its notification's part for that
+    /// platform (the APNs payload is the notification's `payload` itself).
+    private mutating func takePart(of shared: NotificationShared) {
+        let transport = self.route.transport
+        guard transport != .apns else { return }
+        self.payload = shared.parts[transport] ?? []
     }
 }

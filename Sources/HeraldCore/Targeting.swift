@@ -15,11 +15,14 @@ package struct Targeting: Sendable, Hashable {
     /// Only push-to-start tokens registered for this `ActivityAttributes` type (a Live Activity
     /// start: a token starts activities of its own type only).
     package var attributesType: String?
+    /// Only devices reached through these transports (every one when empty).
+    package var transports: Set<Transport>
 
     package init(
         audience: Audience, kinds: Set<DeviceKind> = [], environment: APNSEnvironment? = nil, pushType: PushType? = nil, localTime: LocalTime? = nil,
-        encrypted: Bool = false, attributesType: String? = nil
+        encrypted: Bool = false, attributesType: String? = nil, transports: Set<Transport> = []
     ) {
+        self.transports = transports
         self.encrypted = encrypted
         self.attributesType = attributesType
         self.audience = audience
@@ -60,6 +63,7 @@ package struct Targeting: Sendable, Hashable {
         if let localTime = self.localTime { members.append(("localTime", .string(localTime.description))) }
         if self.encrypted { members.append(("encrypted", .bool(true))) }
         if let attributesType = self.attributesType { members.append(("attributesType", .string(attributesType))) }
+        if !self.transports.isEmpty { members.append(("transports", strings(self.transports.map(\.rawValue).sorted()))) }
         return JSONValue.object(members).jsonString
     }
 
@@ -88,6 +92,20 @@ package struct Targeting: Sendable, Hashable {
         self.localTime = value["localTime"]?.stringValue.flatMap(LocalTime.init)
         self.encrypted = value["encrypted"]?.boolValue ?? false
         self.attributesType = value["attributesType"]?.stringValue
+        self.transports = Set((strings("transports") ?? []).compactMap(Transport.init(rawValue:)))
+    }
+
+    /// The condition on a device's route (`d.environment`), nil when every route is in: the
+    /// APNs environment asked for, the transports the notification has something for.
+    package var routeCondition: String? {
+        if let environment = self.environment {
+            // An APNs environment narrows APNs devices; other transports stay in when asked for.
+            var values = ["'\(environment.rawValue)'"]
+            let others = (self.transports.isEmpty ? Set(Transport.allCases) : self.transports).subtracting([.apns])
+            values += others.sorted().flatMap(\.routes).map { "'\($0.stored)'" }
+            return "d.environment IN (\(values.joined(separator: ", ")))"
+        }
+        return Transport.routeCondition(self.transports)
     }
 }
 
@@ -95,7 +113,7 @@ extension NotificationSpec {
     package var targeting: Targeting {
         Targeting(
             audience: self.audience, kinds: self.kinds, environment: self.environment, pushType: self.pushType, localTime: self.localTime,
-            encrypted: self.placeholder != nil, attributesType: self.attributesType
+            encrypted: self.placeholder != nil, attributesType: self.attributesType, transports: self.transports
         )
     }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 package import HeraldCore
 
 /// Data governance on PostgreSQL: an app deleted in short transactions, credentials as metadata,
@@ -12,16 +12,16 @@ extension PostgresStore {
             try await db.query(
                 "SELECT environment, sealed, updated_at FROM credentials WHERE app_id = $1 ORDER BY environment COLLATE \"C\"", [.text(appID)]
             ).compactMap { row in
-                guard let environment = row.string(0).flatMap(APNSEnvironment.init(rawValue:)), let sealed = row.bytes(1) else { return nil }
+                guard let environment = row.string(0).flatMap(Route.init(stored:)), let sealed = row.bytes(1) else { return nil }
                 return CredentialRecord(environment: environment, sealed: sealed, updatedAt: row.int(2) ?? 0)
             }
         }
     }
 
-    package func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
+    package func deleteCredential(appID: String, environment: Route) async throws -> Bool {
         try await self.write { db in
             try await db.query(
-                "DELETE FROM credentials WHERE app_id = $1 AND environment = $2 RETURNING 1", [.text(appID), .text(environment.rawValue)]
+                "DELETE FROM credentials WHERE app_id = $1 AND environment = $2 RETURNING 1", [.text(appID), .text(environment.stored)]
             ).isEmpty == false
         }
     }

@@ -39,8 +39,8 @@ extension PostgresStore {
         if !kinds.isEmpty {
             query.sql += " AND d.kind = ANY(\(query.bind(.texts(kinds.map(\.rawValue).sorted()))))"
         }
-        if let environment = targeting.environment {
-            query.sql += " AND d.environment = \(query.bind(.text(environment.rawValue)))"
+        if let routes = targeting.routeCondition {
+            query.sql += " AND " + routes
         }
         if targeting.encrypted {
             query.sql += " AND d.public_key IS NOT NULL"
@@ -129,8 +129,8 @@ extension PostgresStore {
                     """
                     INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                         idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                        on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template)
-                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+                        on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template, parts)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
                     ON CONFLICT (app_id, idempotency_key) DO NOTHING
                     RETURNING id
                     """,
@@ -143,6 +143,7 @@ extension PostgresStore {
                         .text(targeting.localTime?.description),
                         .bytes(spec.placeholder), .text(NotificationPolicy.storedUnknownOutcome(spec)), .text(spec.quietHours?.description),
                         .text(spec.frequencyCap?.description), .int(spec.throttlePerMinute.map { Int64($0) }), .text(spec.template?.stored),
+                        .bytes(NotificationParts.write(spec.parts)),
                     ]
                 )
                 guard inserted.isEmpty else {

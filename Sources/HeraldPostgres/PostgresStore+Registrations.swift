@@ -17,7 +17,7 @@ final class RegistrationBatch: Sendable {
         var authority: RegistrationAuthority
         var now: Int64
 
-        var key: String { RegistrationBatch.key(self.appID, self.asked.token.hex) }
+        var key: String { RegistrationBatch.key(self.appID, self.asked.token) }
     }
 
     static func key(_ appID: String?, _ token: String?) -> String { (appID ?? "") + "\u{0}" + (token ?? "") }
@@ -186,9 +186,9 @@ extension PostgresStore {
         func text(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         return .object([
             ("app_id", .string(appID)),
-            ("token", .string(registration.token.hex)),
+            ("token", .string(registration.token)),
             ("kind", .string(registration.kind.rawValue)),
-            ("environment", .string(registration.environment.rawValue)),
+            ("environment", .string(registration.route.stored)),
             ("user_id", text(registration.userID)),
             ("locale", text(registration.locale)),
             ("time_zone", text(registration.timeZone)),
@@ -209,7 +209,7 @@ extension PostgresStore {
         let reading = entries.filter { $0.authority.readsDevice }
         if !reading.isEmpty {
             let rows = try await db.query(
-                Statements.LockRegistered.self, [.texts(reading.map(\.appID)), .texts(reading.map(\.asked.token.hex))])
+                Statements.LockRegistered.self, [.texts(reading.map(\.appID)), .texts(reading.map(\.asked.token))])
             for row in rows { held[RegistrationBatch.key(row.string(0), row.string(1))] = (row.int(2) ?? 0, row.string(3)) }
         }
         var heldTags: [Int64: [String]] = [:]
@@ -230,7 +230,7 @@ extension PostgresStore {
                 let registration = try RegistrationPolicy.apply(entry.asked, existing: existing, authority: entry.authority)
                 accepted.append(
                     (
-                        index, RegistrationBatch.key(entry.appID, registration.token.hex), registration,
+                        index, RegistrationBatch.key(entry.appID, registration.token), registration,
                         Self.upsertRow(entry.appID, registration, now: entry.now), entry.authority.protectedTags
                     ))
             } catch {

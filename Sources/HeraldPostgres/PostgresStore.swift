@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 import Foundation
 package import HeraldCore
 package import Logging
@@ -498,6 +498,9 @@ package final class PostgresStore: HeraldStore {
             "ALTER TABLE apps ADD COLUMN IF NOT EXISTS deleting_since BIGINT",
             "ALTER TABLE apps ADD COLUMN IF NOT EXISTS deleted_rows BIGINT NOT NULL DEFAULT 0",
         ],
+        // 20: platforms beside APNs, as in SQLite's 20: routes and addresses in the devices'
+        // `environment` and `token`, a notification's parts for other transports.
+        ["ALTER TABLE notifications ADD COLUMN IF NOT EXISTS parts BYTEA"],
     ]
 
     /// The version the database is at after `migrate()`.
@@ -597,23 +600,23 @@ package final class PostgresStore: HeraldStore {
         }
     }
 
-    package func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
+    package func setCredential(appID: String, environment: Route, sealed: [UInt8], now: Int64) async throws {
         try await self.write { db in
             try await db.query(
                 """
                 INSERT INTO credentials (app_id, environment, sealed, updated_at) VALUES ($1, $2, $3, $4)
                 ON CONFLICT (app_id, environment) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
                 """,
-                [.text(appID), .text(environment.rawValue), .bytes(sealed), .int(now)]
+                [.text(appID), .text(environment.stored), .bytes(sealed), .int(now)]
             )
         }
     }
 
-    package func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
+    package func credentials(appID: String) async throws -> [Route: [UInt8]] {
         try await self.read { db in
-            var result: [APNSEnvironment: [UInt8]] = [:]
+            var result: [Route: [UInt8]] = [:]
             for row in try await db.query(Statements.Credentials.self, [.text(appID)]) {
-                if let environment = row.string(0).flatMap(APNSEnvironment.init(rawValue:)), let sealed = row.bytes(1) {
+                if let environment = row.string(0).flatMap(Route.init(stored:)), let sealed = row.bytes(1) {
                     result[environment] = sealed
                 }
             }
@@ -755,7 +758,7 @@ package final class PostgresStore: HeraldStore {
         var existing: (userID: String?, tags: [String])?
         if authority.readsDevice,
             let current = try await db.query(
-                "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token.hex)]
+                "SELECT id, user_id FROM devices WHERE app_id = $1 AND token = $2 FOR UPDATE", [.text(appID), .text(asked.token)]
             ).first,
             let id = current.int(0)
         {
@@ -773,7 +776,7 @@ package final class PostgresStore: HeraldStore {
             RETURNING \(Self.deviceColumns)
             """,
             [
-                .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
+                .text(appID), .text(registration.token), .text(registration.kind.rawValue), .text(registration.route.stored),
                 .text(registration.userID), .text(registration.locale), .text(registration.timeZone), .text(registration.appVersion),
                 .text(registration.platform), .text(registration.activityID), .text(registration.attributesType), .int(now),
                 .bytes(registration.publicKey), .text(registration.publicKeyType),
@@ -864,11 +867,9 @@ package final class PostgresStore: HeraldStore {
     }
 
     static func device(_ row: Row, tags: [String]) -> Device {
-        let token = (try? DeviceToken(hex: row.string(2) ?? "")) ?? (try! DeviceToken(hex: "00"))
         let registration = DeviceRegistration(
-            token: token,
+            address: PushAddress(stored: row.string(2) ?? "", route: row.string(4).flatMap(Route.init(stored:)) ?? .apns(.production)),
             kind: row.string(3).flatMap(DeviceKind.init(rawValue:)) ?? .device,
-            environment: row.string(4).flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
             userID: row.string(5), tags: tags, locale: row.string(6), timeZone: row.string(7), appVersion: row.string(8),
             platform: row.string(9), activityID: row.string(10), attributesType: row.string(11), publicKey: row.bytes(17),
             publicKeyType: row.string(18)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 package import HeraldCore
 
 /// Data governance on SQLite: an app deleted in short write transactions (SQLite has one writer,
@@ -10,15 +10,15 @@ extension SQLiteStore {
         try await self.database.read { db in
             try db.query("SELECT environment, sealed, updated_at FROM credentials WHERE app_id = ? ORDER BY environment", [.text(appID)])
                 .compactMap { row in
-                    guard let environment = row[0].string.flatMap(APNSEnvironment.init(rawValue:)), let sealed = row[1].bytes else { return nil }
+                    guard let environment = row[0].string.flatMap(Route.init(stored:)), let sealed = row[1].bytes else { return nil }
                     return CredentialRecord(environment: environment, sealed: sealed, updatedAt: row[2].int ?? 0)
                 }
         }
     }
 
-    package func deleteCredential(appID: String, environment: APNSEnvironment) async throws -> Bool {
+    package func deleteCredential(appID: String, environment: Route) async throws -> Bool {
         try await self.database.write { db in
-            try db.query("DELETE FROM credentials WHERE app_id = ? AND environment = ?", [.text(appID), .text(environment.rawValue)])
+            try db.query("DELETE FROM credentials WHERE app_id = ? AND environment = ?", [.text(appID), .text(environment.stored)])
             return db.changes > 0
         }
     }

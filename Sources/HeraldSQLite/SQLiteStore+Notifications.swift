@@ -47,8 +47,8 @@ extension SQLiteStore {
             // Herald's own names, spelled into the statement: no JSON to parse per statement.
             sql += " AND d.kind IN (" + kinds.map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ") + ")"
         }
-        if let environment = targeting.environment {
-            sql += " AND d.environment = \(next(.text(environment.rawValue)))"
+        if let routes = targeting.routeCondition {
+            sql += " AND " + routes
         }
         if targeting.encrypted {
             sql += " AND d.public_key IS NOT NULL"
@@ -120,8 +120,8 @@ extension SQLiteStore {
                 """
                 INSERT INTO notifications (id, app_id, bundle_id, priority, expiration, collapse_id, payload, created_at, scheduled_at,
                     idempotency_key, targeting, device_ids, audience_size, expand_after, expand_until, push_type, local_time, placeholder,
-                    on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    on_unknown_outcome, quiet_hours, frequency_cap, throttle_per_minute, template, parts)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(id), .text(appID), .text(bundleID), spec.priority.map { .integer(Int64($0.rawValue)) } ?? .null,
@@ -135,7 +135,7 @@ extension SQLiteStore {
                     NotificationPolicy.storedUnknownOutcome(spec).map(SQLValue.text) ?? .null,
                     spec.quietHours.map { .text($0.description) } ?? .null, spec.frequencyCap.map { .text($0.description) } ?? .null,
                     spec.throttlePerMinute.map { .integer(Int64($0)) } ?? .null,
-                    spec.template.map { .text($0.stored) } ?? .null,
+                    spec.template.map { .text($0.stored) } ?? .null, NotificationParts.write(spec.parts).map(SQLValue.blob) ?? .null,
                 ]
             )
             return CreatedNotification(

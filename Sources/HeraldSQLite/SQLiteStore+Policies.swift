@@ -115,7 +115,7 @@ extension SQLiteStore {
             if let chunk = delivery.chunk {
                 rows.add(
                     id: delivery.id, notificationID: delivery.notificationID, deviceID: delivery.deviceID, token: delivery.token,
-                    environment: delivery.environment.rawValue, pushType: delivery.pushType.rawValue, topic: delivery.topic, state: fate.state,
+                    environment: delivery.route.stored, pushType: delivery.pushType.rawValue, topic: delivery.topic, state: fate.state,
                     attempts: delivery.attempts - 1, nextAttemptAt: fate.nextAttemptAt, apnsID: nil, status: nil, reason: fate.reason, latency: nil,
                     chunk: nil
                 )

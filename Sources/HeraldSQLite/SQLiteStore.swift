@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-package import APNSModels
+import APNSModels
 package import HeraldCore
 
 extension SQLiteDatabase.Connection.Row: StoredRow {}
@@ -256,6 +256,10 @@ package final class SQLiteStore: HeraldStore {
         ALTER TABLE apps ADD COLUMN deleting_since INTEGER;
         ALTER TABLE apps ADD COLUMN deleted_rows INTEGER NOT NULL DEFAULT 0;
         """,
+        // 20: platforms beside APNs. A device's `environment` is its route (`development`,
+        // `production` or `fcm`) and its `token` its address (hex, `fcm:…`, `fid:…`); a
+        // notification keeps what it sends through other transports (`NotificationParts`).
+        "ALTER TABLE notifications ADD COLUMN parts BLOB;",
     ]
 
     package func schemaVersion() async throws -> Int {
@@ -346,23 +350,23 @@ package final class SQLiteStore: HeraldStore {
         }
     }
 
-    package func setCredential(appID: String, environment: APNSEnvironment, sealed: [UInt8], now: Int64) async throws {
+    package func setCredential(appID: String, environment: Route, sealed: [UInt8], now: Int64) async throws {
         try await self.database.write { db in
             try db.query(
                 """
                 INSERT INTO credentials (app_id, environment, sealed, updated_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT (app_id, environment) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at
                 """,
-                [.text(appID), .text(environment.rawValue), .blob(sealed), .integer(now)]
+                [.text(appID), .text(environment.stored), .blob(sealed), .integer(now)]
             )
         }
     }
 
-    package func credentials(appID: String) async throws -> [APNSEnvironment: [UInt8]] {
+    package func credentials(appID: String) async throws -> [Route: [UInt8]] {
         try await self.database.read { db in
-            var result: [APNSEnvironment: [UInt8]] = [:]
+            var result: [Route: [UInt8]] = [:]
             for row in try db.query("SELECT environment, sealed FROM credentials WHERE app_id = ?", [.text(appID)]) {
-                if let environment = row[0].string.flatMap(APNSEnvironment.init(rawValue:)), let sealed = row[1].bytes {
+                if let environment = row[0].string.flatMap(Route.init(stored:)), let sealed = row[1].bytes {
                     result[environment] = sealed
                 }
             }
@@ -501,7 +505,7 @@ package final class SQLiteStore: HeraldStore {
             var existing: (userID: String?, tags: [String])?
             if authority.readsDevice,
                 let current = try db.query(
-                    "SELECT id, user_id FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(asked.token.hex)]
+                    "SELECT id, user_id FROM devices WHERE app_id = ? AND token = ?", [.text(appID), .text(asked.token)]
                 ).first,
                 let id = current[0].int
             {
@@ -514,7 +518,7 @@ package final class SQLiteStore: HeraldStore {
             let rows = try db.query(
                 Self.upsertDevice,
                 [
-                    .text(appID), .text(registration.token.hex), .text(registration.kind.rawValue), .text(registration.environment.rawValue),
+                    .text(appID), .text(registration.token), .text(registration.kind.rawValue), .text(registration.route.stored),
                     Self.optional(registration.userID), Self.optional(registration.locale), Self.optional(registration.timeZone),
                     Self.optional(registration.appVersion), Self.optional(registration.platform), Self.optional(registration.activityID),
                     Self.optional(registration.attributesType), .integer(now), .integer(now),
@@ -607,11 +611,9 @@ package final class SQLiteStore: HeraldStore {
     }
 
     private static func device(_ row: [SQLValue], tags: [String]) -> Device {
-        let token = (try? DeviceToken(hex: row[2].string ?? "")) ?? (try! DeviceToken(hex: "00"))
         let registration = DeviceRegistration(
-            token: token,
+            address: PushAddress(stored: row[2].string ?? "", route: row[4].string.flatMap(Route.init(stored:)) ?? .apns(.production)),
             kind: row[3].string.flatMap(DeviceKind.init(rawValue:)) ?? .device,
-            environment: row[4].string.flatMap(APNSEnvironment.init(rawValue:)) ?? .production,
             userID: row[5].string, tags: tags, locale: row[6].string, timeZone: row[7].string, appVersion: row[8].string,
             platform: row[9].string, activityID: row[10].string, attributesType: row[11].string, publicKey: row[17].bytes,
             publicKeyType: row[18].string

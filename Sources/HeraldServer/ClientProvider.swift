@@ -76,7 +76,7 @@ final class ClientProvider: Sendable {
         let key = "\(appID)/\(environment.rawValue)/\(lane.rawValue)"
         let sealed: [UInt8]?
         do {
-            sealed = try await self.store.credentials(appID: appID)[environment]
+            sealed = try await self.store.credentials(appID: appID)[.apns(environment)]
         } catch {
             throw HeraldError(code: "store_unavailable", "cannot read credentials: \(error)")
         }

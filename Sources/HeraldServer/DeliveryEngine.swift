@@ -50,7 +50,10 @@ package final class DeliveryEngine: Service, Sendable {
     }
 
     let store: any HeraldStore
-    private let clients: ClientProvider
+    /// One transport per platform: the engine claims, retries, invalidates and records alike
+    /// for all of them.
+    private let apns: APNsPushTransport
+    private let fcm: FCMPushTransport
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
@@ -62,13 +65,14 @@ package final class DeliveryEngine: Service, Sendable {
     private let doorbell = Doorbell()
 
     init(
-        store: any HeraldStore, clients: ClientProvider, configuration: Configuration, clock: any EpochClock, logger: Logger,
-        events: DeliveryEvents? = nil, secrets: SecretBox? = nil
+        store: any HeraldStore, clients: ClientProvider, fcmClients: FCMClientProvider? = nil, configuration: Configuration,
+        clock: any EpochClock, logger: Logger, events: DeliveryEvents? = nil, secrets: SecretBox? = nil
     ) {
+        self.apns = APNsPushTransport(clients: clients, logger: logger)
+        self.fcm = FCMPushTransport(clients: fcmClients, clock: clock, logger: logger)
         self.secrets = secrets
         self.events = events
         self.store = store
-        self.clients = clients
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
@@ -172,30 +176,30 @@ package final class DeliveryEngine: Service, Sendable {
         // A full batch: there may be more. A worker that found nothing while this claim held a
         // notification's audience (PostgreSQL skips a locked one) tries again now, not after its poll.
         if batch.count >= self.configuration.batchSize { self.ring() }
-        // Usually one app and environment per batch: a short list beats hashing every delivery.
+        // Usually one app and route per batch: a short list beats hashing every delivery.
         // A resend of an unknown outcome goes on its own lane (``ClientLane/resend``).
         // A batch that is one group already (a broadcast's chunk) is sent as it is: no delivery is copied.
-        var groups: [(appID: String, environment: APNSEnvironment, lane: ClientLane, deliveries: [ClaimedDelivery])] = []
+        var groups: [(appID: String, route: Route, lane: ClientLane, deliveries: [ClaimedDelivery])] = []
         func lane(_ delivery: ClaimedDelivery) -> ClientLane {
             UnknownOutcomePolicy.isResend(delivery.unknownOutcomes) ? .resend : .main
         }
         let first = batch[0]
         let firstLane = lane(first)
-        if batch.allSatisfy({ $0.appID == first.appID && $0.environment == first.environment && lane($0) == firstLane }) {
-            groups.append((first.appID, first.environment, firstLane, batch))
+        if batch.allSatisfy({ $0.appID == first.appID && $0.route == first.route && lane($0) == firstLane }) {
+            groups.append((first.appID, first.route, firstLane, batch))
         } else {
             for delivery in batch {
                 let lane = lane(delivery)
-                if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.environment == delivery.environment && $0.lane == lane }) {
+                if let index = groups.firstIndex(where: { $0.appID == delivery.appID && $0.route == delivery.route && $0.lane == lane }) {
                     groups[index].deliveries.append(delivery)
                 } else {
-                    groups.append((delivery.appID, delivery.environment, lane, [delivery]))
+                    groups.append((delivery.appID, delivery.route, lane, [delivery]))
                 }
             }
         }
         let outcomes = await withTaskGroup(of: GroupOutcome.self) { group in
             for entry in groups {
-                group.addTask { await self.send(entry.deliveries, lane: entry.lane) }
+                group.addTask { await self.send(entry.deliveries, route: entry.route, lane: entry.lane) }
             }
             var all: [GroupOutcome] = []
             for await outcome in group { all.append(outcome) }
@@ -281,81 +285,55 @@ package final class DeliveryEngine: Service, Sendable {
         Gauge(label: "herald_deliveries_pending").record(pending)
     }
 
-    private func send(_ deliveries: [ClaimedDelivery], lane: ClientLane) async -> GroupOutcome {
+    /// Sends one group (one app, route and lane) through its route's transport and turns each
+    /// answer into the delivery's result: sent, retried later (after the service's
+    /// `Retry-After` when it gave one), failed (and its address invalidated when dead), or an
+    /// unknown outcome resent at most once.
+    private func send(_ deliveries: [ClaimedDelivery], route: Route, lane: ClientLane) async -> GroupOutcome {
         guard let first = deliveries.first else { return GroupOutcome(appID: "") }
         var outcome = GroupOutcome(appID: first.appID)
         outcome.results.reserveCapacity(deliveries.count)
-        let client: APNSClient
-        do {
-            client = try await self.clients.client(appID: first.appID, environment: first.environment, lane: lane)
-        } catch {
-            self.logger.warning("no APNs client", metadata: ["herald.app": "\(first.appID)", "error": "\(error.message)"])
-            for delivery in deliveries {
-                outcome.add(
-                    self.retryOrFail(delivery, status: nil, reason: error.code, retryable: HeraldError.status(forCode: error.code).code >= 500),
-                    pushType: delivery.pushType)
-            }
-            return outcome
-        }
         let receipts = await self.receiptIDs(appID: first.appID)
-        var requests: [APNSRequest] = []
-        requests.reserveCapacity(deliveries.count)
-        for (index, delivery) in deliveries.enumerated() {
-            do {
-                let headers = NotificationHeaders(
-                    pushType: delivery.pushType, topic: delivery.topic, priority: delivery.priority,
-                    expiration: delivery.expiration.map { $0 == 0 ? .immediately : .at(epochSeconds: $0) } ?? .storagePolicy,
-                    collapseID: UnknownOutcomePolicy.collapseID(sender: delivery.collapseID, notificationID: delivery.notificationID)
-                )
-                let payload: [UInt8]
-                if let placeholder = delivery.placeholder {
-                    guard let sealed = Self.seal(delivery, placeholder: Self.withReceipt(placeholder, delivery, receipts)) else {
-                        outcome.add(
-                            DeliveryResult(
-                                deliveryID: delivery.id, outcome: .failed(status: nil, reason: "NoEncryptionKey", invalidate: false, timestamp: nil),
-                                latencyMilliseconds: 0
-                            ),
-                            pushType: delivery.pushType
-                        )
-                        continue
-                    }
-                    payload = sealed
-                } else {
-                    payload = Self.withReceipt(delivery.payload, delivery, receipts)
-                }
-                requests.append(APNSRequest(deviceToken: try DeviceToken(hex: delivery.token), headers: headers, payload: payload, tag: index))
-            } catch {
+        let transport: any PushTransport =
+            switch route.transport {
+            case .apns: self.apns
+            case .fcm: self.fcm
+            }
+        let started = self.clock.nowMilliseconds
+        await transport.send(deliveries, route: route, lane: lane, receipts: receipts) { index, answer in
+            let delivery = deliveries[index]
+            switch answer {
+            case .sent(let id):
+                let latency = self.clock.nowMilliseconds - started
+                outcome.add(
+                    DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: id), latencyMilliseconds: latency), pushType: delivery.pushType)
+            case .refused(let status, let reason, let invalidate, let timestamp):
                 outcome.add(
                     DeliveryResult(
-                        deliveryID: delivery.id, outcome: .failed(status: nil, reason: "BadDeviceToken", invalidate: true, timestamp: nil),
-                        latencyMilliseconds: 0),
-                    pushType: delivery.pushType
-                )
-            }
-        }
-        let started = self.clock.nowMilliseconds
-        do {
-            try await client.send(requests) { answer in
-                let delivery = deliveries[answer.request.tag]
-                let latency = self.clock.nowMilliseconds - started
-                switch answer.result {
-                case .success(let accepted):
-                    outcome.add(
-                        DeliveryResult(deliveryID: delivery.id, outcome: .sent(apnsID: accepted.apnsID), latencyMilliseconds: latency),
-                        pushType: delivery.pushType)
-                case .failure(let error):
-                    var result = self.classify(delivery, error)
-                    result.latencyMilliseconds = latency
-                    if result.outcomeUncertain {
-                        let decision = if case .retry = result.outcome { "resend" } else { "drop" }
-                        outcome.unknownOutcomes[decision, default: 0] += 1
-                    }
-                    outcome.add(result, pushType: delivery.pushType)
+                        deliveryID: delivery.id, outcome: .failed(status: status, reason: reason, invalidate: invalidate, timestamp: timestamp),
+                        latencyMilliseconds: self.clock.nowMilliseconds - started),
+                    pushType: delivery.pushType)
+            case .retryLater(let status, let reason, let after):
+                var result = self.retryOrFail(delivery, status: status, reason: reason, retryable: true, after: after)
+                result.latencyMilliseconds = self.clock.nowMilliseconds - started
+                outcome.add(result, pushType: delivery.pushType)
+            case .unknown(let status):
+                // The service may have delivered it: resent at most once per delivery, if its sender wants.
+                var result: DeliveryResult
+                switch UnknownOutcomePolicy.decide(delivery.onUnknownOutcome, earlier: delivery.unknownOutcomes) {
+                case .resend:
+                    result = self.retryOrFail(delivery, status: status, reason: UnknownOutcomePolicy.reason, retryable: true)
+                    outcome.unknownOutcomes["resend", default: 0] += 1
+                case .fail(let reason):
+                    result = DeliveryResult(
+                        deliveryID: delivery.id, outcome: .failed(status: status, reason: reason, invalidate: false, timestamp: nil),
+                        latencyMilliseconds: 0)
+                    outcome.unknownOutcomes["drop", default: 0] += 1
                 }
+                result.outcomeUncertain = true
+                result.latencyMilliseconds = self.clock.nowMilliseconds - started
+                outcome.add(result, pushType: delivery.pushType)
             }
-        } catch {
-            // The input never throws and the handler neither: unreachable in practice; leases retry.
-            self.logger.error("bulk send ended early", metadata: ["error": "\(error)"])
         }
         return outcome
     }
@@ -369,42 +347,17 @@ package final class DeliveryEngine: Service, Sendable {
         return placeholder.dropLast() + Array(#","\#(EncryptedPayload.key)":"#.utf8) + Array(envelope.utf8) + [UInt8(ascii: "}")]
     }
 
-    private func classify(_ delivery: ClaimedDelivery, _ error: APNSClientError) -> DeliveryResult {
-        if error.outcomeUnknown {
-            // APNs may have delivered it: resent at most once per delivery, if its sender wants.
-            var result: DeliveryResult
-            switch UnknownOutcomePolicy.decide(delivery.onUnknownOutcome, earlier: delivery.unknownOutcomes) {
-            case .resend:
-                result = self.retryOrFail(delivery, status: error.status, reason: UnknownOutcomePolicy.reason, retryable: true)
-            case .fail(let reason):
-                result = DeliveryResult(
-                    deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil),
-                    latencyMilliseconds: 0)
-            }
-            result.outcomeUncertain = true
-            return result
-        }
-        let reason = error.reason?.rawValue ?? error.code.rawValue
-        switch error.failureClass {
-        case .invalidateToken:
-            return DeliveryResult(
-                deliveryID: delivery.id,
-                outcome: .failed(status: error.status, reason: reason, invalidate: true, timestamp: error.timestampMilliseconds),
-                latencyMilliseconds: 0
-            )
-        case .fixAndDrop:
-            return DeliveryResult(
-                deliveryID: delivery.id, outcome: .failed(status: error.status, reason: reason, invalidate: false, timestamp: nil),
-                latencyMilliseconds: 0)
-        case .retryLater:
-            return self.retryOrFail(delivery, status: error.status, reason: reason, retryable: true)
-        }
-    }
-
-    private func retryOrFail(_ delivery: ClaimedDelivery, status: Int?, reason: String, retryable: Bool) -> DeliveryResult {
+    /// A retry after back-off with jitter — no sooner than `after` (ms), the service's
+    /// `Retry-After` — or a failure when it may not be retried, is out of attempts or would
+    /// come after its notification expires.
+    private func retryOrFail(_ delivery: ClaimedDelivery, status: Int?, reason: String, retryable: Bool, after: Int64? = nil) -> DeliveryResult {
         let now = self.clock.nowMilliseconds
-        let retryAt =
-            now + backOffMilliseconds(attempt: delivery.attempts, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
+        var wait = backOffMilliseconds(attempt: delivery.attempts, base: self.configuration.retryBase, maximum: self.configuration.retryMaximum)
+        if let after, after > wait {
+            // The service named its time: that, plus up to a tenth more, so that a fleet's retries spread out.
+            wait = after + Int64.random(in: 0...max(1, after / 10))
+        }
+        let retryAt = now + wait
         let expired = delivery.expiration.map { $0 == 0 || retryAt >= $0 * 1000 } ?? false
         guard retryable, delivery.attempts < self.configuration.maximumAttempts, !expired else {
             let why = !retryable ? reason : expired ? "\(reason) (expired before a retry)" : "\(reason) (after \(delivery.attempts) attempts)"

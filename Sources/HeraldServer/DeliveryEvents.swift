@@ -222,7 +222,7 @@ final class DeliveryEvents: Sendable {
             [
                 ("id", .string(id)), ("type", .string(type.rawValue)), ("at", .int(now)), ("appId", .string(delivery.appID)),
                 ("notificationId", .string(delivery.notificationID)), ("deliveryId", .int(delivery.id)), ("token", .string(delivery.token)),
-                ("environment", .string(delivery.environment == .development ? "sandbox" : "production")),
+                ("environment", .string(delivery.route.apiName)),
                 ("pushType", .string(delivery.pushType.rawValue)), ("attempts", .int(Int64(delivery.attempts))),
                 ("latencyMs", .int(result.latencyMilliseconds)),
             ] + extra

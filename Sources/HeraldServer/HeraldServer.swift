@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 package import APNSEmulator
 package import APNSModels
+package import FCMEmulator
 import Foundation
 package import HeraldCore
 import HeraldPostgres
@@ -32,6 +33,11 @@ package struct ServerConfiguration: Sendable {
     package var builtInEmulator = true
     /// The built-in emulator's ports (0 = free ports).
     package var emulatorPorts: (development: Int, production: Int, control: Int) = (2197, 2196, 2198)
+    /// The built-in FCM emulator's port (0 = a free one): its token, send and control endpoints.
+    package var fcmEmulatorPort = 2199
+    /// Send every app's FCM messages to this origin instead of Google's (an external emulator
+    /// in tests, a proxy); the service account's `token_uri` still says where tokens come from.
+    package var fcmEndpoint: String?
     package var engine = DeliveryEngine.Configuration()
     /// How long finished delivery records are kept; nil keeps them forever.
     package var retention: Duration? = .seconds(30 * 86_400)
@@ -84,6 +90,8 @@ package struct RunningServer: Sendable {
     /// The admin key created on first start (shown once), or nil when keys existed already.
     package let initialAdminKey: String?
     package let emulator: APNSEmulator?
+    /// The built-in FCM emulator, when it runs.
+    package let fcmEmulator: FCMEmulator?
     package let store: any HeraldStore
     /// Every route the server answers, as `METHOD /path/{parameter}`.
     package let routes: [String]
@@ -134,7 +142,10 @@ private func runHeraldServer<Result: Sendable>(
 ) async throws -> Result {
     let initialAdminKey = try await bootstrapAdminKey(store: store, clock: clock)
 
-    func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?) async throws -> Result {
+    func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?, _ fcmEmulator: FCMEmulator?) async throws -> Result {
+        let fcmClients = FCMClientProvider(
+            store: store, secrets: secrets, endpoint: configuration.fcmEndpoint, emulator: fcmEmulator,
+            requestTimeout: configuration.engine.effectiveAPNSTimeout, clock: clock, logger: logger)
         let clients = ClientProvider(
             store: store, secrets: secrets, emulator: emulatorTarget,
             override: configuration.apnsOverride.map { EmulatorTarget.Override(host: $0.host, port: $0.port, caFile: $0.caFile) },
@@ -148,7 +159,8 @@ private func runHeraldServer<Result: Sendable>(
             webhookDoorbell: { dispatcher.ring() }
         )
         let engine = DeliveryEngine(
-            store: store, clients: clients, configuration: configuration.engine, clock: clock, logger: logger, events: events, secrets: secrets)
+            store: store, clients: clients, fcmClients: fcmClients, configuration: configuration.engine, clock: clock, logger: logger,
+            events: events, secrets: secrets)
         let appDeletions = AppDeletions(store: store, clock: clock, logger: logger)
         let router = Router(context: APIRequestContext.self)
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
@@ -183,7 +195,7 @@ private func runHeraldServer<Result: Sendable>(
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: application), .init(service: engine), .init(service: dispatcher), .init(service: StreamCloser(events: events)),
-            .init(service: appDeletions),
+            .init(service: appDeletions), .init(service: FCMTokenRenewal(clients: fcmClients)),
         ]
         // Services stop in the reverse order: the lane after the API server, which hands it requests.
         if let lane { services.insert(.init(service: lane), at: 0) }
@@ -233,7 +245,8 @@ private func runHeraldServer<Result: Sendable>(
                 outcome = .success(
                     try await body(
                         RunningServer(
-                            port: port, initialAdminKey: initialAdminKey, emulator: emulator, store: store, routes: routes, metricsPort: metricsPort))
+                            port: port, initialAdminKey: initialAdminKey, emulator: emulator, fcmEmulator: fcmEmulator, store: store, routes: routes,
+                            metricsPort: metricsPort))
                 )
             } catch {
                 outcome = .failure(error)
@@ -248,12 +261,13 @@ private func runHeraldServer<Result: Sendable>(
             }
             logger.debug("services stopped; closing APNs connections")
             await clients.shutdown()
-            logger.debug("APNs connections closed")
+            await fcmClients.shutdown()
+            logger.debug("APNs and FCM connections closed")
             return try outcome.get()
         }
     }
 
-    guard configuration.builtInEmulator else { return try await serve(nil, nil) }
+    guard configuration.builtInEmulator else { return try await serve(nil, nil, nil) }
     var emulatorConfiguration = APNSEmulator.Configuration(
         listeners: [
             .init(environment: .development, host: "127.0.0.1", port: configuration.emulatorPorts.development, tls: true),
@@ -273,7 +287,12 @@ private func runHeraldServer<Result: Sendable>(
             "built-in APNs emulator (apps without credentials push here)",
             metadata: ["emulator.control_port": "\(emulator.controlPort ?? 0)", "emulator.ca": "\(caFile)"]
         )
-        return try await serve(EmulatorTarget(host: "127.0.0.1", ports: ports, caFile: caFile, key: key), emulator)
+        var fcmConfiguration = FCMEmulator.Configuration()
+        fcmConfiguration.port = configuration.fcmEmulatorPort
+        return try await withFCMEmulator(configuration: fcmConfiguration, logger: logger) { fcmEmulator in
+            logger.info("built-in FCM emulator (apps without a service account send here)", metadata: ["emulator.fcm_url": "\(fcmEmulator.baseURL)"])
+            return try await serve(EmulatorTarget(host: "127.0.0.1", ports: ports, caFile: caFile, key: key), emulator, fcmEmulator)
+        }
     }
 }
 

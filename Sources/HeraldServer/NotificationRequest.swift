@@ -153,13 +153,17 @@ enum NotificationRequest {
             guard !audienceKinds.isEmpty else { throw bad("an encrypted notification goes to device (alert) tokens only", "bad_kinds") }
         }
         // A template's default variant always shows something (saving one without title or body is refused).
-        let showsNothingOn = body.template == nil ? try self.requireContent(json, pushType: pushType, audience: audience, kinds: audienceKinds) : []
+        // Sent to FCM devices alone, the APNs payload is never shown: FCM's part is checked instead.
+        let fcmOnly = body.transports.map { Set($0) == ["fcm"] } ?? false
+        let showsNothingOn =
+            body.template == nil && !fcmOnly ? try self.requireContent(json, pushType: pushType, audience: audience, kinds: audienceKinds) : []
         var spec = NotificationSpec(
             audience: audience, kinds: audienceKinds, environment: environment, pushType: pushType, priority: priority, expiration: expiration,
             collapseID: body.collapseId, payload: payload, scheduledAt: body.scheduledAt, localTime: localTime, idempotencyKey: body.idempotencyKey
         )
         spec.placeholder = placeholder
         spec.showsNothingOn = showsNothingOn
+        try Self.platforms(body, json: json, into: &spec)
         spec.onUnknownOutcome = onUnknownOutcome
         spec.ignoresQuietHours = !QuietHours.applies(
             interruptionLevel: json["aps"]?["interruption-level"]?.stringValue, ignoreQuietHours: body.ignoreQuietHours == true)
@@ -194,14 +198,14 @@ enum NotificationRequest {
             return values
         }
         if let tokens = selector.tokens {
-            // Each a device token (hex): one that is not could never be sent to.
+            // Each a device's identifier (hex, fcm:…, fid:…): one that is not could never be sent to.
             return .tokens(
                 try strings(tokens, "tokens").enumerated().map { index, text in
-                    do throws(APNSValidationError) {
-                        return try DeviceToken(hex: text).hex
-                    } catch {
-                        throw HeraldError.invalid("audience.tokens[\(index)] is not a device token: \(error.message)", code: "bad_device_token")
+                    guard let stored = PushAddress.storedIdentifier(text) else {
+                        throw HeraldError.invalid(
+                            "audience.tokens[\(index)] is not a device: an APNs token (hex), fcm:<token> or fid:<FID>", code: "bad_device_token")
                     }
+                    return stored
                 }
             )
         }
@@ -331,6 +335,20 @@ enum NotificationRequest {
             set("relevance-score", .double(score))
         }
         if body.mutableContent == true { set("mutable-content", .int(1)) }
+        // The common image and link: keys beside aps (an image for the app's service extension to fetch).
+        if let image = body.image {
+            guard image.hasPrefix("https://"), image.utf8.count <= 1024 else {
+                throw HeraldError.invalid("image is an https URL of at most 1024 bytes", code: "bad_image")
+            }
+            set("mutable-content", .int(1))
+            members.removeAll { $0.0 == "image" }
+            members.append(("image", .string(image)))
+        }
+        if let link = body.link {
+            guard !link.isEmpty, link.utf8.count <= 1024 else { throw HeraldError.invalid("link is 1 to 1024 bytes", code: "bad_link") }
+            members.removeAll { $0.0 == "link" }
+            members.append(("link", .string(link)))
+        }
         if body.contentAvailable == true { set("content-available", .int(1)) }
         return JSONValue.object([("aps", .object(aps))] + members)
     }

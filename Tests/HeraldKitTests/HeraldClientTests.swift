@@ -40,6 +40,7 @@ import FoundationNetworking
         configuration.port = 0
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
+        configuration.fcmEmulatorPort = 0
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
         // An APNs timeout (and the lease bounding it) a loaded machine cannot hit.

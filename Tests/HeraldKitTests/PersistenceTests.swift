@@ -23,6 +23,7 @@ import FoundationNetworking
         configuration.port = port
         configuration.dataDirectory = directory.path + "/server"
         configuration.emulatorPorts = (0, 0, 0)
+        configuration.fcmEmulatorPort = 0
         configuration.masterKey = masterKey
         configuration.engine.pollInterval = .milliseconds(20)
         configuration.engine.lease = .seconds(600)

@@ -134,7 +134,8 @@ struct APIJSONEncoderTests {
                 ? nil
                 : (0..<Int(next() % 3)).map { _ in
                     .init(reason: text(), apnsTimestamp: next() % 2 == 0 ? nil : number(), at: number(), applied: next() % 2 == 0)
-                }
+                },
+            transport: maybe()
         )
     }
 

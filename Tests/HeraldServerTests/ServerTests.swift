@@ -46,6 +46,7 @@ import Testing
         configuration.port = 0
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
+        configuration.fcmEmulatorPort = 0
         // Served only where a test sets a registry (`metrics`), on a free port of its own.
         configuration.metricsPort = 0
         configuration.masterKey = SecretBox.generateMasterKey()

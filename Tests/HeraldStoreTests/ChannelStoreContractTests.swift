@@ -53,7 +53,7 @@ import Testing
             #expect(status.summary.content?.targetingJSON.flatMap(Targeting.init(jsonString:))?.audience == .channel("QQ=="))
             let delivery = try #require(status.deliveries.first)
             #expect(status.deliveries.count == 1)
-            #expect(delivery.token == "QQ==" && delivery.environment == .production && delivery.pushType == .liveactivity)
+            #expect(delivery.token == "QQ==" && delivery.route == .production && delivery.pushType == .liveactivity)
             #expect(delivery.state == .sent && delivery.apnsID == "r-1" && delivery.status == 200 && delivery.latencyMilliseconds == 7)
             #expect(try await store.notifications(appID: "demo", limit: 10, before: nil).map(\.id) == ["n1"])
             #expect(try await store.claimDeliveries(limit: 10, now: 10_000_000, leaseMilliseconds: 1000).isEmpty, "nothing to send")

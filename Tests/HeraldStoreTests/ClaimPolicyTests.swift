@@ -92,7 +92,7 @@ import Testing
     func publicKeys() {
         func claimed(_ id: Int64, device: Int64, sealed: Bool) -> ClaimedDelivery {
             ClaimedDelivery(
-                id: id, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: .alert,
+                id: id, notificationID: "n", appID: "demo", deviceID: device, token: "t", route: .production, pushType: .alert,
                 topic: "com.example",
                 priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1, placeholder: sealed ? Array("{}".utf8) : nil
             )

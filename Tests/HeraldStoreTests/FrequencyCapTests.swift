@@ -22,7 +22,7 @@ import Testing
 
     func delivery(_ device: Int64, _ pushType: PushType = .alert, cap: NotificationCap?) -> ClaimedDelivery {
         var claimed = ClaimedDelivery(
-            id: device, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: pushType,
+            id: device, notificationID: "n", appID: "demo", deviceID: device, token: "t", route: .production, pushType: pushType,
             topic: "x", priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1)
         claimed.frequencyCap = cap
         return claimed

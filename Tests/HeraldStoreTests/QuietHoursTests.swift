@@ -65,7 +65,7 @@ import Testing
     func claim() throws {
         func delivery(_ device: Int64, _ pushType: PushType, quiet: QuietHours?) -> ClaimedDelivery {
             var claimed = ClaimedDelivery(
-                id: device, notificationID: "n", appID: "demo", deviceID: device, token: "t", environment: .production, pushType: pushType,
+                id: device, notificationID: "n", appID: "demo", deviceID: device, token: "t", route: .production, pushType: pushType,
                 topic: "x", priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1)
             claimed.quietHours = quiet
             return claimed

@@ -20,7 +20,7 @@ import Testing
     /// Delivery `id` as claimed: from chunk `chunk` at attempt `attempts`, or an existing row.
     func claimed(_ id: Int64, chunk: Int64? = nil, attempts: Int = 1) -> ClaimedDelivery {
         ClaimedDelivery(
-            id: id, notificationID: "n", appID: "demo", deviceID: id * 10, token: "t\(id)", environment: .production, pushType: .alert,
+            id: id, notificationID: "n", appID: "demo", deviceID: id * 10, token: "t\(id)", route: .production, pushType: .alert,
             topic: "com.example", priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: attempts, chunk: chunk
         )
     }

@@ -52,8 +52,8 @@ extension StoreDriver {
             #expect(applied.isEmpty, "withStore migrates before the body; migrating again applies nothing")
             #expect(
                 try await database.psql("SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_version")
-                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19")
-            #expect(PostgresStore.schemaVersion == 19)
+                    == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20")
+            #expect(PostgresStore.schemaVersion == 20)
             #expect(
                 try await database.psql(
                     "SELECT string_agg(collation_name, ',' ORDER BY column_name) FROM information_schema.columns WHERE table_name = 'frequency_counts' AND data_type = 'text' AND column_name <> 'times'"

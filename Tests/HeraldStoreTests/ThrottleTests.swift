@@ -7,7 +7,7 @@ import Testing
 @Suite struct ThrottleTests {
     func delivery(_ id: Int64, _ notification: String, perMinute: Int?, slotted: Bool = false) -> ClaimedDelivery {
         var claimed = ClaimedDelivery(
-            id: id, notificationID: notification, appID: "demo", deviceID: id, token: "t", environment: .production, pushType: .alert,
+            id: id, notificationID: notification, appID: "demo", deviceID: id, token: "t", route: .production, pushType: .alert,
             topic: "x", priority: nil, expiration: nil, collapseID: nil, payload: [], attempts: 1)
         claimed.throttlePerMinute = perMinute
         claimed.throttleSlotted = slotted

@@ -177,11 +177,15 @@ public struct CredentialRequest: Sendable, Hashable, Codable {
     public var pkcs12: String?
     /// The `.p12`'s passphrase (none when nil).
     public var passphrase: String?
+    /// For `fcm`: the Firebase service account's key file, the JSON object as the Firebase
+    /// console hands it out (the only field then).
+    public var serviceAccount: JSON?
 
     public init(
         keyId: String? = nil, teamId: String? = nil, privateKey: String? = nil, restrictedTo: String? = nil, certificate: String? = nil,
-        pkcs12: String? = nil, passphrase: String? = nil
+        pkcs12: String? = nil, passphrase: String? = nil, serviceAccount: JSON? = nil
     ) {
+        self.serviceAccount = serviceAccount
         self.keyId = keyId
         self.teamId = teamId
         self.privateKey = privateKey

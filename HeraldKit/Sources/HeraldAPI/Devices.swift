@@ -46,10 +46,13 @@ public struct DeviceRegistrationRequest: Sendable, Hashable, Codable {
 
 /// A registered device, as Herald holds it.
 public struct DeviceResponse: Sendable, Hashable, Codable {
+    /// The device's address as Herald names it: an APNs token in hex, `fcm:<token>` or `fid:<FID>`.
     public var token: String
     public var kind: String
-    /// `sandbox` or `production`.
+    /// Its route: `sandbox` or `production` (APNs), or `fcm`.
     public var environment: String
+    /// The push service it is reached through: `apns` or `fcm` (absent from older servers).
+    public var transport: String?
     public var userId: String?
     public var tags: [String]
     public var locale: String?
@@ -88,8 +91,9 @@ public struct DeviceResponse: Sendable, Hashable, Codable {
         token: String, kind: String, environment: String, userId: String?, tags: [String], locale: String?, timeZone: String?,
         appVersion: String?, platform: String?, activityId: String?, attributesType: String?, active: Bool, createdAt: Int64,
         lastRegisteredAt: Int64, invalidatedAt: Int64?, invalidationReason: String?, publicKeyType: String?, publicKey: String?,
-        invalidations: [Invalidation]? = nil
+        invalidations: [Invalidation]? = nil, transport: String? = nil
     ) {
+        self.transport = transport
         self.token = token
         self.kind = kind
         self.environment = environment
@@ -130,11 +134,15 @@ public struct DeliveryResponse: Sendable, Hashable, Codable {
     public var notificationId: String?
     public var token: String
     public var kind: String?
+    /// Its device's route: `sandbox`, `production` or `fcm`.
     public var environment: String
+    /// `apns` or `fcm` (absent from older servers).
+    public var transport: String?
     public var pushType: String
     /// `pending`, `sent` or `failed`.
     public var state: String
     public var attempts: Int
+    /// The push service's id for the message: APNs's apns-id, FCM's message id.
     public var apnsId: String?
     public var status: Int?
     public var reason: String?
@@ -152,8 +160,9 @@ public struct DeliveryResponse: Sendable, Hashable, Codable {
     public init(
         notificationId: String?, token: String, kind: String?, environment: String, pushType: String, state: String, attempts: Int,
         apnsId: String?, status: Int?, reason: String?, latencyMs: Int64?, updatedAt: Int64, outcomeUncertain: Bool = false,
-        receivedAt: Int64? = nil, openedAt: Int64? = nil, action: String? = nil
+        receivedAt: Int64? = nil, openedAt: Int64? = nil, action: String? = nil, transport: String? = nil
     ) {
+        self.transport = transport
         self.receivedAt = receivedAt
         self.openedAt = openedAt
         self.action = action
@@ -182,5 +191,55 @@ public struct DeliveryList: Sendable, Hashable, Codable {
     public init(deliveries: [DeliveryResponse], next: String? = nil) {
         self.deliveries = deliveries
         self.next = next
+    }
+}
+
+/// `POST /v1/apps/{app}/registrations`: registers a device whose identifier is not an APNs hex
+/// token, by a body rather than a path segment — an FCM registration token (`token`) or a
+/// Firebase Installation ID (`fid`), with `transport: "fcm"`; or an APNs token with
+/// `transport: "apns"` (as `PUT …/devices/{token}` does). The other fields are those of
+/// ``DeviceRegistrationRequest``; the answer is the device, named as Herald names it
+/// (`fcm:<token>`, `fid:<FID>`, or the hex token).
+public struct RegistrationRequest: Sendable, Hashable, Codable {
+    /// `fcm` or `apns`.
+    public var transport: String?
+    public var token: String?
+    public var fid: String?
+    public var kind: String?
+    public var environment: String?
+    public var userId: String?
+    public var tags: [String]?
+    public var locale: String?
+    public var timeZone: String?
+    public var appVersion: String?
+    public var platform: String?
+    public var activityId: String?
+    public var attributesType: String?
+    public var publicKey: String?
+    public var publicKeyType: String?
+    public var userAssertion: String?
+
+    public init(
+        transport: String? = nil, token: String? = nil, fid: String? = nil, userId: String? = nil, tags: [String]? = nil, locale: String? = nil,
+        timeZone: String? = nil, appVersion: String? = nil, platform: String? = nil, userAssertion: String? = nil
+    ) {
+        self.transport = transport
+        self.token = token
+        self.fid = fid
+        self.userId = userId
+        self.tags = tags
+        self.locale = locale
+        self.timeZone = timeZone
+        self.appVersion = appVersion
+        self.platform = platform
+        self.userAssertion = userAssertion
+    }
+
+    /// The fields every platform shares, as ``DeviceRegistrationRequest`` holds them.
+    public var common: DeviceRegistrationRequest {
+        DeviceRegistrationRequest(
+            kind: self.kind, environment: self.environment, userId: self.userId, tags: self.tags, locale: self.locale, timeZone: self.timeZone,
+            appVersion: self.appVersion, platform: self.platform, activityId: self.activityId, attributesType: self.attributesType,
+            publicKey: self.publicKey, publicKeyType: self.publicKeyType, userAssertion: self.userAssertion)
     }
 }

@@ -2,9 +2,10 @@
 
 /// One environment's APNs credential, as metadata: never the key or certificate material.
 public struct CredentialInfo: Sendable, Hashable, Codable {
-    /// `sandbox` or `production`.
+    /// `sandbox`, `production` or `fcm`.
     public var environment: String
-    /// `token` (a .p8 key), `certificate`, or `unreadable` (sealed under another master key).
+    /// `token` (a .p8 key), `certificate`, `serviceAccount` (FCM), or `unreadable` (sealed under
+    /// another master key).
     public var kind: String
     public var keyId: String?
     public var teamId: String?
@@ -13,13 +14,19 @@ public struct CredentialInfo: Sendable, Hashable, Codable {
     public var certificateSubject: String?
     /// When the certificate stops being valid (ms since 1970).
     public var certificateExpiresAt: Int64?
+    /// A service account's Firebase project and account.
+    public var projectId: String?
+    public var clientEmail: String?
     /// When it was set (ms).
     public var updatedAt: Int64
 
     public init(
         environment: String, kind: String, keyId: String? = nil, teamId: String? = nil, restrictedTo: String? = nil,
-        certificateSubject: String? = nil, certificateExpiresAt: Int64? = nil, updatedAt: Int64
+        certificateSubject: String? = nil, certificateExpiresAt: Int64? = nil, projectId: String? = nil, clientEmail: String? = nil,
+        updatedAt: Int64
     ) {
+        self.projectId = projectId
+        self.clientEmail = clientEmail
         self.environment = environment
         self.kind = kind
         self.keyId = keyId

@@ -135,6 +135,19 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
     /// that would be reached and, per push type, the exact headers and payload.
     public var dryRun: Bool?
+    /// Only devices reached through these push services: `apns`, `fcm` (default: every one the
+    /// notification can go to).
+    public var transports: [String]?
+    /// An image shown with the notification: FCM's `notification.image`; for APNs, the payload's
+    /// `image` key with `mutable-content` set, for the app's service extension to fetch.
+    public var image: String?
+    /// A deep link the app opens when the notification is tapped: `link` in the payload (APNs)
+    /// and in the data (FCM).
+    public var link: String?
+    /// FCM's own fields, laid over what Herald makes of the common ones: `notification`,
+    /// `android` (`priority`, `ttl`, `collapse_key`, `notification.channel_id`, `direct_boot_ok`,
+    /// …), `data` (strings only) and `fcm_options`, as in FCM HTTP v1's `message`.
+    public var fcm: JSON?
 
     public struct Placeholder: Sendable, Hashable, Codable {
         public var title: String?
@@ -162,8 +175,14 @@ public struct SendResponse: Sendable, Hashable, Codable {
     /// For a token audience (202 only): distinct listed tokens whose device is inactive (APNs
     /// called it dead).
     public var inactiveTokens: Int?
+    /// The push services it goes through (202 only): those asked for, narrowed to those that
+    /// can carry it (data that FCM cannot carry keeps it to `apns` when `fcm` was not asked for).
+    public var transports: [String]?
 
-    public init(id: String, deliveries: Int, duplicate: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil) {
+    public init(
+        id: String, deliveries: Int, duplicate: Bool, unknownTokens: Int? = nil, inactiveTokens: Int? = nil, transports: [String]? = nil
+    ) {
+        self.transports = transports
         self.id = id
         self.deliveries = deliveries
         self.duplicate = duplicate
@@ -258,13 +277,29 @@ public struct DryRunResponse: Sendable, Hashable, Codable {
     public var dryRun: Bool
     /// The active devices the audience matches now.
     public var audienceSize: Int
-    /// One per push type the audience's devices would get (by their kind, or the one given).
+    /// One per push type the audience's APNs devices would get (by their kind, or the one given).
     public var pushTypes: [DryRunPush]
+    /// What its FCM devices would get; nil when it goes to none.
+    public var fcm: DryRunFCM?
 
-    public init(audienceSize: Int, pushTypes: [DryRunPush]) {
+    public init(audienceSize: Int, pushTypes: [DryRunPush], fcm: DryRunFCM? = nil) {
         self.dryRun = true
         self.audienceSize = audienceSize
         self.pushTypes = pushTypes
+        self.fcm = fcm
+    }
+}
+
+/// The FCM message a dry run's Android devices would get.
+public struct DryRunFCM: Sendable, Hashable, Codable {
+    public var devices: Int
+    /// The exact body of `messages:send` (JSON text), with `<token>` for each device's target and
+    /// a placeholder receipt id.
+    public var message: String
+
+    public init(devices: Int, message: String) {
+        self.devices = devices
+        self.message = message
     }
 }
 

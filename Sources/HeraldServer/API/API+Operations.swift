@@ -52,6 +52,7 @@ extension API {
             Operation(method: .delete, path: "/v1/apps/{app}/devices/{token}", statuses: app.union(limited).union([204, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/devices/{token}", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/devices/{token}/deliveries", statuses: app.union([200, 400])),
+            Operation(method: .post, path: "/v1/apps/{app}/registrations", statuses: app.union(body).union(limited).union([200, 422])),
             Operation(method: .post, path: "/v1/apps/{app}/notifications", statuses: app.union(body).union(limited).union([200, 202, 422])),
             Operation(method: .get, path: "/v1/apps/{app}/notifications", statuses: app.union([200, 400])),
             Operation(method: .get, path: "/v1/apps/{app}/notifications/{id}", statuses: app.union([200])),

@@ -43,18 +43,24 @@ extension APNSEnvironment {
     var apiName: String { self == .development ? "sandbox" : "production" }
 }
 
+extension Route {
+    /// The API's name: `sandbox` or `production` (APNs), `fcm`.
+    var apiName: String { self.apnsEnvironment?.apiName ?? self.stored }
+}
+
 extension DeviceResponse: OmitsNilFields {
     static let fieldsOmittedWhenNil: Set<String> = ["invalidations"]
 
     init(_ device: Device, invalidations: [HeraldCore.Invalidation]? = nil) {
         let r = device.registration
         self.init(
-            token: r.token.hex, kind: r.kind.rawValue, environment: r.environment.apiName, userId: r.userID, tags: r.tags, locale: r.locale,
+            token: r.token, kind: r.kind.rawValue, environment: r.route.apiName, userId: r.userID, tags: r.tags, locale: r.locale,
             timeZone: r.timeZone, appVersion: r.appVersion, platform: r.platform, activityId: r.activityID, attributesType: r.attributesType,
             active: device.active, createdAt: device.createdAt, lastRegisteredAt: device.lastRegisteredAt, invalidatedAt: device.invalidatedAt,
             invalidationReason: device.invalidationReason, publicKeyType: r.publicKeyType,
             publicKey: r.publicKey.map { Data($0).base64EncodedString() },
-            invalidations: invalidations?.map { .init(reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, at: $0.at, applied: $0.applied) }
+            invalidations: invalidations?.map { .init(reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, at: $0.at, applied: $0.applied) },
+            transport: r.route.transport.rawValue
         )
     }
 }
@@ -64,11 +70,11 @@ extension DeliveryResponse: OmitsNilFields {
 
     init(_ d: DeliveryRecord, withNotification: Bool) {
         self.init(
-            notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.environment.apiName,
+            notificationId: withNotification ? d.notificationID : nil, token: d.token, kind: d.kind?.rawValue, environment: d.route.apiName,
             pushType: d.pushType.rawValue, state: QuietHours.apiState(d.state, reason: d.reason), attempts: d.attempts, apnsId: d.apnsID,
             status: d.status, reason: d.reason,
             latencyMs: d.latencyMilliseconds, updatedAt: d.updatedAt, outcomeUncertain: d.unknownOutcomes > 0, receivedAt: d.receivedAt,
-            openedAt: d.openedAt, action: d.action
+            openedAt: d.openedAt, action: d.action, transport: d.route.transport.rawValue
         )
     }
 }

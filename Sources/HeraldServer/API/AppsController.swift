@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Crypto
+import FCMClient
 import Foundation
 import HeraldAPI
 import HeraldCore
@@ -161,18 +162,55 @@ struct AppsController {
 
     @Sendable func setCredentials(_ request: Request, context: APIRequestContext) async throws -> Response {
         let app = try context.requireApp()
-        guard let environment = context.parameters.get("environment").flatMap(APNSEnvironment.init(name:)) else {
-            throw HeraldError.invalid("the environment must be development (sandbox) or production", code: "bad_environment")
+        let route = try Self.credentialRoute(context)
+        let body = try await request.decode(as: CredentialRequest.self, context: context)
+        let plain: [UInt8]
+        if route == .fcm {
+            plain = try Self.fcmCredential(body)
+        } else {
+            guard body.serviceAccount == nil else {
+                throw HeraldError.invalid("serviceAccount is FCM's credential: PUT it to credentials/fcm", code: "bad_credentials")
+            }
+            plain = CredentialCoding.encode(try Self.credential(body))
         }
-        let material = try Self.credential(try await request.decode(as: CredentialRequest.self, context: context))
         let sealed: [UInt8]
         do {
-            sealed = try self.secrets.seal(CredentialCoding.encode(material))
+            sealed = try self.secrets.seal(plain)
         } catch {
             throw HeraldError(code: "seal_failed", "cannot encrypt the credentials")
         }
-        try await self.store.setCredential(appID: app.id, environment: environment, sealed: sealed, now: self.clock.nowMilliseconds)
+        try await self.store.setCredential(appID: app.id, environment: route, sealed: sealed, now: self.clock.nowMilliseconds)
         return Response(status: .noContent)
+    }
+
+    /// The path's `:environment`: an APNs environment, or `fcm` (`bad_environment`).
+    static func credentialRoute(_ context: APIRequestContext) throws -> Route {
+        let name = context.parameters.get("environment") ?? ""
+        if name == "fcm" { return .fcm }
+        guard let environment = APNSEnvironment(name: name) else {
+            throw HeraldError.invalid("the environment must be development (sandbox), production or fcm", code: "bad_environment")
+        }
+        return .apns(environment)
+    }
+
+    /// An FCM credential: a service account's key file, read as Herald will use it
+    /// (`bad_service_account` says what is wrong, never the key), kept as uploaded.
+    static func fcmCredential(_ body: CredentialRequest) throws -> [UInt8] {
+        guard let account = body.serviceAccount else {
+            throw HeraldError.invalid("an FCM credential is a serviceAccount (the key file's JSON object)", code: "missing_serviceAccount")
+        }
+        guard body.keyId == nil, body.teamId == nil, body.privateKey == nil, body.certificate == nil, body.pkcs12 == nil, body.restrictedTo == nil
+        else {
+            throw HeraldError.invalid("an FCM credential is a serviceAccount alone", code: "bad_credentials")
+        }
+        let json = JSONValue(account).serialized()
+        guard json.count <= 16_384 else { throw HeraldError.invalid("serviceAccount is larger than 16 KiB", code: "bad_service_account") }
+        do {
+            _ = try FCMServiceAccountKey(json: json)
+        } catch {
+            throw HeraldError.invalid("serviceAccount is not usable: \(error.description)", code: "bad_service_account")
+        }
+        return FCMClientProvider.encode(serviceAccount: json)
     }
 
     static func credential(_ body: CredentialRequest) throws -> CredentialMaterial {

@@ -18,6 +18,9 @@ struct DevicesController {
             .add(middleware: RequireScope(.register, store: self.store, clock: self.clock))
         register.put(":token", use: self.register)
         register.delete(":token", use: self.unregister)
+        v1.group("apps/:app/registrations").add(middleware: RateLimit(operation: .register, gate: self.rateLimit))
+            .add(middleware: RequireScope(.register, store: self.store, clock: self.clock))
+            .post(use: self.registerByBody)
         let read = v1.group("apps/:app/devices").add(middleware: RequireScope(.send, store: self.store, clock: self.clock))
         read.get(use: self.list)
         read.get(":token", use: self.show)
@@ -28,7 +31,38 @@ struct DevicesController {
         let app = try context.requireApp()
         let token = try Validate.token(context)
         let body = try await request.decode(as: DeviceRegistrationRequest.self, context: context)
-        return try await self.commit(try self.registration(body, app: app, key: try context.requireKey(), token: token), app: app)
+        return try await self.commit(
+            try self.registration(body, app: app, key: try context.requireKey(), address: .apns(token, environment: .production)), app: app)
+    }
+
+    /// `POST …/registrations`: a device named in the body (an FCM token or FID, or an APNs token).
+    @Sendable func registerByBody(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
+        let app = try context.requireApp()
+        let body = try await request.decode(as: RegistrationRequest.self, context: context)
+        let address = try Self.address(body)
+        return try await self.commit(try self.registration(body.common, app: app, key: try context.requireKey(), address: address), app: app)
+    }
+
+    /// The device a registration body names: `transport` (fcm by default) and exactly one of
+    /// `token` and `fid` (`missing_token`, `bad_fcm_token`, `bad_fid`, `bad_device_token`).
+    static func address(_ body: RegistrationRequest) throws -> PushAddress {
+        switch body.transport ?? "fcm" {
+        case "fcm":
+            switch (body.token, body.fid) {
+            case (let token?, nil): return try PushAddress.fcmToken(token)
+            case (nil, let fid?): return try PushAddress.fcmInstallation(fid)
+            case (nil, nil): throw HeraldError.invalid("an FCM registration names its token or its fid", code: "missing_token")
+            case (_?, _?): throw HeraldError.invalid("an FCM registration names its token or its fid, not both", code: "bad_registration")
+            }
+        case "apns":
+            guard let token = body.token, body.fid == nil else {
+                throw HeraldError.invalid("an APNs registration names its token (hex)", code: "missing_token")
+            }
+            // The environment is the body's, checked with the rest (``registration(_:address:)``).
+            return .apns(try Validate.token(token), environment: .production)
+        default:
+            throw HeraldError.invalid("transport is fcm or apns", code: "bad_transport")
+        }
     }
 
     /// A registration body checked for `key` on `app`. With a register key, what the
@@ -38,7 +72,7 @@ struct DevicesController {
     /// A registration checked, with what its caller may change.
     typealias Checked = (registration: DeviceRegistration, authority: RegistrationAuthority, byRegisterKey: Bool)
 
-    func registration(_ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, token: DeviceToken) throws -> Checked {
+    func registration(_ body: DeviceRegistrationRequest, app: App, key: StoredAPIKey, address: PushAddress) throws -> Checked {
         var body = body
         var authority = RegistrationAuthority.backend
         if key.scope == .register {
@@ -47,7 +81,7 @@ struct DevicesController {
         if let text = body.userAssertion {
             let secret = try UserSecrets.open(app, secrets: self.secrets)
             let assertion = try UserAssertion.verify(
-                text, secret: secret, appID: app.id, now: self.clock.nowMilliseconds / 1000, device: token.hex,
+                text, secret: secret, appID: app.id, now: self.clock.nowMilliseconds / 1000, device: address.appIdentifier,
                 allowUnbound: app.security.unboundAssertions)
             guard body.userId == nil || body.userId == assertion.userID else {
                 throw HeraldError(code: "user_assertion_wrong_user", "the user assertion is for another user than userId")
@@ -55,7 +89,7 @@ struct DevicesController {
             body.userId = assertion.userID
             authority.mayBindUser = true
         }
-        return (try Self.registration(body, token: token), authority, key.scope == .register)
+        return (try Self.registration(body, address: address), authority, key.scope == .register)
     }
 
     /// A checked registration written: the device as it now is — for a register key (which reads
@@ -75,7 +109,7 @@ struct DevicesController {
 
     @Sendable func unregister(_ request: Request, context: APIRequestContext) async throws -> Response {
         let app = try context.requireApp()
-        guard try await self.store.unregister(appID: app.id, token: try Validate.token(context).hex) else { throw HeraldError.notFound("device") }
+        guard try await self.store.unregister(appID: app.id, token: try Validate.identifier(context)) else { throw HeraldError.notFound("device") }
         return Response(status: .noContent)
     }
 
@@ -97,7 +131,7 @@ struct DevicesController {
 
     @Sendable func show(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
         let app = try context.requireApp()
-        guard let device = try await self.store.device(appID: app.id, token: try Validate.token(context).hex) else {
+        guard let device = try await self.store.device(appID: app.id, token: try Validate.identifier(context)) else {
             throw HeraldError.notFound("device")
         }
         return DeviceResponse(device, invalidations: try await self.store.invalidations(appID: app.id, deviceID: device.id))
@@ -105,11 +139,11 @@ struct DevicesController {
 
     @Sendable func deliveries(_ request: Request, context: APIRequestContext) async throws -> DeliveryList {
         let app = try context.requireApp()
-        let token = try Validate.token(context)
+        let token = try Validate.identifier(context)
         let limit = try Validate.limit(request, fallback: 50, maximum: 1000)
         let beforeID = try PageCursor.id(request, .deliveries)
-        guard try await self.store.device(appID: app.id, token: token.hex) != nil else { throw HeraldError.notFound("device") }
-        let deliveries = try await self.store.deliveries(appID: app.id, token: token.hex, limit: limit + 1, beforeID: beforeID)
+        guard try await self.store.device(appID: app.id, token: token) != nil else { throw HeraldError.notFound("device") }
+        let deliveries = try await self.store.deliveries(appID: app.id, token: token, limit: limit + 1, beforeID: beforeID)
         let page = PageCursor.page(deliveries, limit: limit) { PageCursor.next(.deliveries, id: $0.id) }
         return DeliveryList(deliveries: page.items.map { DeliveryResponse($0, withNotification: true) }, next: page.next)
     }
@@ -117,6 +151,26 @@ struct DevicesController {
     /// A registration body, checked: kinds, environments, sizes, the encryption key, and what
     /// each kind needs (an activity id, an attributes type).
     static func registration(_ body: DeviceRegistrationRequest, token: DeviceToken) throws -> DeviceRegistration {
+        try Self.registration(body, address: .apns(token, environment: .production))
+    }
+
+    /// `address`'s registration: an APNs address takes its environment from the body; FCM has
+    /// none, one kind (`device`), and none of what only Apple's tokens have (Live Activity ids,
+    /// end-to-end encryption keys).
+    static func registration(_ body: DeviceRegistrationRequest, address: PushAddress) throws -> DeviceRegistration {
+        var address = address
+        if address.route.transport == .fcm {
+            let appleOnly: [(String, Bool)] = [
+                ("environment", body.environment != nil), ("activityId", body.activityId != nil), ("attributesType", body.attributesType != nil),
+                ("publicKey", body.publicKey != nil || body.publicKeyType != nil),
+            ]
+            if let field = appleOnly.first(where: \.1)?.0 {
+                throw HeraldError.invalid("\(field) is for APNs tokens; an FCM registration has none", code: "bad_\(field)")
+            }
+            if let kind = body.kind, kind != DeviceKind.device.rawValue {
+                throw HeraldError.invalid("an FCM registration is of kind device", code: "bad_kind")
+            }
+        }
         var kind = DeviceKind.device
         if let name = body.kind {
             guard let parsed = DeviceKind(rawValue: name) else {
@@ -124,12 +178,11 @@ struct DevicesController {
             }
             kind = parsed
         }
-        var environment = APNSEnvironment.production
-        if let name = body.environment {
+        if let name = body.environment, address.route.transport == .apns {
             guard let parsed = APNSEnvironment(name: name) else {
                 throw HeraldError.invalid("environment must be sandbox (development) or production", code: "bad_environment")
             }
-            environment = parsed
+            address = .apns(try Validate.token(address.stored), environment: parsed)
         }
         let tags = body.tags ?? []
         guard tags.count <= 100, tags.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 64 }) else {
@@ -152,7 +205,7 @@ struct DevicesController {
             throw HeraldError.invalid("publicKeyType without publicKey", code: "bad_public_key")
         }
         let registration = DeviceRegistration(
-            token: token, kind: kind, environment: environment, userID: try Validate.text(body.userId, "userId"), tags: tags,
+            address: address, kind: kind, userID: try Validate.text(body.userId, "userId"), tags: tags,
             locale: try Validate.text(body.locale, "locale", limit: 35), timeZone: try Validate.text(body.timeZone, "timeZone", limit: 64),
             appVersion: try Validate.text(body.appVersion, "appVersion", limit: 64),
             platform: try Validate.text(body.platform, "platform", limit: 32),

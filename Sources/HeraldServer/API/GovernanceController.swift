@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import FCMClient
 import Foundation
 import HeraldAPI
 import HeraldCore
@@ -48,6 +49,14 @@ struct GovernanceController {
     /// Metadata only: which kind, whose key, until when; never the material.
     func info(_ record: CredentialRecord) -> CredentialInfo {
         let environment = record.environment.apiName
+        if record.environment == .fcm {
+            guard let key = try? FCMClientProvider.open(record.sealed, secrets: self.secrets) else {
+                return CredentialInfo(environment: environment, kind: "unreadable", updatedAt: record.updatedAt)
+            }
+            return CredentialInfo(
+                environment: environment, kind: "serviceAccount", keyId: key.privateKeyID, projectId: key.projectID,
+                clientEmail: key.clientEmail, updatedAt: record.updatedAt)
+        }
         guard let opened = try? self.secrets.open(record.sealed), let material = try? CredentialCoding.decode(opened) else {
             return CredentialInfo(environment: environment, kind: "unreadable", updatedAt: record.updatedAt)
         }
@@ -67,9 +76,7 @@ struct GovernanceController {
 
     @Sendable func deleteCredential(_ request: Request, context: APIRequestContext) async throws -> Response {
         let app = try context.requireApp()
-        guard let environment = context.parameters.get("environment").flatMap(APNSEnvironment.init(name:)) else {
-            throw HeraldError.invalid("the environment must be development (sandbox) or production", code: "bad_environment")
-        }
+        let environment = try AppsController.credentialRoute(context)
         guard try await self.store.deleteCredential(appID: app.id, environment: environment) else {
             throw HeraldError.notFound("\(environment.apiName) credentials of app '\(app.id)'")
         }

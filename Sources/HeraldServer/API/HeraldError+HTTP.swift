@@ -24,6 +24,8 @@ extension HeraldError: HTTPResponseError {
         "invalid_json", "invalid_request", "unknown_field", "duplicate_field", "empty_notification", "app_required",
         "template_invalid", "template_variable_missing", "template_variable_invalid", "template_unknown", "template_conflict",
         "unknown_channel",
+        // FCM: what FCM would refuse of a message, refused at accept; what only APNs carries, sent to FCM.
+        "fcm_data_not_string", "fcm_reserved_key", "fcm_too_large", "transport_not_supported",
     ]
 
     static func status(forCode code: String) -> HTTPResponse.Status {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSClient
 import APNSModels
+import Foundation
 import HeraldAPI
 import HeraldCore
 import Hummingbird
@@ -45,7 +46,8 @@ struct NotificationsController {
             created.existing ? .ok : .accepted,
             SendResponse(
                 id: created.id, deliveries: created.deliveries, duplicate: created.existing, unknownTokens: created.unknownTokens,
-                inactiveTokens: created.inactiveTokens
+                inactiveTokens: created.inactiveTokens,
+                transports: created.existing ? nil : (spec.transports.isEmpty ? Transport.allCases : spec.transports.sorted()).map(\.rawValue)
             )
         ).response(from: request, context: context)
     }
@@ -81,7 +83,25 @@ struct NotificationsController {
     /// The audience a notification would reach now and, per push type its devices would get,
     /// the exact APNs headers and payload (as the delivery engine builds them).
     static func dryRun(_ spec: NotificationSpec, app: App, store: any HeraldStore) async throws -> DryRunResponse {
-        let kinds = try await store.audienceKinds(appID: app.id, targeting: spec.targeting)
+        // Each transport's devices counted apart: APNs's by kind (their push types), FCM's as one message.
+        func narrowed(to transport: Transport) -> Targeting? {
+            guard spec.transports.isEmpty || spec.transports.contains(transport) else { return nil }
+            guard transport == .apns || spec.parts[transport] != nil else { return nil }
+            var targeting = spec.targeting
+            targeting.transports = [transport]
+            return targeting
+        }
+        var kinds: [DeviceKind: Int] = [:]
+        if let targeting = narrowed(to: .apns) { kinds = try await store.audienceKinds(appID: app.id, targeting: targeting) }
+        var fcm: DryRunFCM?
+        if let targeting = narrowed(to: .fcm), let part = spec.parts[.fcm] {
+            let devices = try await store.audienceKinds(appID: app.id, targeting: targeting).values.reduce(0, +)
+            let ttl = spec.expiration.map { $0 == 0 ? 0 : max(0, $0 - Int64(Date().timeIntervalSince1970)) }
+            if devices > 0, let frame = FCMPart.Frame(part: part, ttl: ttl, priority: spec.priority, collapseKey: spec.collapseID) {
+                let receipt: [(String, String)] = app.security.receipts ? [("hr", "<receipt id>")] : []
+                fcm = DryRunFCM(devices: devices, message: String(decoding: frame.body(field: "token", target: "<token>", extra: receipt), as: UTF8.self))
+            }
+        }
         var devices: [PushType: Int] = [:]
         for (kind, count) in kinds where count > 0 { devices[spec.pushType ?? kind.defaultPushType, default: 0] += count }
         let rendered = try NotificationRequest.rendering(spec)?.allPayloads()
@@ -98,7 +118,7 @@ struct NotificationsController {
                 payload: variants?.first?.payload ?? sent(spec.payload),
                 variants: variants)
         }
-        return DryRunResponse(audienceSize: kinds.values.reduce(0, +), pushTypes: pushes)
+        return DryRunResponse(audienceSize: kinds.values.reduce(0, +) + (fcm?.devices ?? 0), pushTypes: pushes, fcm: fcm)
     }
 
     @Sendable func list(_ request: Request, context: APIRequestContext) async throws -> NotificationList {

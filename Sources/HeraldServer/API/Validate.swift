@@ -41,6 +41,16 @@ enum Validate {
         try Self.token(context.parameters.get("token") ?? "")
     }
 
+    /// A device's identifier in the path, any platform's (`bad_device_token`): an APNs token in
+    /// hex, `fcm:<token>` or `fid:<FID>`; its stored form.
+    static func identifier(_ context: APIRequestContext) throws -> String {
+        let text = context.parameters.get("token") ?? ""
+        guard let stored = PushAddress.storedIdentifier(text) else {
+            throw HeraldError.invalid("the device is named by its APNs token (hex), fcm:<token> or fid:<FID>", code: "bad_device_token")
+        }
+        return stored
+    }
+
     /// `limit` from the query string: `fallback` when absent, 1…`maximum` otherwise (`bad_limit`).
     static func limit(_ request: Request, fallback: Int, maximum: Int) throws -> Int {
         guard let text = request.uri.queryParameters["limit"] else { return fallback }

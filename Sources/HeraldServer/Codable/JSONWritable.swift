@@ -99,6 +99,7 @@ extension DeviceResponse: JSONWritable {
         json.member("token", self.token)
         json.member("kind", self.kind)
         json.member("environment", self.environment)
+        json.member("transport", self.transport)
         json.member("userId", self.userId)
         json.member("tags", self.tags)
         json.member("locale", self.locale)

@@ -146,7 +146,7 @@ final class RegistrationLane: Service {
             let token = try Validate.token(request.token)
             let json = try APIRequestDecoder.parse(request.body.readableBytesView)
             let body = try DeviceRegistrationRequest(plainJSON: json) ?? APIRequestDecoder.decode(DeviceRegistrationRequest.self, json: json)
-            asked = try self.devices.registration(body, app: app, key: key, token: token)
+            asked = try self.devices.registration(body, app: app, key: key, address: .apns(token, environment: .production))
         } catch {
             self.metrics.routed.increment()
             return .route

@@ -276,7 +276,7 @@ struct DashboardBackend: Sendable {
         } catch {
             throw HeraldError(code: "seal_failed", "cannot encrypt the credentials")
         }
-        try await self.store.setCredential(appID: app.id, environment: environment, sealed: sealed, now: self.nowMilliseconds)
+        try await self.store.setCredential(appID: app.id, environment: .apns(environment), sealed: sealed, now: self.nowMilliseconds)
     }
 
     /// A new API key, as `POST /v1/keys` makes it: its id and its secret (shown once).

@@ -197,7 +197,7 @@ struct DashboardAppsController: Sendable {
         let sealed = try await self.dashboard.store.credentials(appID: app.id)
         let now = Date(timeIntervalSince1970: Double(self.dashboard.backend.nowMilliseconds) / 1000)
         return [APNSEnvironment.development, .production].map { environment in
-            guard let bytes = sealed[environment] else {
+            guard let bytes = sealed[.apns(environment)] else {
                 return self.dashboard.emulator == nil ? Credential(notConfigured: true) : Credential(builtInEmulator: true)
             }
             guard let material = self.dashboard.backend.openCredential(bytes) else { return Credential(unreadable: true) }

@@ -94,8 +94,8 @@ struct DashboardDevicesController: Sendable {
         let rows = devices.map { device in
             let r = device.registration
             return DevicesModel.Row(
-                token: r.token.hex, shortToken: String(r.token.hex.prefix(16)), kind: r.kind.rawValue,
-                environment: DashboardFormat.environmentName(r.environment),
+                token: r.token, shortToken: String(r.token.prefix(16)), kind: r.kind.rawValue,
+                environment: DashboardFormat.routeName(r.route),
                 user: r.userID ?? "—", tags: r.tags.joined(separator: ", "), active: device.active
             )
         }
@@ -124,18 +124,19 @@ struct DashboardDevicesController: Sendable {
             DeviceModel.Invalidation(at: DashboardFormat.time(i.at), reason: i.reason, applied: i.applied, why: DashboardFormat.explain(i.reason))
         }
         let details: [(String, String?)] = [
-            ("App", app.id), ("Kind", r.kind.rawValue), ("Environment", r.environment == .development ? "sandbox (development)" : "production"),
+            ("App", app.id), ("Kind", r.kind.rawValue), ("Platform (transport)", r.route.transport.rawValue),
+            ("Environment", DashboardFormat.routeName(r.route)),
             ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("Platform", r.platform),
             ("App version", r.appVersion),
             ("Locale", r.locale), ("Time zone", r.timeZone), ("Registered first", DashboardFormat.time(device.createdAt)),
             ("Last registration", DashboardFormat.time(device.lastRegisteredAt)),
         ]
         let model = DeviceModel(
-            token: r.token.hex, appPath: DashboardFormat.path(app.id), details: details.map { DeviceModel.Pair(label: $0.0, value: $0.1 ?? "—") },
+            token: r.token, appPath: DashboardFormat.path(app.id), details: details.map { DeviceModel.Pair(label: $0.0, value: $0.1 ?? "—") },
             active: device.active, invalidatedAt: DashboardFormat.time(device.invalidatedAt ?? 0),
             invalidationReason: device.invalidationReason ?? "",
             invalidations: invalidations, hasInvalidations: !invalidations.isEmpty, deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
-        return DashboardView(template: .device, title: "Device \(r.token.hex.prefix(8))… of \(app.id)", model: model, section: .apps)
+        return DashboardView(template: .device, title: "Device \(r.token.prefix(8))… of \(app.id)", model: model, section: .apps)
     }
 }

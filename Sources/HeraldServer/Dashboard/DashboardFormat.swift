@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
+import HeraldCore
 
 /// How the dashboard writes values as text: times, numbers, JSON, path segments, reasons. Plain
 /// text, never markup: the templates escape it.
@@ -54,6 +55,11 @@ enum DashboardFormat {
 
     static func environmentName(_ environment: APNSEnvironment) -> String {
         environment == .development ? "sandbox" : "production"
+    }
+
+    /// A device's route as the dashboard shows it: `sandbox`, `production` (APNs) or `fcm`.
+    static func routeName(_ route: Route) -> String {
+        route.apnsEnvironment.map(Self.environmentName) ?? route.stored
     }
 
     /// A failure reason in plain words, with the usual fix.
