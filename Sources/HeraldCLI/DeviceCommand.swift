@@ -28,6 +28,8 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
             being after=SECONDS (time interval) or at=HH:MM[:SS] (calendar; weekday=1…7 narrows \
             it), repeat, title=…, body=…, badge=N, sound=NAME, id=…, separated by ';'. Example:
               --local 'after=5;title=Stand up;body=Time to stretch' --local 'at=09:30;repeat;title=Standup'
+            With --platform android: an Android phone through the FCM emulator (--fcm), registered as the app \
+            does from onNewToken, printing each message as Android handles it, one line per event.
             """
     )
 
@@ -70,6 +72,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     var liveActivities: String?
     @Option(help: "A local notification the app schedules (repeatable): after=SECONDS or at=HH:MM[:SS], repeat, title=, body=, badge=, sound=, id=.")
     var local: [String] = []
+    @OptionGroup(title: "Platform") var android: AndroidOptions
 
     /// Asks the app's backend for a user assertion, as a signed-in app would.
     func assertionSource() throws -> (@Sendable (String, String) async throws -> String)? {
@@ -88,6 +91,7 @@ struct DeviceCommand: AsyncParsableCommand, Sendable {
     }
 
     func run() async throws {
+        if self.android.platform == .android { return try await AndroidDevice(command: self).run() }
         guard let serverURL = URL(string: self.server), let controlURL = URL(string: self.control) else {
             throw ValidationError("--server and --control are URLs")
         }
