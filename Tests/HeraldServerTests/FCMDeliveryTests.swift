@@ -3,6 +3,7 @@ import FCMEmulator
 import Foundation
 import HeraldServer
 import HeraldTesting
+import Logging
 import Testing
 
 /// Android through FCM, end to end: registration by body, one notification for every
@@ -178,6 +179,78 @@ extension ServerTests {
             #expect(apnsOnly.status == 202 && apnsOnly.body["transports"] as? [String] == ["apns"] && apnsOnly.body["deliveries"] as? Int == 0)
             let narrowed = try await context.api.call("POST", send, key: keys.send, json: #"{"audience":"all","body":"x","transports":["fcm"]}"#)
             #expect(narrowed.status == 202 && narrowed.body["deliveries"] as? Int == 1)
+        }
+    }
+}
+
+extension ServerTests {
+    @Test(
+        "an uploaded service account is used as uploaded; its token_uri is posted to only when it is Google's or on --fcm-endpoint's origin",
+        arguments: [false, true])
+    func uploadedServiceAccount(endpointSet: Bool) async throws {
+        // A second FCM, apart from the built-in one: the project's "real" FCM in this test.
+        try await withFCMEmulator(configuration: .init(), logger: Logger(label: "external-fcm")) { external in
+            let account = try external.makeServiceAccount(projectID: "shop-4711")
+            try await self.withServer(configure: { if endpointSet { $0.fcmEndpoint = external.baseURL } }) { context in
+                let keys = try await self.setUp(context)
+                let uploaded = try await context.api.call(
+                    "PUT", "/v1/apps/demo/credentials/fcm", key: context.admin, json: #"{"serviceAccount":\#(account.json)}"#)
+                #expect(uploaded.status == 204, "\(uploaded)")
+                let listed = try await context.api.call("GET", "/v1/apps/demo/credentials", key: context.admin)
+                let info = (listed.body["credentials"] as? [[String: Any]])?.first { $0["environment"] as? String == "fcm" }
+                #expect(info?["kind"] as? String == "serviceAccount" && info?["projectId"] as? String == "shop-4711")
+                #expect(!(String(describing: listed.body).contains("PRIVATE KEY")), "never the key")
+                let token = external.createDevice(projectID: "shop-4711")
+                #expect(
+                    try await context.api.call("POST", "/v1/apps/demo/registrations", key: keys.register, json: #"{"token":"\#(token)"}"#).status
+                        == 200)
+                let sent = try await context.api.call(
+                    "POST", "/v1/apps/demo/notifications", key: keys.send,
+                    json: #"{"audience":{"tokens":["fcm:\#(token)"]},"body":"Via the project"}"#)
+                let status = try await self.settled(context, key: keys.send, id: try #require(sent.body["id"] as? String))
+                let delivery = (status["deliveries"] as? [[String: Any]])?.first
+                if endpointSet {
+                    #expect(delivery?["state"] as? String == "sent", "\(status)")
+                    #expect(try await self.androidInbox(external, token, count: 1).first?.body == "Via the project")
+                } else {
+                    // Not Google's, not the operator's: refused before any request is made.
+                    #expect(delivery?["state"] as? String == "failed" && delivery?["reason"] as? String == "credentials_unusable", "\(status)")
+                    #expect(external.counters.tokenRequests == 0 && external.counters.sendRequests == 0)
+                }
+                let bad = try await context.api.call(
+                    "PUT", "/v1/apps/demo/credentials/fcm", key: context.admin,
+                    json: #"{"serviceAccount":{"type":"service_account","project_id":"x"}}"#)
+                #expect(bad.status == 400 && (bad.body["error"] as? [String: Any])?["code"] as? String == "bad_service_account")
+            }
+        }
+    }
+}
+
+extension ServerTests {
+    @Test("a template renders each Android device's variant by its locale, its payload fragment into FCM's data as strings")
+    func templateOnAndroid() async throws {
+        try await self.withServer { context in
+            let keys = try await self.setUp(context)
+            let template = try await context.api.call(
+                "POST", "/v1/apps/demo/templates", key: keys.send,
+                json:
+                    #"{"name":"shipped","default":{"title":"Shipped {{order}}","body":"On its way","payload":{"order":"{{order}}"}},"locales":{"de":{"title":"Versandt {{order}}","body":"Unterwegs"}}}"#
+            )
+            let id = try #require(template.body["id"] as? String, "\(template)")
+            let (emulator, german) = try self.androidDevice(context)
+            let (_, english) = try self.androidDevice(context)
+            for (token, locale) in [(german, "de_DE"), (english, "en_US")] {
+                let body = #"{"token":"\#(token)","locale":"\#(locale)","tags":["t"]}"#
+                #expect(try await context.api.call("POST", "/v1/apps/demo/registrations", key: keys.register, json: body).status == 200)
+            }
+            let sent = try await context.api.call(
+                "POST", "/v1/apps/demo/notifications", key: keys.send,
+                json: #"{"audience":{"tags":["t"]},"template":"\#(id)","data":{"order":"A-7"}}"#)
+            #expect(sent.status == 202 && sent.body["transports"] as? [String] == ["apns", "fcm"], "\(sent)")
+            let de = try #require(try await self.androidInbox(emulator, german, count: 1).first)
+            let en = try #require(try await self.androidInbox(emulator, english, count: 1).first)
+            #expect(de.title == "Versandt A-7" && de.body == "Unterwegs")
+            #expect(en.title == "Shipped A-7" && en.body == "On its way" && en.data["order"] == "A-7")
         }
     }
 }

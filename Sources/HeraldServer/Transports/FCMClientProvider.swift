@@ -54,6 +54,15 @@ final class FCMClientProvider: Sendable {
         if let sealed {
             key = try Self.open(sealed, secrets: self.secrets)
             if let endpoint = self.endpoint { configuration.endpoint = endpoint }
+            // An account of the built-in emulator (a development set-up): sent to the emulator too.
+            if let emulator = self.emulator, key.tokenURI.hasPrefix(emulator.baseURL + "/") { configuration.endpoint = emulator.baseURL }
+            // The JSON names where its assertion goes: Herald posts there only if it is Google's
+            // (or the FCM endpoint's origin set by the operator), never an address an uploader chose.
+            guard self.allows(tokenURI: key.tokenURI) else {
+                throw HeraldError(
+                    code: "credentials_unusable",
+                    "the service account's token_uri is not Google's (\(FCMServiceAccountKey.googleTokenAudience)) nor on --fcm-endpoint's origin")
+            }
         } else {
             guard let emulator = self.emulator else {
                 throw HeraldError(code: "no_credentials", "app '\(appID)' has no FCM service account")
@@ -75,6 +84,17 @@ final class FCMClientProvider: Sendable {
         }
         if let replaced { await replaced.shutdown() }
         return client
+    }
+
+    /// Whether Herald may post assertions to `uri`: Google's token endpoint, the built-in
+    /// emulator's, or one on the origin the operator pointed FCM at (`--fcm-endpoint`: an
+    /// emulator serves both).
+    func allows(tokenURI uri: String) -> Bool {
+        if uri == FCMServiceAccountKey.googleTokenAudience { return true }
+        if let emulator = self.emulator, uri.hasPrefix(emulator.baseURL + "/") { return true }
+        guard let endpoint = self.endpoint else { return false }
+        let origin = endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint
+        return uri.hasPrefix(origin + "/")
     }
 
     /// The emulator's project for an app without a service account: its id as a project id.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSModels
+import CoreMetrics
 import FCMClient
 import HeraldCore
 import Logging
@@ -71,14 +72,21 @@ struct FCMPushTransport: PushTransport {
             bodies.append(frame.body(field: target.field, target: target.value, extra: extra))
             indices.append(index)
         }
+        var answers: [String: Int64] = [:]
         await client.send(bodies) { position, result in
             switch result {
             case .success(let name):
                 // `projects/{project}/messages/{id}`: the id is FCM's own.
                 answer(indices[position], .sent(id: name.split(separator: "/").last.map(String.init) ?? name))
+                answers["sent", default: 0] += 1
             case .failure(let error):
                 answer(indices[position], Self.answer(error))
+                answers[error.code, default: 0] += 1
             }
+        }
+        // One increment per (app, answer) a batch: FCM's error codes, or `sent`.
+        for (result, count) in answers {
+            Counter(label: "herald_fcm_messages_total", dimensions: [("app", first.appID), ("result", result)]).increment(by: count)
         }
     }
 
