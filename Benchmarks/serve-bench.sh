@@ -126,6 +126,8 @@ now = int(time.time() * 1000)
 db.executemany("insert into devices (app_id, token, kind, environment, active, created_at, last_registered_at) values ('bench', ?, 'device', 'production', 1, ?, ?)",
                ((os.urandom(32).hex(), now, now) for _ in range(fanout - register)))
 db.commit(); db.close()
+# A new connection: the first one has been idle longer than herald's idle timeout (60 s).
+c = connect()
 start = time.time()
 bid = call(c, "POST", "/v1/apps/bench/notifications", {"audience": "all", "title": "everyone", "body": "x"})
 accepted = time.time() - start

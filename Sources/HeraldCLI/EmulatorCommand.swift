@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
 import APNSModels
-import FCMEmulator
 public import ArgumentParser
+import FCMEmulator
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -174,7 +174,7 @@ private func runHeraldServer<Result: Sendable>(
         )
         api.register(on: router)
         if configuration.dashboard {
-            try Dashboard(api: api, clients: clients, emulator: emulator).register(on: router)
+            try Dashboard(api: api, clients: clients, emulator: emulator, fcmClients: fcmClients, fcmEmulator: fcmEmulator).register(on: router)
         }
         let routes = router.routes.map { "\($0.method.rawValue) \($0.path)" }
         let listening = ListeningPort()

@@ -139,6 +139,59 @@ import Testing
             prefix: "herald-channels", script: "dashboard_test.py", environment: ["HERALD_WALK=channels"], passed: "dashboard channels passed")
     }
 
+    @Test(
+        "Android: an FCM service account uploaded (a refusal shown with its code) and checked (key and project OK), an FCM phone's platform in the devices list and on the overview, the Android message in the send preview, a push to the phone",
+        .enabled(if: available || required, Comment(rawValue: skipMessage))
+    )
+    func androidInBrowser() async throws {
+        try #require(Self.available, Comment(rawValue: Self.skipMessage))
+        let directory = try TemporaryDirectory(prefix: "herald-android")
+        defer { directory.remove() }
+        // Apps with a service account of their own send to the built-in FCM emulator (as to
+        // Google): a port chosen here, since --fcm-endpoint must name it before it is open.
+        let port = try freeLoopbackPort()
+        let server = try BackgroundProcess(
+            BackgroundProcess.heraldExecutable,
+            [
+                "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
+                "--emulator-control-port", "0", "--fcm-emulator-port", "\(port)", "--fcm-endpoint", "http://127.0.0.1:\(port)", "--log-level",
+                "warning",
+            ])
+        // The FCM emulator's line, whole, is printed after "Herald listening on": every line
+        // needed is there once it is.
+        try #require(try await server.waitFor("(token, send and control API)", timeout: 300), "\(server.printed)")
+        let lines = server.printed.split(separator: "\n").map(String.init)
+        let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
+        let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))
+        let fcm = try #require(
+            lines.first { $0.contains("Built-in FCM emulator:") }?.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let created = try await ProcessRunner.run(
+            "curl",
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", base + "/v1/apps", "-H", "authorization: Bearer \(admin)",
+                "-d", #"{"id":"demo","bundleId":"com.example.demo"}"#,
+            ])
+        try #require(created.standardOutput == "201")
+        let artifacts =
+            ProcessInfo.processInfo.environment["HERALD_TEST_ARTIFACTS"]
+            ?? FileManager.default.currentDirectoryPath + "/.build/test-artifacts/dashboard"
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "Browser/dashboard_android_test.py"
+        ).path
+        let browser = try BackgroundProcess(
+            "/usr/bin/env",
+            [
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_FCM_EMULATOR=\(fcm)", "HERALD_ARTIFACTS=\(artifacts)",
+                "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
+            ])
+        let status = try await browser.stop(signal: 0, timeout: 300)
+        #expect(status == 0, "\(browser.printed)")
+        #expect(browser.printed.contains("dashboard android passed"))
+        // The uploaded key never reaches the log.
+        #expect(!server.printed.contains("PRIVATE KEY"))
+        _ = try await server.stop()
+    }
+
     /// Runs a browser walk (`Tests/Browser/<script>`) against `herald serve` on a new data
     /// directory with an app "live" without credentials, so its pushes and channels go to the
     /// built-in emulator, whose control API the walk is given too.

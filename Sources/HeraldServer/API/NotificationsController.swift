@@ -99,7 +99,8 @@ struct NotificationsController {
             let ttl = spec.expiration.map { $0 == 0 ? 0 : max(0, $0 - Int64(Date().timeIntervalSince1970)) }
             if devices > 0, let frame = FCMPart.Frame(part: part, ttl: ttl, priority: spec.priority, collapseKey: spec.collapseID) {
                 let receipt: [(String, String)] = app.security.receipts ? [("hr", "<receipt id>")] : []
-                fcm = DryRunFCM(devices: devices, message: String(decoding: frame.body(field: "token", target: "<token>", extra: receipt), as: UTF8.self))
+                fcm = DryRunFCM(
+                    devices: devices, message: String(decoding: frame.body(field: "token", target: "<token>", extra: receipt), as: UTF8.self))
             }
         }
         var devices: [PushType: Int] = [:]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSClient
 import APNSModels
+import FCMClient
 import Foundation
 import HTTPTypes
 import HeraldAPI
@@ -91,6 +92,54 @@ struct DashboardBackend: Sendable {
     /// the headers and payload.
     func dryRun(_ spec: NotificationSpec, app: App) async throws -> DryRunResponse {
         try await NotificationsController.dryRun(spec, app: app, store: self.store)
+    }
+
+    /// The Android (FCM) request body a send of `body` (`spec`, as ``notification(_:app:now:)``
+    /// made it) would post for one device — to `target` (`fcm:…` or `fid:…`) when it names one,
+    /// else a stand-in for each device's token — or, when it goes to APNs alone, why.
+    func fcmMessage(_ spec: NotificationSpec, body: JSONValue, app: App, target: String?) -> (message: [UInt8]?, apnsOnly: String?) {
+        guard var part = spec.parts[.fcm] else { return (nil, Self.apnsOnlyReason(spec, body: body)) }
+        // Sent by template: the default variant, as a device without a locale gets it.
+        if let template = spec.template, let rendering = TemplateRendering(stored: template.stored, payload: spec.payload, parts: spec.parts),
+            let rendered = try? rendering.payload(for: TemplateDevice(), transport: .fcm)
+        {
+            part = rendered
+        }
+        let nowSeconds = self.nowMilliseconds / 1000
+        let ttl = spec.expiration.map { $0 == 0 ? 0 : max(0, $0 - nowSeconds) }
+        guard let frame = FCMPart.Frame(part: part, ttl: ttl, priority: spec.priority, collapseKey: spec.collapseID) else {
+            return (nil, "the FCM part cannot be read")
+        }
+        let address = target.flatMap(PushAddress.storedIdentifier).flatMap { PushAddress.fcmTarget(stored: $0) }
+        let pushType = spec.pushType ?? .alert
+        let extra = app.security.receipts && (pushType == .alert || pushType == .background) ? [("hr", SentForm.receiptPlaceholder)] : []
+        return (frame.body(field: address?.field ?? "token", target: address?.value ?? "<each device's registration token>", extra: extra), nil)
+    }
+
+    /// Why a notification has no FCM part: what only APNs carries, the transports asked for, or
+    /// what FCM would refuse of its content.
+    static func apnsOnlyReason(_ spec: NotificationSpec, body: JSONValue) -> String {
+        if let pushType = spec.pushType, pushType != .alert, pushType != .background {
+            return "push type \(pushType.rawValue) is APNs's alone"
+        }
+        switch spec.audience {
+        case .activity: return "a Live Activity is APNs's alone"
+        case .channel: return "a broadcast channel is APNs's alone"
+        default: break
+        }
+        if spec.placeholder != nil { return "end-to-end encryption is APNs's alone" }
+        if !spec.kinds.isEmpty, !spec.kinds.contains(.device) { return "the kinds asked for are Apple tokens only" }
+        if spec.transports == [.apns] { return "sent to APNs devices only, as asked" }
+        if let request = try? APIRequestDecoder.decode(SendRequest.self, json: body) {
+            do {
+                _ = try NotificationRequest.fcmPart(request, json: try NotificationRequest.payloadJSON(request), templated: request.template != nil)
+            } catch let error as HeraldError {
+                return "FCM would refuse it (\(error.code)): \(error.message)"
+            } catch {
+                return "FCM would refuse it"
+            }
+        }
+        return "FCM cannot carry it"
     }
 
     /// Stores a notification and wakes the delivery engine: its id.
@@ -277,6 +326,61 @@ struct DashboardBackend: Sendable {
             throw HeraldError(code: "seal_failed", "cannot encrypt the credentials")
         }
         try await self.store.setCredential(appID: app.id, environment: .apns(environment), sealed: sealed, now: self.nowMilliseconds)
+    }
+
+    /// Checks and stores (sealed) the app's FCM service account from its key file's text, as
+    /// `PUT /v1/apps/{app}/credentials/fcm` does it (`missing_serviceAccount`, `invalid_json`,
+    /// `bad_service_account`; a message never quotes the key).
+    func setFCMCredential(_ app: App, json text: String?) async throws {
+        guard let text else {
+            throw HeraldError.invalid("choose the service account's key file (JSON), or paste its text", code: "missing_serviceAccount")
+        }
+        guard let account = try? JSONValue.parse(Array(text.utf8)) else {
+            throw HeraldError.invalid(
+                "the service account is not JSON: give the key file as the Firebase console downloads it", code: "invalid_json")
+        }
+        let body = try APIRequestDecoder.decode(CredentialRequest.self, json: .object([("serviceAccount", account)]))
+        let plain = try AppsController.fcmCredential(body)
+        let sealed: [UInt8]
+        do {
+            sealed = try self.api.secrets.seal(plain)
+        } catch {
+            throw HeraldError(code: "seal_failed", "cannot encrypt the credentials")
+        }
+        try await self.store.setCredential(appID: app.id, environment: .fcm, sealed: sealed, now: self.nowMilliseconds)
+    }
+
+    /// The stored FCM service account, opened (its project, email and key id; never shown: the
+    /// key), or why it cannot be.
+    func openFCMCredential(_ sealed: [UInt8]) -> Result<FCMServiceAccountKey, HeraldError> {
+        do {
+            return .success(try FCMClientProvider.open(sealed, secrets: self.api.secrets))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Deletes a route's credentials, as `DELETE /v1/apps/{app}/credentials/{environment}` does
+    /// (audited); false when there were none.
+    func deleteCredential(_ app: App, route: Route, by keyID: String) async throws -> Bool {
+        guard try await self.store.deleteCredential(appID: app.id, environment: route) else { return false }
+        try await self.store.addAudit(
+            AuditRecord(at: self.nowMilliseconds, keyID: keyID, action: "credentials.delete", appID: app.id, subject: route.apiName))
+        return true
+    }
+
+    /// The stored form of a device's identifier as the API takes it in a path (an APNs token in
+    /// hex, `fcm:<token>`, `fid:<FID>`; `bad_device_token`).
+    func deviceIdentifier(_ text: String) throws -> String {
+        guard let stored = PushAddress.storedIdentifier(text) else {
+            throw HeraldError.invalid("the device is named by its APNs token (hex), fcm:<token> or fid:<FID>", code: "bad_device_token")
+        }
+        return stored
+    }
+
+    /// The active devices of the app reached through `transport` (one count query).
+    func activeDevices(_ app: App, transport: Transport) async throws -> Int {
+        try await self.store.audienceKinds(appID: app.id, targeting: Targeting(audience: .all, transports: [transport])).values.reduce(0, +)
     }
 
     /// A new API key, as `POST /v1/keys` makes it: its id and its secret (shown once).

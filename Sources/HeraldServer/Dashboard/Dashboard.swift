@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import APNSEmulator
+import FCMEmulator
 import Foundation
 import HTTPTypes
 import HeraldCore
@@ -14,6 +15,11 @@ struct Dashboard: Sendable {
     let backend: DashboardBackend
     let clients: ClientProvider
     let emulator: APNSEmulator?
+    /// The FCM clients (an app's own service account's, or the built-in FCM emulator's): the
+    /// credential check's; nil when the server sends nothing to FCM.
+    let fcmClients: FCMClientProvider?
+    /// The built-in FCM emulator, where apps without a service account send.
+    let fcmEmulator: FCMEmulator?
     let views: DashboardViews
     let sessions: DashboardSessions
     let staticFiles: DashboardStaticFiles
@@ -21,10 +27,14 @@ struct Dashboard: Sendable {
     var store: any HeraldStore { self.backend.store }
 
     /// Reads the templates and static files: a missing or malformed one fails here, at start.
-    init(api: API, clients: ClientProvider, emulator: APNSEmulator?) throws {
+    init(
+        api: API, clients: ClientProvider, emulator: APNSEmulator?, fcmClients: FCMClientProvider? = nil, fcmEmulator: FCMEmulator? = nil
+    ) throws {
         self.backend = DashboardBackend(api: api)
         self.clients = clients
         self.emulator = emulator
+        self.fcmClients = fcmClients
+        self.fcmEmulator = fcmEmulator
         self.views = try DashboardViews()
         self.sessions = DashboardSessions(backend: self.backend)
         self.staticFiles = try DashboardStaticFiles()
@@ -37,6 +47,7 @@ struct Dashboard: Sendable {
         DashboardOverviewController(dashboard: self).register(on: group)
         DashboardAppsController(dashboard: self).register(on: group)
         DashboardSetupController(dashboard: self).register(on: group)
+        DashboardFCMController(dashboard: self).register(on: group)
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardTemplatesController(dashboard: self).register(on: group)

@@ -14,6 +14,7 @@ struct DashboardAppsController: Sendable {
             var path: String
             var bundleID: String
             var credentials: [Credential]
+            var fcm: FCMCredential
         }
         var apps: [Row]
         var hasApps: Bool
@@ -33,6 +34,28 @@ struct DashboardAppsController: Sendable {
         var environment: String
         var working: Bool
         var message: String
+    }
+
+    /// The app's FCM (Android) service account: one of these is set. The key is never shown.
+    struct FCMCredential: Sendable {
+        struct Account: Sendable {
+            var projectID: String
+            var clientEmail: String
+            var keyID: String
+        }
+        var notConfigured = false
+        var builtInEmulator = false
+        var unreadable: String?
+        var account: Account?
+    }
+
+    /// The FCM section's outcome on the app's page: a form's notice or error (with its code), or
+    /// a check's result.
+    /// (Names of their own: a missing one must not show the page's `notice` or `check`.)
+    struct FCMOutcome: Sendable {
+        var fcmNotice: String?
+        var fcmError: String?
+        var fcmCheck: DashboardFCMCheck.Outcome?
     }
 
     /// What credential an environment has, with warnings: one of these is set.
@@ -104,6 +127,8 @@ struct DashboardAppsController: Sendable {
         var bundleID: String
         var development: Credential
         var production: Credential
+        var fcm: FCMCredential
+        var fcmOutcome: FCMOutcome
         var notifications: [Notification]
         var hasNotifications: Bool
         var error: String?
@@ -185,7 +210,9 @@ struct DashboardAppsController: Sendable {
                 continue
             }
             rows.append(
-                AppsModel.Row(id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app)))
+                AppsModel.Row(
+                    id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID, credentials: try await self.credentials(app),
+                    fcm: try await self.fcmCredential(app)))
         }
         return DashboardView(
             template: .apps, title: "Apps",
@@ -220,8 +247,15 @@ struct DashboardAppsController: Sendable {
         }
     }
 
+    /// The app's FCM service account, as the apps list and the app's page show it.
+    func fcmCredential(_ app: App) async throws -> FCMCredential {
+        let sealed = try await self.dashboard.store.credentials(appID: app.id)[.fcm]
+        return DashboardFCMController(dashboard: self.dashboard).credential(app, sealed: sealed)
+    }
+
     func appPage(
-        app: App, secret: AppModel.Secret?, error: String? = nil, notice: String? = nil, setupError: String? = nil, check: Check? = nil
+        app: App, secret: AppModel.Secret?, error: String? = nil, notice: String? = nil, setupError: String? = nil, check: Check? = nil,
+        fcm: FCMOutcome = FCMOutcome()
     ) async throws -> DashboardView {
         let credentials = try await self.credentials(app)
         var hooks: [AppModel.Hook] = []
@@ -257,6 +291,7 @@ struct DashboardAppsController: Sendable {
         }
         let model = AppModel(
             id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
+            fcm: try await self.fcmCredential(app), fcmOutcome: fcm,
             notifications: notifications, hasNotifications: !notifications.isEmpty, error: error, secret: secret, hooks: hooks,
             hasHooks: !hooks.isEmpty,
             eventChoices: DeliveryEventType.allCases.enumerated().map {

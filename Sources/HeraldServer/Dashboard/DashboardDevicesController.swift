@@ -13,6 +13,8 @@ struct DashboardDevicesController: Sendable {
             var token: String
             var shortToken: String
             var kind: String
+            /// The push service: apns or fcm.
+            var platform: String
             var environment: String
             var user: String
             var tags: String
@@ -38,6 +40,7 @@ struct DashboardDevicesController: Sendable {
             var notificationPath: String
             var updated: String
             var pushType: String
+            var platform: String
             var state: String
             var status: String
             var reason: String
@@ -84,7 +87,10 @@ struct DashboardDevicesController: Sendable {
             var filter = DeviceQuery(limit: 200)
             switch by {
             case "tag": filter.tag = text
-            case "prefix": filter.tokenPrefix = text.lowercased()
+            // An APNs token is hex, any case; FCM's identifiers keep theirs.
+            case "prefix":
+                filter.tokenPrefix =
+                    text.hasPrefix(FCMIdentifier.tokenPrefix) || text.hasPrefix(FCMIdentifier.installationPrefix) ? text : text.lowercased()
             default: filter.userID = text
             }
             devices = try await self.dashboard.store.devices(appID: app.id, filter)
@@ -94,7 +100,7 @@ struct DashboardDevicesController: Sendable {
         let rows = devices.map { device in
             let r = device.registration
             return DevicesModel.Row(
-                token: r.token, shortToken: String(r.token.prefix(16)), kind: r.kind.rawValue,
+                token: r.token, shortToken: String(r.token.prefix(16)), kind: r.kind.rawValue, platform: r.route.transport.rawValue,
                 environment: DashboardFormat.routeName(r.route),
                 user: r.userID ?? "—", tags: r.tags.joined(separator: ", "), active: device.active
             )
@@ -110,13 +116,14 @@ struct DashboardDevicesController: Sendable {
     }
 
     func devicePage(app: App, token text: String) async throws -> DashboardView {
-        let token = try self.dashboard.backend.token(text)
-        guard let device = try await self.dashboard.store.device(appID: app.id, token: token.hex) else { throw HeraldError.notFound("device") }
+        let token = try self.dashboard.backend.deviceIdentifier(text)
+        guard let device = try await self.dashboard.store.device(appID: app.id, token: token) else { throw HeraldError.notFound("device") }
         let r = device.registration
-        let deliveries = try await self.dashboard.store.deliveries(appID: app.id, token: token.hex, limit: 50).map { d in
+        let deliveries = try await self.dashboard.store.deliveries(appID: app.id, token: token, limit: 50).map { d in
             DeviceModel.Delivery(
                 notificationPath: DashboardFormat.path(d.notificationID), updated: DashboardFormat.time(d.updatedAt), pushType: d.pushType.rawValue,
-                state: d.state.rawValue, status: d.status.map(String.init) ?? "", reason: d.reason ?? "", why: d.reason.map(DashboardFormat.explain),
+                platform: d.route.transport.rawValue, state: d.state.rawValue, status: d.status.map(String.init) ?? "", reason: d.reason ?? "",
+                why: d.reason.map(DashboardFormat.explain),
                 attempts: d.attempts
             )
         }
@@ -124,9 +131,9 @@ struct DashboardDevicesController: Sendable {
             DeviceModel.Invalidation(at: DashboardFormat.time(i.at), reason: i.reason, applied: i.applied, why: DashboardFormat.explain(i.reason))
         }
         let details: [(String, String?)] = [
-            ("App", app.id), ("Kind", r.kind.rawValue), ("Platform (transport)", r.route.transport.rawValue),
+            ("App", app.id), ("Kind", r.kind.rawValue), ("Platform", r.route.transport.rawValue),
             ("Environment", DashboardFormat.routeName(r.route)),
-            ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("Platform", r.platform),
+            ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("OS (as registered)", r.platform),
             ("App version", r.appVersion),
             ("Locale", r.locale), ("Time zone", r.timeZone), ("Registered first", DashboardFormat.time(device.createdAt)),
             ("Last registration", DashboardFormat.time(device.lastRegisteredAt)),

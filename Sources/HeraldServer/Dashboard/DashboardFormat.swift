@@ -95,8 +95,26 @@ enum DashboardFormat {
             return "End-to-end encrypted, but the device registered no public key: register it with publicKey."
         case "Forbidden":
             return "APNs refused this credential for this request."
+        // FCM's (Android) codes.
+        case "UNREGISTERED":
+            return "Uninstalled (FCM): the app was removed or its registration token is no longer valid. The device was marked inactive."
+        case "INVALID_ARGUMENT":
+            return
+                "FCM refused the message or the token: an invalid registration token marks the device inactive; anything else is the message's to fix."
+        case "SENDER_ID_MISMATCH":
+            return "Wrong Firebase project: the token belongs to another project than the app's service account."
+        case "THIRD_PARTY_AUTH_ERROR":
+            return "FCM could not reach APNs or web push for this token: check the Firebase project's APNs key."
+        case "PERMISSION_DENIED", "NOT_FOUND", "credentials_unusable":
+            return "The FCM service account is not accepted for this project: check it on the app's page (Check FCM)."
+        case "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED":
+            return "FCM's sending quota was exceeded: Herald retried later."
+        case "UNAVAILABLE", "INTERNAL", "UNAUTHENTICATED":
+            return "FCM had trouble (or the access token expired): Herald retried with back-off."
+        case "NoFCMPart":
+            return "The notification had nothing for FCM: send one FCM can carry (alert or background, no Apple-only fields)."
         default:
-            return "APNs refused it (\(reason))."
+            return "Refused (\(reason))."
         }
     }
 }

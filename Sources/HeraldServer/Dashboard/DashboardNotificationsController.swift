@@ -16,6 +16,8 @@ struct DashboardNotificationsController: Sendable {
         struct Delivery: Sendable {
             var token: String
             var shortToken: String
+            /// The push service: apns or fcm.
+            var platform: String
             var pushType: String
             var state: String
             var status: String
@@ -131,6 +133,8 @@ struct DashboardNotificationsController: Sendable {
             text = "—"
         }
         if let environment = value["environment"]?.stringValue { text += ", \(DashboardFormat.environmentName(environment)) only" }
+        let transports = value["transports"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        if transports.count == 1 { text += ", \(transports[0] == "fcm" ? "FCM (Android)" : "APNs (Apple)") devices only" }
         return text
     }
 
@@ -239,7 +243,8 @@ struct DashboardNotificationsController: Sendable {
         }
         let deliveries = status.deliveries.map { d in
             Model.Delivery(
-                token: d.token, shortToken: String(d.token.prefix(16)), pushType: d.pushType.rawValue, state: d.state.rawValue,
+                token: d.token, shortToken: String(d.token.prefix(16)), platform: d.route.transport.rawValue, pushType: d.pushType.rawValue,
+                state: d.state.rawValue,
                 status: d.status.map(String.init) ?? "", reason: d.reason ?? "", why: d.reason.map(DashboardFormat.explain), attempts: d.attempts,
                 latency: d.latencyMilliseconds.map { "\($0) ms" } ?? "", apnsID: d.apnsID ?? ""
             )

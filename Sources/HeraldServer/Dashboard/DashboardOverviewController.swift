@@ -21,6 +21,14 @@ struct DashboardOverviewController: Sendable {
             var id: String
             var path: String
             var bundleID: String
+            /// Its active devices per platform, in words ("3 APNs, 1 FCM").
+            var devices: String
+        }
+        /// Active devices of one platform, over every app.
+        struct Platform: Sendable {
+            var transport: String
+            var label: String
+            var devices: Int
         }
         var sent: Int
         var failed: Int
@@ -34,6 +42,14 @@ struct DashboardOverviewController: Sendable {
         var hasConnections: Bool
         var apps: [AppLink]
         var hasApps: Bool
+        var platforms: [Platform]
+    }
+
+    static func label(_ transport: Transport) -> String {
+        switch transport {
+        case .apns: "APNs (Apple)"
+        case .fcm: "FCM (Android)"
+        }
     }
 
     /// Stacked bars (sent, retried, failed) per minute, with a table for screen readers.
@@ -98,6 +114,21 @@ struct DashboardOverviewController: Sendable {
         }
         let top = reasons.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(10)
         let apps = try await self.dashboard.store.apps()
+        // Active devices per platform: a count per app and transport (apps being deleted left out).
+        var platformTotals: [Transport: Int] = [:]
+        var links: [Model.AppLink] = []
+        for app in apps {
+            var counts: [Transport: Int] = [:]
+            if app.deletion == nil {
+                for transport in Transport.allCases { counts[transport] = try await self.dashboard.backend.activeDevices(app, transport: transport) }
+                platformTotals.merge(counts, uniquingKeysWith: +)
+            }
+            let devices = Transport.allCases.map { "\(counts[$0] ?? 0) \($0 == .apns ? "APNs" : "FCM")" }.joined(separator: ", ")
+            links.append(
+                Model.AppLink(
+                    id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID,
+                    devices: app.deletion == nil ? devices + " active devices" : "being deleted"))
+        }
         let model = Model(
             sent: totals.sent, failed: totals.failed, retried: totals.retried, pending: pending,
             openConnections: connections.reduce(0) { $0 + $1.open }, chart: Self.chart(minutes),
@@ -107,7 +138,8 @@ struct DashboardOverviewController: Sendable {
                 Model.Connection(appID: $0.appID, environment: DashboardFormat.environmentName($0.environment), open: $0.open)
             },
             hasConnections: !connections.isEmpty,
-            apps: apps.map { Model.AppLink(id: $0.id, path: DashboardFormat.path($0.id), bundleID: $0.bundleID) }, hasApps: !apps.isEmpty
+            apps: links, hasApps: !apps.isEmpty,
+            platforms: Transport.allCases.map { Model.Platform(transport: $0.rawValue, label: Self.label($0), devices: platformTotals[$0] ?? 0) }
         )
         return DashboardView(template: .overview, title: "Overview", model: model, section: .overview)
     }

@@ -48,6 +48,7 @@ struct DashboardSendController: Sendable {
         var pushTypes: [DashboardOption]
         var priorities: [DashboardOption]
         var capModes: [DashboardOption]
+        var transports: [DashboardOption]
         var previewTitle: String
         var previewSubtitle: String
         var previewBody: String
@@ -55,6 +56,9 @@ struct DashboardSendController: Sendable {
         var headerLines: String
         var bytes: String
         var payload: String
+        /// The Android (FCM) request body for one device, or why the notification is APNs's alone.
+        var android: String
+        var androidNote: String
         var reach: String
         var templates: [DashboardOption]
         var hasTemplates: Bool
@@ -137,6 +141,7 @@ struct DashboardSendController: Sendable {
             guard let number = Int64(priority) else { throw HeraldError.invalid("priority must be 1, 5 or 10", code: "bad_priority") }
             members.append(("priority", .int(number)))
         }
+        if let transport = field("transports") { members.append(("transports", .array([.string(transport)]))) }
         if form["ignoreQuietHours"] != nil { members.append(("ignoreQuietHours", true)) }
         if let mode = field("frequencyCap") { members.append(("frequencyCap", .string(mode))) }
         if let throttle = field("throttlePerMinute") {
@@ -210,10 +215,12 @@ struct DashboardSendController: Sendable {
         return Int64(date.timeIntervalSince1970)
     }
 
-    /// What would be sent: the payload and the APNs headers, or the error the form would get.
+    /// What would be sent: the payload and the APNs headers, the Android (FCM) message, or the
+    /// error the form would get.
     func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
-            let spec = try await self.dashboard.backend.notification(try Self.notificationBody(form, now: now), app: app, now: now)
+            let body = try Self.notificationBody(form, now: now)
+            let spec = try await self.dashboard.backend.notification(body, app: app, now: now)
             if case .channel = spec.audience { return try await self.broadcastPreview(spec, form: form, app: app) }
             let pushType = spec.pushType ?? .alert
             var headers: [(String, JSONValue)] = [
@@ -236,8 +243,14 @@ struct DashboardSendController: Sendable {
             }
             // Who it would reach now: the API's dry run.
             let reach = (try? await self.dashboard.backend.dryRun(spec, app: app)).map(Self.reach) ?? ""
+            // What an Android device gets: the FCM message for one device (the form's when it
+            // names one), or why FCM gets nothing.
+            let target: String? = (form["to"] ?? "token") == "token" ? form["target"] : nil
+            let fcm = self.dashboard.backend.fcmMessage(spec, body: body, app: app, target: target)
+            let android: String = fcm.message.flatMap { try? JSONValue.parse($0) }.map { DashboardFormat.pretty($0) } ?? ""
+            let androidNote: String = Self.androidNote(fcm.message, apnsOnly: fcm.apnsOnly)
             return .object([
-                ("reach", .string(reach)),
+                ("reach", .string(reach)), ("android", .string(android)), ("androidNote", .string(androidNote)),
                 ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(bytes.count))),
                 ("locales", .array(locales)),
                 ("headers", .object(headers)),
@@ -267,11 +280,18 @@ struct DashboardSendController: Sendable {
             + "APNs delivers it to every Live Activity subscribed."
         return .object([
             ("reach", .string(reach)), ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))),
+            ("android", ""), ("androidNote", .string(Self.androidNote(nil, apnsOnly: "a broadcast channel is APNs's alone"))),
             ("bytes", .int(Int64(spec.payload.count))),
             ("locales", .array([])), ("headers", .object(headers)),
             ("title", alert?["title"] ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
             ("derivedPushType", false),
         ])
+    }
+
+    /// Above the Android message: its size, or "APNs only" and why.
+    static func androidNote(_ message: [UInt8]?, apnsOnly: String?) -> String {
+        if let message { return "\(message.count) bytes: the request to FCM's messages:send for one Android device." }
+        return "APNs only: \(apnsOnly ?? "FCM cannot carry it")."
     }
 
     /// "Would reach 3 devices (2 alert, 1 voip)", or why nobody.
@@ -324,11 +344,14 @@ struct DashboardSendController: Sendable {
                 ]),
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
             capModes: options("frequencyCap", [("", "not sent (failed)"), ("defer", "sent when there is room")]),
+            transports: options(
+                "transports", [("", "every platform it can go to"), ("apns", "APNs (Apple) devices only"), ("fcm", "FCM (Android) devices only")]),
             previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
             previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
             headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
             bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : "",
+            android: ok ? preview["android"]?.stringValue ?? "" : "", androidNote: ok ? preview["androidNote"]?.stringValue ?? "" : "",
             reach: ok ? preview["reach"]?.stringValue ?? "" : "",
             templates: [DashboardOption(value: "", label: "none: write the alert below", selected: chosen == nil)]
                 + templates.map { DashboardOption(value: $0.id, label: $0.name, selected: $0.id == chosen?.id) },

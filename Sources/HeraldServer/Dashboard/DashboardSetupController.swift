@@ -86,6 +86,12 @@ struct DashboardSetupController: Sendable {
             let form = try await DashboardForm.read(request)
             let session = try await self.dashboard.sessions.authorized(request, form: form)
             let app = try await self.dashboard.app(context.parameters.get("app"))
+            if context.parameters.get("environment") == "fcm" {
+                // The FCM service account (``DashboardFCMController``).
+                let check = await DashboardFCMController(dashboard: self.dashboard).check(app: app)
+                let view = try await self.apps.appPage(app: app, secret: nil, fcm: .init(fcmCheck: check))
+                return self.dashboard.views.response(view, session: session)
+            }
             let environment = try Self.environment(context.parameters.get("environment"))
             let check = await self.check(app: app, environment: environment)
             let view = try await self.apps.appPage(app: app, secret: nil, check: check)

@@ -56,7 +56,7 @@ enum DashboardTemplate: String, CaseIterable, Sendable {
     case login, overview, apps, app, keys, devices, device, notification, send, emulator, phone, notFound = "not-found", emulatorOff = "emulator-off"
     case error, notifications, templates, channels, liveActivities = "live-activities", liveActivity = "live-activity"
 
-    static let partials = ["layout", "csrf", "chart", "credential", "option", "explained"]
+    static let partials = ["layout", "csrf", "chart", "credential", "fcm-credential", "option", "explained"]
 }
 
 /// The dashboard's templates, loaded once at start into a `MustacheLibrary`, and the pages they make.

@@ -9,7 +9,7 @@ document.addEventListener("DOMContentLoaded", () => {
     let sequence = 0;
     const show = (id, text) => { const node = document.getElementById(id); if (node) node.textContent = text; };
     const clear = () => {
-      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach", "preview-locales"]) show(id, "");
+      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach", "preview-locales", "preview-android", "preview-android-note"]) show(id, "");
     };
     const refresh = async () => {
       const mine = ++sequence;
@@ -30,6 +30,9 @@ document.addEventListener("DOMContentLoaded", () => {
           show("preview-headers", Object.entries(preview.headers).map(([k, v]) => `${k}: ${v}`).join("\n"));
           show("preview-payload", preview.payload);
           show("preview-bytes", `${preview.bytes} bytes`);
+          // The Android (FCM) message, or why there is none ("APNs only: …").
+          show("preview-android", typeof preview.android === "string" ? preview.android : "");
+          show("preview-android-note", typeof preview.androidNote === "string" ? preview.androidNote : "");
           show("preview-reach", typeof preview.reach === "string" ? preview.reach : "");
           // A template send: each locale's texts, built as text nodes (never HTML).
           const locales = document.getElementById("preview-locales");
