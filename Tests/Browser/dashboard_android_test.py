@@ -95,7 +95,8 @@ def main():
         driver.get(f"{BASE}/dashboard/apps/{APP}/send?to=token&target=fcm:{token}")
         driver.find_element(By.ID, "f-title").send_keys("Order shipped")
         driver.find_element(By.ID, "f-body").send_keys("It left the warehouse")
-        wait.until(lambda d: "Order shipped" in d.find_element(By.ID, "preview-android").text)
+        # The preview follows the typing (each keystroke asks again): wait for what was typed last.
+        wait.until(lambda d: "It left the warehouse" in d.find_element(By.ID, "preview-android").text)
         android = json.loads(driver.find_element(By.ID, "preview-android").text)
         check(android["message"]["token"] == token, f"the previewed message's target: {android}")
         check(android["message"]["notification"] == {"title": "Order shipped", "body": "It left the warehouse"}, f"previewed: {android}")
@@ -105,7 +106,8 @@ def main():
         wait.until(lambda d: d.find_element(By.ID, "preview-android-note").text.startswith("APNs only"))
         check(driver.find_element(By.ID, "preview-android").text == "", "no Android message for a VoIP push")
         Select(driver.find_element(By.ID, "f-pushType")).select_by_value("")
-        wait.until(lambda d: "Order shipped" in d.find_element(By.ID, "preview-android").text)
+        # The preview follows the typing (each keystroke asks again): wait for what was typed last.
+        wait.until(lambda d: "It left the warehouse" in d.find_element(By.ID, "preview-android").text)
         shot(driver, "android-04-preview")
         submit(driver, driver.find_element(By.ID, "send-button"))
         wait.until(EC.presence_of_element_located((By.ID, "delivery-log")))
