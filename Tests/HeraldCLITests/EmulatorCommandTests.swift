@@ -19,11 +19,13 @@ import Testing
         let emulator = try BackgroundProcess(
             herald,
             [
-                "emulator", "--port", "0", "--production-port", "0", "--control-port", "0",
+                "emulator", "--port", "0", "--production-port", "0", "--control-port", "0", "--fcm-port", "0",
                 "--data-dir", directory.path + "/data", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456",
                 "--log-level", "trace",
             ])
         try #require(try await emulator.waitFor("APNs emulator control API listening", timeout: 300), "\(emulator.printed)")
+        // The FCM emulator beside it, on a port of its own (`--fcm-port 0`: a free one).
+        try #require(try await emulator.waitFor("FCM emulator listening", timeout: 300), "\(emulator.printed)")
         func port(_ line: String) throws -> Int {
             let entry = try #require(emulator.printed.split(separator: "\n").first { $0.contains(line) })
             let value = try #require(entry.split(separator: " ").first { $0.hasPrefix("emulator.port=") })

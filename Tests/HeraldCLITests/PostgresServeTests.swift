@@ -27,7 +27,8 @@ extension HeavyProcessTests {
                 self.emulator = try BackgroundProcess(
                     BackgroundProcess.heraldExecutable,
                     [
-                        "emulator", "--port", "0", "--no-production", "--control-port", "0", "--data-dir", self.directory.path + "/emulator",
+                        "emulator", "--port", "0", "--no-production", "--control-port", "0", "--no-fcm", "--data-dir",
+                        self.directory.path + "/emulator",
                         "--key-file", self.keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
                     ])
                 try #require(try await self.emulator.waitFor("control API listening", timeout: 300), "\(self.emulator.printed)")
