@@ -224,7 +224,7 @@ extension HeavyProcessTests {
                 for _ in 0..<2 {
                     let migrated = try await ProcessRunner.run(herald, ["migrate", "--database", database.url])
                     #expect(
-                        migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 19"),
+                        migrated.exitCode == 0 && migrated.standardOutput.contains("schema version 20"),
                         "\(migrated.standardOutput)\(migrated.standardError)")
                 }
                 let key = try await ProcessRunner.run(herald, ["keys", "create", "--scope", "admin", "--name", "ops", "--database", database.url])
