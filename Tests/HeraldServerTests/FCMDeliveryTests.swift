@@ -157,6 +157,14 @@ extension ServerTests {
                 let answer = try await context.api.call("POST", "/v1/apps/demo/registrations", key: keys.register, json: body)
                 #expect(answer.status == 400 && (answer.body["error"] as? [String: Any])?["code"] as? String == code, "\(body): \(answer)")
             }
+            // The door asks what every registration door asks: no key is 401, another app's register key 403.
+            #expect(try await context.api.call("POST", "/v1/apps/demo/registrations", json: #"{"token":"\#(token)"}"#).status == 401)
+            #expect(
+                try await context.api.call("POST", "/v1/apps", key: context.admin, json: #"{"id":"other","bundleId":"com.example.other"}"#).status
+                    == 201)
+            let other = try await context.api.call("POST", "/v1/keys", key: context.admin, json: #"{"scope":"register","appId":"other"}"#)
+            let otherKey = try #require(other.body["key"] as? String)
+            #expect(try await context.api.call("POST", "/v1/apps/demo/registrations", key: otherKey, json: #"{"token":"\#(token)"}"#).status == 403)
             let listed = try await context.api.call("GET", "/v1/apps/demo/devices", key: keys.send)
             #expect((listed.body["devices"] as? [[String: Any]])?.isEmpty == true, "nothing written")
             #expect(
