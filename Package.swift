@@ -41,6 +41,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.24.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         .testTarget(
@@ -119,6 +120,41 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            // Web Push for Herald and its emulator: RFC 8291 aes128gcm, RFC 8292 VAPID.
+            name: "WebPush",
+            dependencies: ["APNSModels", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WebPushTests",
+            dependencies: ["WebPush", "APNSModels", "HeraldTesting", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            // A Web Push service of our own (RFC 8030 with Apple's, Mozilla's and FCM's answers),
+            // virtual browsers, and the WebSocket protocol Firefox's push client speaks.
+            name: "WebPushEmulator",
+            dependencies: [
+                "WebPush", "APNSModels",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WebPushEmulatorTests",
+            dependencies: [
+                "WebPushEmulator", "WebPush", "APNSModels", "HeraldTesting",
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "APNSTransport",
             dependencies: [
                 "APNSModels",
@@ -177,7 +213,8 @@ let package = Package(
         .target(
             name: "HeraldServer",
             dependencies: [
-                "APNSClient", "APNSEmulator", "FCMClient", "FCMEmulator", "APNSModels", "HeraldCore", "HeraldSQLite", "HeraldPostgres",
+                "APNSClient", "APNSEmulator", "FCMClient", "FCMEmulator", "WebPush", "WebPushEmulator", "APNSModels", "HeraldCore",
+                "HeraldSQLite", "HeraldPostgres",
                 .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -196,16 +233,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // Compiled in by scripts/embed-resources (EmbeddedResources.swift), so `herald` needs no
             // resource bundle beside it.
-            exclude: ["openapi.yaml", "Dashboard/Templates", "Dashboard/Static"],
+            exclude: ["openapi.yaml", "Dashboard/Templates", "Dashboard/Static", "Web"],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "HeraldBench",
             dependencies: [
-                "APNSClient", "APNSModels", "FCMClient",
+                "APNSClient", "APNSModels", "FCMClient", "WebPush",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -219,6 +257,7 @@ let package = Package(
                 "APNSEmulator",
                 "APNSClient",
                 "FCMEmulator",
+                "WebPushEmulator",
                 "HeraldServer",
                 "HeraldCore",
                 "HeraldSQLite",
@@ -250,7 +289,8 @@ let package = Package(
         .testTarget(
             name: "HeraldServerTests",
             dependencies: [
-                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "FCMEmulator", "HeraldTesting",
+                "HeraldServer", "HeraldCore", "HeraldSQLite", "APNSModels", "APNSEmulator", "FCMEmulator", "WebPush", "WebPushEmulator",
+                "HeraldTesting",
                 .product(name: "HeraldAPI", package: "HeraldKit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -13,7 +13,7 @@ start_emulated_serve() {
   MASTER=$(openssl rand -hex 32)
   pids=()
   trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true' EXIT
-  "$HERALD" emulator --host 127.0.0.1 --port "$EMU_PORT" --no-production --no-fcm --control-port "$CONTROL_PORT" --data-dir "$WORK/emulator" \
+  "$HERALD" emulator --host 127.0.0.1 --port "$EMU_PORT" --no-production --no-fcm --no-webpush --control-port "$CONTROL_PORT" --data-dir "$WORK/emulator" \
     --key-file "$WORK/AuthKey.p8" --key-id TEST123456 --team-id TEAMID1234 --accept-unknown-tokens --log-level warning > "$WORK/emulator.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do [[ -s $WORK/emulator/ca.pem ]] && break; sleep 0.1; done

@@ -58,7 +58,7 @@ trap cleanup EXIT
 "$WORK/apns-sink" --port "$SINK_PORT" --cert "$WORK/sink.crt" --key "$WORK/sink.key" --threads 1 --max-streams 1000 \
   --max-seconds 3600 > "$WORK/sink.log" 2>&1 &
 pids+=($!)
-"$HERALD" emulator --host 127.0.0.1 --port "$EMU_PORT" --no-production --no-fcm --control-port "$CONTROL_PORT" \
+"$HERALD" emulator --host 127.0.0.1 --port "$EMU_PORT" --no-production --no-fcm --no-webpush --control-port "$CONTROL_PORT" \
   --data-dir "$WORK/emulator" --key-file "$WORK/AuthKey.p8" --key-id TEST123456 --team-id TEAMID1234 \
   --log-level warning > "$WORK/emulator.log" 2>&1 &
 EMU_PID=$!

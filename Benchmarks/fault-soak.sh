@@ -66,7 +66,7 @@ wait_for_line() {
 
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/AuthKey.p8" 2>/dev/null
 # Info level: the listeners' ports are logged at start (the emulator logs no request at info).
-"$HERALD" emulator --host 127.0.0.1 --port 0 --no-production --no-fcm --control-port 0 --data-dir "$WORK/emulator" \
+"$HERALD" emulator --host 127.0.0.1 --port 0 --no-production --no-fcm --no-webpush --control-port 0 --data-dir "$WORK/emulator" \
   --key-file "$WORK/AuthKey.p8" --key-id SOAK123456 --team-id TEAM123456 > "$WORK/emulator.log" 2>&1 &
 pids+=($!)
 wait_for_line "$WORK/emulator.log" "control API listening"

@@ -30,7 +30,7 @@ fi
 HERALD=$ROOT/.build/$EMULATOR_BUILD/herald
 BENCH=$ROOT/.build/release/herald-bench
 
-"$HERALD" emulator --port 0 --no-production --control-port 0 --fcm-port 0 --data-dir "$WORK/emulator" --log-level info \
+"$HERALD" emulator --port 0 --no-production --control-port 0 --fcm-port 0 --webpush-port 0 --data-dir "$WORK/emulator" --log-level info \
   > "$WORK/emulator.log" 2>&1 &
 EMULATOR=$!
 trap 'kill $EMULATOR 2>/dev/null || true' EXIT

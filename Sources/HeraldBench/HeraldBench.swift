@@ -5,6 +5,11 @@ import ArgumentParser
 import FCMClient
 import Foundation
 import Logging
+import WebPush
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Herald's APNs client as a peer of `../shared/bench/run-peers.sh`: pushes N copies of the
 /// benchmark payload to one token through the bulk API with C in flight, after one untimed
@@ -14,6 +19,15 @@ import Logging
 struct HeraldBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "herald-bench",
+        abstract: "Herald's client-side benchmarks; without a subcommand, `push`.",
+        subcommands: [PushBench.self, WebPushEncryptBench.self],
+        defaultSubcommand: PushBench.self
+    )
+}
+
+struct PushBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
         abstract: "Push N notifications through Herald's APNs client and print a RESULT line."
     )
 
@@ -107,7 +121,7 @@ struct Repeated: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(request: self.request, remaining: self.count) }
 }
 
-extension HeraldBench {
+extension PushBench {
     /// Herald's FCM client: N copies of one message (`--token` an FCM registration token) to the
     /// FCM endpoint, C in flight, after one untimed warm-up (which gets the access token).
     func runFCM(endpoint: String) async throws {
@@ -144,5 +158,64 @@ extension HeraldBench {
             "RESULT client=herald-fcm n=\(self.count) ok=\(ok) failed=\(failed) seconds=\(String(format: "%.3f", seconds)) "
                 + "rate=\(String(format: "%.0f", Double(ok) / seconds)) concurrency=\(self.concurrency)"
         )
+    }
+}
+
+/// `herald-bench webpush-encrypt --count N`: Herald's RFC 8291 encryption alone, one core, N
+/// messages of a typical ~300-octet payload, each for the next of `--subscriptions` distinct
+/// subscriptions (made before the clock starts). One message is one P-256 key generation, one
+/// ECDH, the HKDF chain and AES-128-GCM: what `Benchmarks/webpush-crypto-bench.sh` compares with
+/// `openssl speed ecdhp256`.
+struct WebPushEncryptBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webpush-encrypt",
+        abstract: "Encrypt N Web Push messages (aes128gcm) and print a RESULT line with messages/s and CPU µs per message."
+    )
+
+    @Option(help: "Messages to encrypt (after 100 untimed).") var count = 20_000
+    @Option(help: "Distinct subscriptions the messages go to, round robin.") var subscriptions = 1_000
+
+    static let payload =
+        Array(
+            #"{"title":"Your order has shipped","body":"Order #48213 left our warehouse and should arrive Thursday. Tap to follow the parcel.","#
+                .utf8
+        )
+        + Array(
+            #""icon":"https://shop.example/icons/parcel-192.png","data":{"orderId":"48213","url":"https://shop.example/orders/48213/track","kind":"shipping"},"tag":"order-48213"}"#
+                .utf8)
+
+    func run() throws {
+        guard self.count > 0, self.subscriptions > 0 else { throw ValidationError("--count and --subscriptions must be positive") }
+        // Any P-256 public key serves as a browser's p256dh; a VAPID key is one.
+        let keys = try (0..<self.subscriptions).map { _ in
+            try WebPushSubscriptionKeys(
+                p256dh: VAPIDKey().publicKey,
+                auth: (0..<16).map { _ in UInt8.random(in: 0...255) }
+            )
+        }
+        for i in 0..<100 { _ = try WebPushEncryption.encrypt(Self.payload, for: keys[i % keys.count]) }
+        var octets = 0
+        let cpuStart = Self.processCPUSeconds()
+        let clock = ContinuousClock()
+        let start = clock.now
+        for i in 0..<self.count {
+            octets &+= try WebPushEncryption.encrypt(Self.payload, for: keys[i % keys.count]).count
+        }
+        let elapsed = clock.now - start
+        let cpu = Self.processCPUSeconds() - cpuStart
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        print(
+            "RESULT bench=webpush-encrypt n=\(self.count) payload=\(Self.payload.count) body=\(octets / self.count) "
+                + "subscriptions=\(keys.count) seconds=\(String(format: "%.3f", seconds)) "
+                + "rate=\(String(format: "%.0f", Double(self.count) / seconds)) "
+                + "cpu_us_per_message=\(String(format: "%.2f", cpu * 1e6 / Double(self.count)))"
+        )
+    }
+
+    /// CPU time of the whole process (user + system), in seconds.
+    static func processCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

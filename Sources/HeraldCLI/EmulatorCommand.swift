@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import UnixSignals
+import WebPushEmulator
 
 struct EmulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -71,6 +72,14 @@ struct EmulatorCommand: AsyncParsableCommand {
     @Flag(help: "Do not run the FCM emulator.")
     var noFcm = false
 
+    @Option(
+        name: .customLong("webpush-port"),
+        help: "Port of the Web Push service emulator (push endpoints, control API, Firefox's WebSocket); 0 picks a free one (logged).")
+    var webPushPort = 2200
+
+    @Flag(name: .customLong("no-webpush"), help: "Do not run the Web Push emulator.")
+    var noWebPush = false
+
     @Option(help: "Log level (trace, debug, info, notice, warning, error).")
     var logLevel: Logger.Level = .info
 
@@ -110,6 +119,12 @@ struct EmulatorCommand: AsyncParsableCommand {
             fcmConfiguration.port = self.fcmPort
             let fcm = FCMEmulator(configuration: fcmConfiguration, logger: logger)
             services.append(.init(service: fcm))
+        }
+        if !self.noWebPush {
+            var webPushConfiguration = WebPushEmulator.Configuration()
+            webPushConfiguration.host = self.host
+            webPushConfiguration.port = self.webPushPort
+            services.append(.init(service: WebPushEmulator(configuration: webPushConfiguration, logger: logger)))
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(

@@ -11,6 +11,7 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
+import WebPushEmulator
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -43,6 +44,35 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         help: "Send every app's FCM messages to this origin instead of Google's: a proxy, an external emulator [HERALD_FCM_ENDPOINT, fcmEndpoint].")
     var fcmEndpoint: String?
+    @Option(
+        name: .customLong("webpush-emulator-port"),
+        help:
+            "Built-in Web Push emulator: its port, for push endpoints, control and Firefox's WebSocket [HERALD_WEBPUSH_EMULATOR_PORT, webPushEmulatorPort; 2200]."
+    )
+    var webPushEmulatorPort: Int?
+    @Option(
+        name: .customLong("webpush-subject"),
+        help:
+            "The contact in every VAPID token (mailto: or https:; Apple refuses localhost) [HERALD_WEBPUSH_SUBJECT, webPushSubject; mailto:webpush@example.com]."
+    )
+    var webPushSubject: String?
+    @Option(
+        name: .customLong("webpush-host"),
+        help:
+            "Also allow Web Push subscriptions on this https host (a UnifiedPush server; *.domain for its subdomains); repeatable [HERALD_WEBPUSH_HOSTS, webPushHosts: comma-separated]."
+    )
+    var webPushHost: [String] = []
+    @Option(
+        name: .customLong("webpush-origin"),
+        help:
+            "Also allow Web Push subscriptions on this whole origin, any scheme (an external emulator in development); repeatable [HERALD_WEBPUSH_ORIGINS, webPushOrigins: comma-separated]."
+    )
+    var webPushOrigin: [String] = []
+    @Option(
+        help:
+            "A web app's origin whose pages may call the register-key doors directly (CORS); repeatable [HERALD_WEB_ORIGINS, webOrigins: comma-separated]."
+    )
+    var webOrigin: [String] = []
     @Option(help: "Send every app's pushes to this host instead of Apple's: a proxy, an external emulator [HERALD_APNS_HOST, apnsHost].")
     var apnsHost: String?
     @Option(help: "Port for --apns-host [HERALD_APNS_PORT, apnsPort; 443].") var apnsPort: Int?
@@ -129,6 +159,24 @@ struct ServeCommand: AsyncParsableCommand {
             }
             configuration.fcmEndpoint = endpoint
         }
+        configuration.webPushEmulatorPort = try settings.int(self.webPushEmulatorPort, "webPushEmulatorPort") ?? 2200
+        if let subject = settings.string(self.webPushSubject, "webPushSubject") {
+            guard subject.hasPrefix("mailto:") || subject.hasPrefix("https://") else {
+                throw ValidationError("webPushSubject must be a mailto: or https: contact")
+            }
+            configuration.webPushSubject = subject
+        }
+        func list(_ flags: [String], _ key: String) -> [String] {
+            flags.isEmpty
+                ? (settings.string(nil, key) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                : flags
+        }
+        configuration.webPushHosts += list(self.webPushHost, "webPushHosts")
+        configuration.webPushOrigins = list(self.webPushOrigin, "webPushOrigins")
+        configuration.webOrigins = list(self.webOrigin, "webOrigins")
+        for origin in configuration.webPushOrigins + configuration.webOrigins where !(origin.hasPrefix("https://") || origin.hasPrefix("http://")) {
+            throw ValidationError("\(origin) is not an http(s) origin")
+        }
         if let host = settings.string(self.apnsHost, "apnsHost") {
             configuration.apnsOverride = (host, try settings.int(self.apnsPort, "apnsPort") ?? 443, settings.string(self.apnsCaFile, "apnsCaFile"))
         }
@@ -168,7 +216,7 @@ struct ServeCommand: AsyncParsableCommand {
         configuration.registrationLane = !(self.noRegistrationLane || settings.flag("noRegistrationLane"))
         for (name, port) in [
             ("port", configuration.port), ("emulatorPort", configuration.emulatorPorts.development),
-            ("fcmEmulatorPort", configuration.fcmEmulatorPort),
+            ("fcmEmulatorPort", configuration.fcmEmulatorPort), ("webPushEmulatorPort", configuration.webPushEmulatorPort),
         ] {
             guard (0...65_535).contains(port) else { throw ValidationError("\(name) must be 0 to 65535") }
         }
@@ -211,6 +259,9 @@ struct ServeCommand: AsyncParsableCommand {
                 }
                 if let fcm = server.fcmEmulator {
                     say("Built-in FCM emulator: http://127.0.0.1:\(fcm.port ?? 0) (token, send and control API)")
+                }
+                if let webPush = server.webPushEmulator {
+                    say("Built-in Web Push emulator: \(webPush.origin) (push endpoints, control API; Firefox: ws://127.0.0.1:\(webPush.port ?? 0)/)")
                 }
                 for await _ in stop {}
             }

@@ -148,16 +148,21 @@ package struct ClaimPolicy: Sendable, Hashable {
     // MARK: Encrypted notifications
 
     /// The devices whose public key the claimed deliveries need (those of encrypted
-    /// notifications), read as they are now.
+    /// notifications, and every Web Push subscription: its keys and endpoint, ``WebSubscription``),
+    /// read as they are now.
     package static func sealedDevices(_ claimed: [ClaimedDelivery]) -> [Int64] {
-        claimed.compactMap { $0.placeholder != nil ? $0.deviceID : nil }
+        claimed.compactMap { Self.needsKey($0) ? $0.deviceID : nil }
     }
 
-    /// Gives each claimed delivery of an encrypted notification its device's key from `keys`
-    /// (none if the device has none now).
+    /// Gives each claimed delivery that needs it its device's key from `keys` (none if the
+    /// device has none now).
     package static func attach(_ keys: [Int64: DevicePublicKey], to claimed: inout [ClaimedDelivery]) {
-        for index in claimed.indices where claimed[index].placeholder != nil {
+        for index in claimed.indices where Self.needsKey(claimed[index]) {
             claimed[index].publicKey = keys[claimed[index].deviceID]
         }
+    }
+
+    private static func needsKey(_ delivery: ClaimedDelivery) -> Bool {
+        delivery.placeholder != nil || delivery.route == .webpush
     }
 }

@@ -66,6 +66,7 @@ package struct TemplateRendering: Sendable, Hashable {
         switch transport {
         case .apns: return Self.payload(base: self.base, variant: variant)
         case .fcm: return FCMPart.rendered(base: self.partBases[.fcm] ?? .object([]), variant: variant)
+        case .webpush: return WebPushPart.rendered(base: self.partBases[.webpush] ?? .object([]), variant: variant)
         }
     }
 

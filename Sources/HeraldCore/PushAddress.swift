@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 package import APNSModels
+import Crypto
 
-/// The push service a device is reached through: APNs (every kind of Apple token) or Firebase
-/// Cloud Messaging. The delivery engine has one transport per case; the registry, policies,
+/// The push service a device is reached through: APNs (every kind of Apple token), Firebase
+/// Cloud Messaging, or a browser's Web Push service (RFC 8030). The delivery engine has one transport per case; the registry, policies,
 /// templates and receipts do not care which.
 package enum Transport: String, Sendable, Hashable, CaseIterable, Comparable {
     case apns
     case fcm
+    case webpush
 
     package static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 
@@ -15,6 +17,7 @@ package enum Transport: String, Sendable, Hashable, CaseIterable, Comparable {
         switch self {
         case .apns: APNSEnvironment.allCases.map(Route.apns)
         case .fcm: [.fcm]
+        case .webpush: [.webpush]
         }
     }
 
@@ -32,10 +35,12 @@ package enum Transport: String, Sendable, Hashable, CaseIterable, Comparable {
 package enum Route: Sendable, Hashable, CustomStringConvertible {
     case apns(APNSEnvironment)
     case fcm
+    case webpush
 
     package init?(stored: String) {
         switch stored {
         case "fcm": self = .fcm
+        case "webpush": self = .webpush
         default:
             guard let environment = APNSEnvironment(rawValue: stored) else { return nil }
             self = .apns(environment)
@@ -46,6 +51,7 @@ package enum Route: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .apns(let environment): environment.rawValue
         case .fcm: "fcm"
+        case .webpush: "webpush"
         }
     }
 
@@ -53,6 +59,7 @@ package enum Route: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .apns: .apns
         case .fcm: .fcm
+        case .webpush: .webpush
         }
     }
 
@@ -66,16 +73,27 @@ package enum Route: Sendable, Hashable, CustomStringConvertible {
 
 /// A device's address on its push service, as the registry stores it (`devices.token`) and the
 /// API names the device: an APNs token in lowercase hex; an FCM registration token as
-/// `fcm:<token>`; a Firebase Installation ID as `fid:<FID>`. The prefixes keep one column for
-/// every platform without two platforms' identifiers ever meeting.
+/// `fcm:<token>`; a Firebase Installation ID as `fid:<FID>`; a Web Push subscription as
+/// `wp:<base64url of the SHA-256 of its endpoint>` (the endpoint itself, a capability URL, is
+/// kept with the subscription's keys, ``WebSubscription``, and never named in a URL or a list).
+/// The prefixes keep one column for every platform without two platforms' identifiers ever
+/// meeting.
 package struct PushAddress: Sendable, Hashable, CustomStringConvertible {
     package let route: Route
     /// The stored form (see the type's documentation).
     package let stored: String
+    /// A Web Push address made from its subscription: the endpoint, what the app holds.
+    private let endpoint: String?
 
-    private init(route: Route, stored: String) {
+    private init(route: Route, stored: String, endpoint: String? = nil) {
         self.route = route
         self.stored = stored
+        self.endpoint = endpoint
+    }
+
+    /// A Web Push subscription's address: `wp:` and the hash of its endpoint.
+    package static func webPush(endpoint: String) -> PushAddress {
+        PushAddress(route: .webpush, stored: WebSubscription.addressPrefix + WebSubscription.endpointHash(endpoint), endpoint: endpoint)
     }
 
     /// An APNs token in `environment`.
@@ -115,15 +133,20 @@ package struct PushAddress: Sendable, Hashable, CustomStringConvertible {
         if text.hasPrefix(FCMIdentifier.installationPrefix) {
             return FCMIdentifier.isInstallationID(String(text.dropFirst(FCMIdentifier.installationPrefix.count))) ? text : nil
         }
+        if text.hasPrefix(WebSubscription.addressPrefix) {
+            return WebSubscription.isEndpointHash(text.dropFirst(WebSubscription.addressPrefix.count)) ? text : nil
+        }
         return (try? DeviceToken(hex: text))?.hex
     }
 
-    /// What the app itself holds: the hex token, the FCM token or the FID, without a prefix. A
-    /// user assertion's `tkh` is the hash of this.
+    /// What the app itself holds: the hex token, the FCM token or the FID, without a prefix; a
+    /// browser's subscription endpoint (for an address made from one). A user assertion's `tkh`
+    /// is the hash of this.
     package var appIdentifier: String {
         switch self.route {
         case .apns: self.stored
         case .fcm: Self.fcmTarget(stored: self.stored).map { String($0.value) } ?? self.stored
+        case .webpush: self.endpoint ?? self.stored
         }
     }
 
@@ -162,7 +185,7 @@ package enum FCMIdentifier {
         return utf8.allSatisfy(Self.isBase64URL)
     }
 
-    private static func isBase64URL(_ byte: UInt8) -> Bool {
+    package static func isBase64URL(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "-"), UInt8(ascii: "_"):

@@ -245,7 +245,8 @@ package struct ClaimedDelivery: Sendable, Hashable {
     package var attempts: Int
     /// Set for an end-to-end encrypted notification: what APNs carries around the envelope.
     package var placeholder: [UInt8]?
-    /// The device's public key, for an encrypted notification.
+    /// The device's public key, for an encrypted notification; a Web Push subscription's keys
+    /// and endpoint (``WebSubscription``).
     package var publicKey: DevicePublicKey?
     /// Set when the delivery was claimed as part of an audience chunk: it has no row yet, and
     /// recording its outcome creates one (each delivery of a broadcast is written once). If the

@@ -54,6 +54,7 @@ package final class DeliveryEngine: Service, Sendable {
     /// for all of them.
     private let apns: APNsPushTransport
     private let fcm: FCMPushTransport
+    private let webPush: WebPushTransport?
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
@@ -65,11 +66,12 @@ package final class DeliveryEngine: Service, Sendable {
     private let doorbell = Doorbell()
 
     init(
-        store: any HeraldStore, clients: ClientProvider, fcmClients: FCMClientProvider? = nil, configuration: Configuration,
-        clock: any EpochClock, logger: Logger, events: DeliveryEvents? = nil, secrets: SecretBox? = nil
+        store: any HeraldStore, clients: ClientProvider, fcmClients: FCMClientProvider? = nil, webPush: WebPushTransport? = nil,
+        configuration: Configuration, clock: any EpochClock, logger: Logger, events: DeliveryEvents? = nil, secrets: SecretBox? = nil
     ) {
         self.apns = APNsPushTransport(clients: clients, logger: logger)
         self.fcm = FCMPushTransport(clients: fcmClients, clock: clock, logger: logger)
+        self.webPush = webPush
         self.secrets = secrets
         self.events = events
         self.store = store
@@ -294,11 +296,23 @@ package final class DeliveryEngine: Service, Sendable {
         var outcome = GroupOutcome(appID: first.appID)
         outcome.results.reserveCapacity(deliveries.count)
         let receipts = await self.receiptIDs(appID: first.appID)
-        let transport: any PushTransport =
-            switch route.transport {
-            case .apns: self.apns
-            case .fcm: self.fcm
+        let transport: any PushTransport
+        switch route.transport {
+        case .apns: transport = self.apns
+        case .fcm: transport = self.fcm
+        case .webpush:
+            guard let webPush = self.webPush else {
+                for delivery in deliveries {
+                    outcome.add(
+                        DeliveryResult(
+                            deliveryID: delivery.id, outcome: .failed(status: nil, reason: "no_webpush", invalidate: false, timestamp: nil),
+                            latencyMilliseconds: 0),
+                        pushType: delivery.pushType)
+                }
+                return outcome
             }
+            transport = webPush
+        }
         let started = self.clock.nowMilliseconds
         await transport.send(deliveries, route: route, lane: lane, receipts: receipts) { index, answer in
             let delivery = deliveries[index]

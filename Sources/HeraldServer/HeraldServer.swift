@@ -13,6 +13,7 @@ import NIOPosix
 package import Prometheus
 import ServiceLifecycle
 import Synchronization
+package import WebPushEmulator
 
 /// `herald serve`: the API, the delivery engine and (without Apple credentials) a built-in
 /// emulator, over one SQLite file or a PostgreSQL database shared by several processes.
@@ -38,6 +39,20 @@ package struct ServerConfiguration: Sendable {
     /// Send every app's FCM messages to this origin instead of Google's (an external emulator
     /// in tests, a proxy); the service account's `token_uri` still says where tokens come from.
     package var fcmEndpoint: String?
+    /// The built-in Web Push service emulator's port (0 = a free one): its push endpoints, its
+    /// control API, and the WebSocket Firefox's push client speaks (`dom.push.serverURL`).
+    package var webPushEmulatorPort = 2200
+    /// The contact every VAPID token names (`sub`): `mailto:` or `https:`, as Apple and Mozilla
+    /// require (Apple refuses `localhost` addresses).
+    package var webPushSubject = "mailto:webpush@example.com"
+    /// The hosts Web Push subscriptions may name over https (the browsers' push services; add a
+    /// UnifiedPush server's).
+    package var webPushHosts = WebPushEndpointPolicy.browserServices
+    /// Whole origins subscriptions may name besides (an external emulator in development); the
+    /// built-in emulator's is added when it runs.
+    package var webPushOrigins: [String] = []
+    /// Origins whose pages may call the register-key doors directly (CORS): the web app's own.
+    package var webOrigins: [String] = []
     package var engine = DeliveryEngine.Configuration()
     /// How long finished delivery records are kept; nil keeps them forever.
     package var retention: Duration? = .seconds(30 * 86_400)
@@ -92,6 +107,8 @@ package struct RunningServer: Sendable {
     package let emulator: APNSEmulator?
     /// The built-in FCM emulator, when it runs.
     package let fcmEmulator: FCMEmulator?
+    /// The built-in Web Push service emulator, when it runs.
+    package let webPushEmulator: WebPushEmulator?
     package let store: any HeraldStore
     /// Every route the server answers, as `METHOD /path/{parameter}`.
     package let routes: [String]
@@ -142,7 +159,14 @@ private func runHeraldServer<Result: Sendable>(
 ) async throws -> Result {
     let initialAdminKey = try await bootstrapAdminKey(store: store, clock: clock)
 
-    func serve(_ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?, _ fcmEmulator: FCMEmulator?) async throws -> Result {
+    func serve(
+        _ emulatorTarget: EmulatorTarget?, _ emulator: APNSEmulator?, _ fcmEmulator: FCMEmulator?, _ webPushEmulator: WebPushEmulator?
+    ) async throws -> Result {
+        let vapidKeys = VAPIDKeys(store: store, secrets: secrets, clock: clock, subject: configuration.webPushSubject)
+        let webPushPolicy = WebPushEndpointPolicy(
+            hosts: configuration.webPushHosts, origins: Set(configuration.webPushOrigins + (webPushEmulator.map { [$0.origin] } ?? [])))
+        let webPush = WebPushTransport(
+            keys: vapidKeys, policy: webPushPolicy, requestTimeout: configuration.engine.effectiveAPNSTimeout, clock: clock, logger: logger)
         let fcmClients = FCMClientProvider(
             store: store, secrets: secrets, endpoint: configuration.fcmEndpoint, emulator: fcmEmulator,
             requestTimeout: configuration.engine.effectiveAPNSTimeout, clock: clock, logger: logger)
@@ -159,8 +183,8 @@ private func runHeraldServer<Result: Sendable>(
             webhookDoorbell: { dispatcher.ring() }
         )
         let engine = DeliveryEngine(
-            store: store, clients: clients, fcmClients: fcmClients, configuration: configuration.engine, clock: clock, logger: logger,
-            events: events, secrets: secrets)
+            store: store, clients: clients, fcmClients: fcmClients, webPush: webPush, configuration: configuration.engine, clock: clock,
+            logger: logger, events: events, secrets: secrets)
         let appDeletions = AppDeletions(store: store, clock: clock, logger: logger)
         let router = Router(context: APIRequestContext.self)
         if configuration.refuseUndeclaredStatuses { router.add(middleware: DeclaredStatusMiddleware()) }
@@ -169,6 +193,7 @@ private func runHeraldServer<Result: Sendable>(
             appDeletions: appDeletions,
             webhookAllowInternal: configuration.webhookAllowInternal,
             rateLimit: configuration.rateLimits.isOff ? nil : RateLimitGate(limits: configuration.rateLimits, store: store, clock: clock),
+            vapidKeys: vapidKeys, webPushEndpoints: webPushPolicy, webOrigins: Set(configuration.webOrigins),
             authenticationFailures: AuthenticationFailures(
                 limit: configuration.rateLimits.failedAuthentication, maxBuckets: configuration.rateLimits.maxBuckets)
         )
@@ -245,8 +270,8 @@ private func runHeraldServer<Result: Sendable>(
                 outcome = .success(
                     try await body(
                         RunningServer(
-                            port: port, initialAdminKey: initialAdminKey, emulator: emulator, fcmEmulator: fcmEmulator, store: store, routes: routes,
-                            metricsPort: metricsPort))
+                            port: port, initialAdminKey: initialAdminKey, emulator: emulator, fcmEmulator: fcmEmulator,
+                            webPushEmulator: webPushEmulator, store: store, routes: routes, metricsPort: metricsPort))
                 )
             } catch {
                 outcome = .failure(error)
@@ -262,12 +287,13 @@ private func runHeraldServer<Result: Sendable>(
             logger.debug("services stopped; closing APNs connections")
             await clients.shutdown()
             await fcmClients.shutdown()
-            logger.debug("APNs and FCM connections closed")
+            await webPush.shutdown()
+            logger.debug("APNs, FCM and Web Push connections closed")
             return try outcome.get()
         }
     }
 
-    guard configuration.builtInEmulator else { return try await serve(nil, nil, nil) }
+    guard configuration.builtInEmulator else { return try await serve(nil, nil, nil, nil) }
     var emulatorConfiguration = APNSEmulator.Configuration(
         listeners: [
             .init(environment: .development, host: "127.0.0.1", port: configuration.emulatorPorts.development, tls: true),
@@ -291,7 +317,15 @@ private func runHeraldServer<Result: Sendable>(
         fcmConfiguration.port = configuration.fcmEmulatorPort
         return try await withFCMEmulator(configuration: fcmConfiguration, logger: logger) { fcmEmulator in
             logger.info("built-in FCM emulator (apps without a service account send here)", metadata: ["emulator.fcm_url": "\(fcmEmulator.baseURL)"])
-            return try await serve(EmulatorTarget(host: "127.0.0.1", ports: ports, caFile: caFile, key: key), emulator, fcmEmulator)
+            var webPushConfiguration = WebPushEmulator.Configuration()
+            webPushConfiguration.port = configuration.webPushEmulatorPort
+            return try await withWebPushEmulator(configuration: webPushConfiguration, logger: logger) { webPushEmulator in
+                logger.info(
+                    "built-in Web Push emulator (its subscriptions may register; Firefox's dom.push.serverURL: ws://…)",
+                    metadata: ["emulator.webpush_url": "\(webPushEmulator.origin)"])
+                return try await serve(
+                    EmulatorTarget(host: "127.0.0.1", ports: ports, caFile: caFile, key: key), emulator, fcmEmulator, webPushEmulator)
+            }
         }
     }
 }

@@ -15,34 +15,44 @@ extension NotificationRequest {
     static func platforms(_ body: SendRequest, json: JSONValue, into spec: inout NotificationSpec) throws {
         var asked: Set<Transport> = []
         if let names = body.transports {
-            guard !names.isEmpty else { throw HeraldError.invalid("transports names at least one of apns, fcm", code: "bad_transports") }
+            guard !names.isEmpty else { throw HeraldError.invalid("transports names at least one of apns, fcm, webpush", code: "bad_transports") }
             for name in names {
                 guard let transport = Transport(rawValue: name) else {
-                    throw HeraldError.invalid("unknown transport '\(name)' (apns, fcm)", code: "bad_transports")
+                    throw HeraldError.invalid("unknown transport '\(name)' (apns, fcm, webpush)", code: "bad_transports")
                 }
                 asked.insert(transport)
             }
         }
-        let fcmNamed = asked.contains(.fcm) || body.fcm != nil
-        if body.fcm != nil, !asked.isEmpty, !asked.contains(.fcm) {
-            throw HeraldError.invalid("an fcm block goes with FCM devices, which transports leaves out", code: "bad_transports")
+        let others: [(transport: Transport, block: Bool)] = [(.fcm, body.fcm != nil), (.webpush, body.webpush != nil)]
+        for other in others where other.block && !asked.isEmpty && !asked.contains(other.transport) {
+            throw HeraldError.invalid(
+                "a \(other.transport.rawValue) block goes with \(other.transport.rawValue) devices, which transports leaves out",
+                code: "bad_transports")
         }
+        // Named: in transports, or given a block of its own. Its refusals are the sender's to see.
+        let named = Set(others.filter { asked.contains($0.transport) || $0.block }.map(\.transport))
         if let reason = Self.appleOnly(body, spec: spec) {
-            if fcmNamed { throw HeraldError.invalid("\(reason) is APNs's alone: FCM cannot carry it", code: "transport_not_supported") }
+            if let other = named.sorted().first {
+                throw HeraldError.invalid("\(reason) is APNs's alone: \(other.rawValue) cannot carry it", code: "transport_not_supported")
+            }
             spec.transports = [.apns]
             return
         }
-        if asked.isEmpty || asked.contains(.fcm) {
+        var reached = asked.isEmpty ? Set(Transport.allCases) : asked
+        for (transport, _) in others where reached.contains(transport) {
             do {
-                spec.parts[.fcm] = try Self.fcmPart(body, json: json, templated: body.template != nil)
+                switch transport {
+                case .fcm: spec.parts[.fcm] = try Self.fcmPart(body, json: json, templated: body.template != nil)
+                case .webpush: spec.parts[.webpush] = try Self.webPushPart(body, templated: body.template != nil)
+                case .apns: break
+                }
             } catch {
-                // Asked for FCM: refused as FCM would refuse it. Otherwise the notification keeps to APNs.
-                if fcmNamed || asked == [.fcm] { throw error }
-                spec.transports = [.apns]
-                return
+                // Asked for: refused as its service would refuse it. Otherwise the notification keeps to the rest.
+                if named.contains(transport) || asked == [transport] { throw error }
+                reached.remove(transport)
             }
         }
-        spec.transports = asked.isEmpty ? [] : asked
+        spec.transports = asked.isEmpty && reached == Set(Transport.allCases) ? [] : reached
     }
 
     /// Why the notification can go to APNs only; nil when FCM can carry it too.
@@ -100,6 +110,37 @@ extension NotificationRequest {
                 "the notification has nothing for FCM: give a title or body, data, or an fcm block", code: "empty_notification")
         }
         return try FCMPart.make(members)
+    }
+
+    /// The Web Push part (``WebPushPart``): a Declarative Web Push message whose `notification`
+    /// holds the title, body, `navigate` (the link), image and the sender's data (any JSON), with
+    /// the badge as `app_badge`; then the `webpush` block laid over it.
+    static func webPushPart(_ body: SendRequest, templated: Bool) throws -> [UInt8] {
+        var notification: [(String, JSONValue)] = []
+        if let title = body.title { notification.append(("title", .string(title))) }
+        if let text = body.body { notification.append(("body", .string(text))) }
+        // A page's address; an app's own scheme (shop://…) means nothing to a browser.
+        if let link = body.link, link.hasPrefix("https://") || link.hasPrefix("http://") { notification.append(("navigate", .string(link))) }
+        if let image = body.image { notification.append(("image", .string(image))) }
+        if let data = body.data { notification.append(("data", JSONValue(data))) }
+        var members: [(String, JSONValue)] = [("notification", .object(notification))]
+        if let badge = body.badge { members.append(("app_badge", .int(badge))) }
+        // A service worker, where there is one, sees the push (and reports its receipt).
+        members.append(("mutable", .bool(true)))
+        if let block = body.webpush {
+            guard case .object = block else { throw HeraldError.invalid("webpush must be an object", code: "bad_webpush") }
+            members = Self.merged(members, over: JSONValue(block).objectMembers ?? [])
+        }
+        if templated, !(members.first { $0.0 == "notification" }?.1["title"] != nil) {
+            // The template gives the title per device; checked here with a stand-in of its size.
+            var checked = members
+            if let index = checked.firstIndex(where: { $0.0 == "notification" }) {
+                checked[index].1 = .object([("title", .string("template"))] + (checked[index].1.objectMembers ?? []))
+            }
+            _ = try WebPushPart.make(checked)
+            return WebPushPart.placed([("web_push", .int(8030))] + members).serialized()
+        }
+        return try WebPushPart.make(members)
     }
 
     /// `base` with `override`'s members laid over it: objects merged key by key (the override's

@@ -42,7 +42,7 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--log-level", "warning",
+                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--webpush-emulator-port", "0", "--log-level", "warning",
             ])
         try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let lines = server.printed.split(separator: "\n").map(String.init)
@@ -102,7 +102,8 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "\(port)", "--emulator-production-port", "0",
-                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--apns-host", "127.0.0.1", "--apns-port", "\(port)", "--apns-ca-file",
+                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--webpush-emulator-port", "0", "--apns-host", "127.0.0.1", "--apns-port",
+                "\(port)", "--apns-ca-file",
                 directory.path + "/emulator/ca.pem", "--log-level", "warning",
             ])
         try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
@@ -154,7 +155,8 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-                "--emulator-control-port", "0", "--fcm-emulator-port", "\(port)", "--fcm-endpoint", "http://127.0.0.1:\(port)", "--log-level",
+                "--emulator-control-port", "0", "--webpush-emulator-port", "0", "--fcm-emulator-port", "\(port)", "--fcm-endpoint",
+                "http://127.0.0.1:\(port)", "--log-level",
                 "warning",
             ])
         // The FCM emulator's line, whole, is printed after "Herald listening on": every line
@@ -203,7 +205,7 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--log-level", "warning",
+                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--webpush-emulator-port", "0", "--log-level", "warning",
             ])
         try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")
         let lines = server.printed.split(separator: "\n").map(String.init)

@@ -13,7 +13,7 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path + "/data", "--emulator-port", "0",
-                "--emulator-production-port", "0", "--emulator-control-port", "0", "--fcm-emulator-port", "0",
+                "--emulator-production-port", "0", "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--webpush-emulator-port", "0",
             ])
         try #require(try await server.waitFor("control API listening", timeout: 300), "\(server.printed)")
         try #require(try await server.waitFor("Herald listening on", timeout: 300), "\(server.printed)")

@@ -19,7 +19,7 @@ import Testing
         let emulator = try BackgroundProcess(
             herald,
             [
-                "emulator", "--port", "0", "--production-port", "0", "--control-port", "0", "--fcm-port", "0",
+                "emulator", "--port", "0", "--production-port", "0", "--control-port", "0", "--fcm-port", "0", "--webpush-port", "0",
                 "--data-dir", directory.path + "/data", "--key-file", keyFile, "--key-id", "ABC123DEFG", "--team-id", "TEAM123456",
                 "--log-level", "trace",
             ])

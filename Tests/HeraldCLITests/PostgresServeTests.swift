@@ -27,7 +27,7 @@ extension HeavyProcessTests {
                 self.emulator = try BackgroundProcess(
                     BackgroundProcess.heraldExecutable,
                     [
-                        "emulator", "--port", "0", "--no-production", "--control-port", "0", "--no-fcm", "--data-dir",
+                        "emulator", "--port", "0", "--no-production", "--control-port", "0", "--no-fcm", "--no-webpush", "--data-dir",
                         self.directory.path + "/emulator",
                         "--key-file", self.keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
                     ])

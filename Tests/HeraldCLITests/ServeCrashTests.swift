@@ -63,7 +63,8 @@ extension HeavyProcessTests {
             let emulator = try BackgroundProcess(
                 herald,
                 [
-                    "emulator", "--port", "0", "--no-production", "--control-port", "0", "--no-fcm", "--data-dir", directory.path + "/emulator",
+                    "emulator", "--port", "0", "--no-production", "--control-port", "0", "--no-fcm", "--no-webpush", "--data-dir",
+                    directory.path + "/emulator",
                     "--key-file", keyFile, "--key-id", "KEY1234567", "--team-id", "TEAM123456", "--accept-unknown-tokens",
                 ])
             try #require(try await emulator.waitFor("control API listening", timeout: 300), "\(emulator.printed)")

@@ -21,7 +21,8 @@ import Testing
             BackgroundProcess.heraldExecutable,
             [
                 "serve", "--port", "0", "--data-dir", directory.path, "--emulator-port", "0", "--emulator-production-port", "0",
-                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--lease-seconds", "600", "--apns-timeout-seconds", "300",
+                "--emulator-control-port", "0", "--fcm-emulator-port", "0", "--webpush-emulator-port", "0", "--lease-seconds", "600",
+                "--apns-timeout-seconds", "300",
             ])
         try #require(try await server.waitFor("Built-in APNs emulator: control API", timeout: 300), "\(server.printed)")
         // The crash test already reads a port from what a process printed.

@@ -41,6 +41,7 @@ import FoundationNetworking
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
         configuration.fcmEmulatorPort = 0
+        configuration.webPushEmulatorPort = 0
         configuration.masterKey = SecretBox.generateMasterKey()
         configuration.engine.pollInterval = .milliseconds(20)
         // An APNs timeout (and the lease bounding it) a loaded machine cannot hit.

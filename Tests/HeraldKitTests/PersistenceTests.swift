@@ -24,6 +24,7 @@ import FoundationNetworking
         configuration.dataDirectory = directory.path + "/server"
         configuration.emulatorPorts = (0, 0, 0)
         configuration.fcmEmulatorPort = 0
+        configuration.webPushEmulatorPort = 0
         configuration.masterKey = masterKey
         configuration.engine.pollInterval = .milliseconds(20)
         configuration.engine.lease = .seconds(600)

@@ -49,7 +49,7 @@ extension ServerTests {
             )
             #expect(sent.status == 202, "\(sent.body)")
             #expect(sent.body["deliveries"] as? Int == 2)
-            #expect(sent.body["transports"] as? [String] == ["apns", "fcm"])
+            #expect(sent.body["transports"] as? [String] == ["apns", "fcm", "webpush"])
             let id = try #require(sent.body["id"] as? String)
             let status = try await self.settled(context, key: keys.send, id: id)
             #expect((status["counts"] as? [String: Int])?["sent"] == 2, "\(status)")
@@ -254,7 +254,7 @@ extension ServerTests {
             let sent = try await context.api.call(
                 "POST", "/v1/apps/demo/notifications", key: keys.send,
                 json: #"{"audience":{"tags":["t"]},"template":"\#(id)","data":{"order":"A-7"}}"#)
-            #expect(sent.status == 202 && sent.body["transports"] as? [String] == ["apns", "fcm"], "\(sent)")
+            #expect(sent.status == 202 && sent.body["transports"] as? [String] == ["apns", "fcm", "webpush"], "\(sent)")
             let de = try #require(try await self.androidInbox(emulator, german, count: 1).first)
             let en = try #require(try await self.androidInbox(emulator, english, count: 1).first)
             #expect(de.title == "Versandt A-7" && de.body == "Unterwegs")

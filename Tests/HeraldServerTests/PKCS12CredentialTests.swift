@@ -13,6 +13,7 @@ extension ServerTests {
             // Apps with credentials of their own go to the built-in emulator's sandbox port, as to Apple.
             configuration.emulatorPorts = (port, 0, 0)
             configuration.fcmEmulatorPort = 0
+            configuration.webPushEmulatorPort = 0
             configuration.apnsOverride = ("127.0.0.1", port, configuration.dataDirectory + "/emulator/ca.pem")
         }) { context in
             let (register, send) = try await self.setUp(context)

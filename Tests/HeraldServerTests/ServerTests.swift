@@ -47,6 +47,7 @@ import Testing
         configuration.dataDirectory = directory.path
         configuration.emulatorPorts = (0, 0, 0)
         configuration.fcmEmulatorPort = 0
+        configuration.webPushEmulatorPort = 0
         // Served only where a test sets a registry (`metrics`), on a free port of its own.
         configuration.metricsPort = 0
         configuration.masterKey = SecretBox.generateMasterKey()

@@ -226,3 +226,14 @@ public struct AppDeletionStatus: Sendable, Hashable, Codable {
         self.deletedRows = deletedRows
     }
 }
+
+/// `GET /v1/apps/{app}/webpush/key` (register keys and above): the app's VAPID public key, the
+/// `applicationServerKey` a page subscribes with; `POST` (admin) replaces it with a new one.
+public struct WebPushKeyResponse: Sendable, Hashable, Codable {
+    /// The uncompressed P-256 point (65 octets), unpadded base64url.
+    public var publicKey: String
+
+    public init(publicKey: String) {
+        self.publicKey = publicKey
+    }
+}

@@ -46,13 +46,17 @@ public struct DeviceRegistrationRequest: Sendable, Hashable, Codable {
 
 /// A registered device, as Herald holds it.
 public struct DeviceResponse: Sendable, Hashable, Codable {
-    /// The device's address as Herald names it: an APNs token in hex, `fcm:<token>` or `fid:<FID>`.
+    /// The device's address as Herald names it: an APNs token in hex, `fcm:<token>`, `fid:<FID>`
+    /// or `wp:<hash of a Web Push endpoint>`.
     public var token: String
     public var kind: String
-    /// Its route: `sandbox` or `production` (APNs), or `fcm`.
+    /// Its route: `sandbox` or `production` (APNs), `fcm` or `webpush`.
     public var environment: String
-    /// The push service it is reached through: `apns` or `fcm` (absent from older servers).
+    /// The push service it is reached through: `apns`, `fcm` or `webpush` (absent from older servers).
     public var transport: String?
+    /// A Web Push subscription's endpoint, masked (its origin and the start of its path): the
+    /// whole endpoint is a capability and is never shown.
+    public var endpoint: String?
     public var userId: String?
     public var tags: [String]
     public var locale: String?
@@ -91,9 +95,10 @@ public struct DeviceResponse: Sendable, Hashable, Codable {
         token: String, kind: String, environment: String, userId: String?, tags: [String], locale: String?, timeZone: String?,
         appVersion: String?, platform: String?, activityId: String?, attributesType: String?, active: Bool, createdAt: Int64,
         lastRegisteredAt: Int64, invalidatedAt: Int64?, invalidationReason: String?, publicKeyType: String?, publicKey: String?,
-        invalidations: [Invalidation]? = nil, transport: String? = nil
+        invalidations: [Invalidation]? = nil, transport: String? = nil, endpoint: String? = nil
     ) {
         self.transport = transport
+        self.endpoint = endpoint
         self.token = token
         self.kind = kind
         self.environment = environment
@@ -196,15 +201,18 @@ public struct DeliveryList: Sendable, Hashable, Codable {
 
 /// `POST /v1/apps/{app}/registrations`: registers a device whose identifier is not an APNs hex
 /// token, by a body rather than a path segment — an FCM registration token (`token`) or a
-/// Firebase Installation ID (`fid`), with `transport: "fcm"`; or an APNs token with
-/// `transport: "apns"` (as `PUT …/devices/{token}` does). The other fields are those of
-/// ``DeviceRegistrationRequest``; the answer is the device, named as Herald names it
-/// (`fcm:<token>`, `fid:<FID>`, or the hex token).
+/// Firebase Installation ID (`fid`), with `transport: "fcm"`; a browser's push subscription
+/// (`subscription`, as `PushSubscription.toJSON()` gives it) with `transport: "webpush"`; or an
+/// APNs token with `transport: "apns"` (as `PUT …/devices/{token}` does). The other fields are
+/// those of ``DeviceRegistrationRequest``; the answer is the device, named as Herald names it
+/// (`fcm:<token>`, `fid:<FID>`, `wp:<hash of the endpoint>`, or the hex token).
 public struct RegistrationRequest: Sendable, Hashable, Codable {
-    /// `fcm` or `apns`.
+    /// `fcm` (the default), `webpush` or `apns`.
     public var transport: String?
     public var token: String?
     public var fid: String?
+    /// A Web Push subscription.
+    public var subscription: WebPushSubscription?
     public var kind: String?
     public var environment: String?
     public var userId: String?
@@ -233,6 +241,29 @@ public struct RegistrationRequest: Sendable, Hashable, Codable {
         self.appVersion = appVersion
         self.platform = platform
         self.userAssertion = userAssertion
+    }
+
+    /// A browser's push subscription: `PushSubscription.toJSON()` (`expirationTime` is ignored).
+    public struct WebPushSubscription: Sendable, Hashable, Codable {
+        public var endpoint: String
+        public var keys: Keys
+
+        public struct Keys: Sendable, Hashable, Codable {
+            /// The browser's P-256 public key, base64url (65 octets, uncompressed).
+            public var p256dh: String
+            /// Its 16-octet authentication secret, base64url.
+            public var auth: String
+
+            public init(p256dh: String, auth: String) {
+                self.p256dh = p256dh
+                self.auth = auth
+            }
+        }
+
+        public init(endpoint: String, p256dh: String, auth: String) {
+            self.endpoint = endpoint
+            self.keys = Keys(p256dh: p256dh, auth: auth)
+        }
     }
 
     /// The fields every platform shares, as ``DeviceRegistrationRequest`` holds them.

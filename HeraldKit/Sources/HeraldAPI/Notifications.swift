@@ -135,8 +135,8 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// Checked and answered (200, ``DryRunResponse``) but neither stored nor sent: the audience
     /// that would be reached and, per push type, the exact headers and payload.
     public var dryRun: Bool?
-    /// Only devices reached through these push services: `apns`, `fcm` (default: every one the
-    /// notification can go to).
+    /// Only devices reached through these push services: `apns`, `fcm`, `webpush` (default: every
+    /// one the notification can go to).
     public var transports: [String]?
     /// An image shown with the notification: FCM's `notification.image`; for APNs, the payload's
     /// `image` key with `mutable-content` set, for the app's service extension to fetch.
@@ -148,6 +148,10 @@ public struct SendRequest: Sendable, Hashable, Codable {
     /// `android` (`priority`, `ttl`, `collapse_key`, `notification.channel_id`, `direct_boot_ok`,
     /// …), `data` (strings only) and `fcm_options`, as in FCM HTTP v1's `message`.
     public var fcm: JSON?
+    /// The web's own fields, laid over the Declarative Web Push message Herald makes of the
+    /// common ones: `notification` (`icon`, `badge`, `tag`, `actions`, `requireInteraction`,
+    /// `lang`, `dir`, `silent`, `navigate`, …), `app_badge`, `mutable`.
+    public var webpush: JSON?
 
     public struct Placeholder: Sendable, Hashable, Codable {
         public var title: String?

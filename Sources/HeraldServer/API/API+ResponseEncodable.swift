@@ -30,3 +30,4 @@ extension UserSecretResponse: @retroactive ResponseEncodable {}
 extension UserAssertionResponse: @retroactive ResponseEncodable {}
 extension RotatedKey: @retroactive ResponseEncodable {}
 extension ReceiptBatchResponse: @retroactive ResponseEncodable {}
+extension WebPushKeyResponse: @retroactive ResponseEncodable {}

@@ -49,18 +49,20 @@ extension Route {
 }
 
 extension DeviceResponse: OmitsNilFields {
-    static let fieldsOmittedWhenNil: Set<String> = ["invalidations"]
+    static let fieldsOmittedWhenNil: Set<String> = ["invalidations", "endpoint"]
 
     init(_ device: Device, invalidations: [HeraldCore.Invalidation]? = nil) {
         let r = device.registration
+        // A Web Push subscription's keys and endpoint are not shown: the endpoint masked, alone.
+        let subscription = r.publicKey.flatMap { key in r.publicKeyType.flatMap { WebSubscription(DevicePublicKey(type: $0, key: key)) } }
         self.init(
             token: r.token, kind: r.kind.rawValue, environment: r.route.apiName, userId: r.userID, tags: r.tags, locale: r.locale,
             timeZone: r.timeZone, appVersion: r.appVersion, platform: r.platform, activityId: r.activityID, attributesType: r.attributesType,
             active: device.active, createdAt: device.createdAt, lastRegisteredAt: device.lastRegisteredAt, invalidatedAt: device.invalidatedAt,
             invalidationReason: device.invalidationReason, publicKeyType: r.publicKeyType,
-            publicKey: r.publicKey.map { Data($0).base64EncodedString() },
+            publicKey: subscription == nil ? r.publicKey.map { Data($0).base64EncodedString() } : nil,
             invalidations: invalidations?.map { .init(reason: $0.reason, apnsTimestamp: $0.apnsTimestamp, at: $0.at, applied: $0.applied) },
-            transport: r.route.transport.rawValue
+            transport: r.route.transport.rawValue, endpoint: subscription?.maskedEndpoint
         )
     }
 }

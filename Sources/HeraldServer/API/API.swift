@@ -23,6 +23,12 @@ struct API: Sendable {
     var webhookAllowInternal = false
     /// The rate limits on registration and sending; nil: none.
     var rateLimit: RateLimitGate?
+    /// The apps' VAPID keys (Web Push).
+    let vapidKeys: VAPIDKeys
+    /// Which Web Push endpoints subscriptions may name.
+    var webPushEndpoints = WebPushEndpointPolicy()
+    /// Origins whose pages may call the register-key doors across origins (CORS).
+    var webOrigins: Set<String> = []
     static let bodyLimit = 1 << 20
     /// When each key's use was last written down, for every path that authenticates.
     let keyUsage = KeyUsage()
@@ -35,16 +41,22 @@ struct API: Sendable {
             store: self.store, clock: self.clock, usage: self.keyUsage, failures: self.authenticationFailures,
             limits: self.rateLimit?.limits ?? RateLimits())
     }
-    var devices: DevicesController { DevicesController(store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit) }
+    var devices: DevicesController {
+        DevicesController(
+            store: self.store, secrets: self.secrets, clock: self.clock, rateLimit: self.rateLimit, webPushEndpoints: self.webPushEndpoints)
+    }
 
     var webhooks: WebhooksController {
         WebhooksController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, allowInternal: self.webhookAllowInternal)
     }
 
     func register(on router: Router<APIRequestContext>) {
+        // Outermost: error answers carry the CORS headers too, so a page reads their code.
+        if !self.webOrigins.isEmpty { router.add(middleware: WebOriginMiddleware(origins: self.webOrigins)) }
         router.add(middleware: ErrorMiddleware())
         router.add(middleware: MetricsMiddleware())
         router.get("/health", use: self.health)
+        router.get("/sdk/:file", use: WebPushController.sdk)
         router.get("/livez", use: Self.live)
         router.get("/v1/openapi.yaml", use: Self.openAPIDocument)
 
@@ -62,6 +74,7 @@ struct API: Sendable {
         EventsController(store: self.store, events: self.events, clock: self.clock).addRoutes(to: v1)
         ReceiptsController(store: self.store, secrets: self.secrets, clock: self.clock, events: self.events, rateLimit: self.rateLimit)
             .addRoutes(to: v1)
+        WebPushController(store: self.store, keys: self.vapidKeys, clock: self.clock).addRoutes(to: v1)
     }
 
     /// Alive means this process answers HTTP: nothing else is asked, so a liveness probe never

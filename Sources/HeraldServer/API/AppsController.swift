@@ -165,7 +165,10 @@ struct AppsController {
         let route = try Self.credentialRoute(context)
         let body = try await request.decode(as: CredentialRequest.self, context: context)
         let plain: [UInt8]
-        if route == .fcm {
+        if route == .webpush {
+            throw HeraldError.invalid(
+                "Herald makes each app's VAPID key: GET /v1/apps/{app}/webpush/key shows it, POST there makes a new one", code: "bad_credentials")
+        } else if route == .fcm {
             plain = try Self.fcmCredential(body)
         } else {
             guard body.serviceAccount == nil else {
@@ -187,8 +190,9 @@ struct AppsController {
     static func credentialRoute(_ context: APIRequestContext) throws -> Route {
         let name = context.parameters.get("environment") ?? ""
         if name == "fcm" { return .fcm }
+        if name == "webpush" { return .webpush }
         guard let environment = APNSEnvironment(name: name) else {
-            throw HeraldError.invalid("the environment must be development (sandbox), production or fcm", code: "bad_environment")
+            throw HeraldError.invalid("the environment must be development (sandbox), production, fcm or webpush", code: "bad_environment")
         }
         return .apns(environment)
     }

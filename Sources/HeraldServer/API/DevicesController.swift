@@ -4,6 +4,7 @@ import Foundation
 import HeraldAPI
 import HeraldCore
 import Hummingbird
+import WebPush
 
 /// `/v1/apps/{app}/devices`: register and unregister (register keys, the ones inside apps), and
 /// read the registry with each token's deliveries (send keys).
@@ -12,6 +13,8 @@ struct DevicesController {
     let secrets: SecretBox
     let clock: any EpochClock
     var rateLimit: RateLimitGate?
+    /// Which Web Push endpoints a subscription may name (no request to an address a caller chose).
+    var webPushEndpoints = WebPushEndpointPolicy()
 
     func addRoutes(to v1: RouterGroup<APIRequestContext>) {
         let register = v1.group("apps/:app/devices").add(middleware: RateLimit(operation: .register, gate: self.rateLimit))
@@ -39,8 +42,47 @@ struct DevicesController {
     @Sendable func registerByBody(_ request: Request, context: APIRequestContext) async throws -> DeviceResponse {
         let app = try context.requireApp()
         let body = try await request.decode(as: RegistrationRequest.self, context: context)
+        if body.transport == Transport.webpush.rawValue {
+            let subscription = try self.webSubscription(body)
+            var checked = try self.registration(
+                body.common, app: app, key: try context.requireKey(), address: .webPush(endpoint: subscription.endpoint))
+            checked.registration = subscription.registration(checked.registration)
+            return try await self.commit(checked, app: app)
+        }
         let address = try Self.address(body)
         return try await self.commit(try self.registration(body.common, app: app, key: try context.requireKey(), address: address), app: app)
+    }
+
+    /// A Web Push registration's subscription, checked: an endpoint on an allowed push service
+    /// (`endpoint_not_allowed`, `bad_endpoint`), `p256dh` an uncompressed P-256 point
+    /// (`bad_p256dh`), `auth` 16 octets (`bad_auth`); no token or fid beside it.
+    func webSubscription(_ body: RegistrationRequest) throws -> WebSubscription {
+        guard let subscription = body.subscription else {
+            throw HeraldError.invalid(
+                "a webpush registration names its subscription: {endpoint, keys: {p256dh, auth}}", code: "missing_subscription")
+        }
+        guard body.token == nil, body.fid == nil else {
+            throw HeraldError.invalid("a webpush registration names its subscription, not a token or fid", code: "bad_registration")
+        }
+        let endpoint = subscription.endpoint
+        guard !endpoint.isEmpty, endpoint.utf8.count <= WebSubscription.maximumEndpointLength, VAPID.origin(of: endpoint) != nil else {
+            throw HeraldError.invalid(
+                "subscription.endpoint is not an http(s) URL of at most \(WebSubscription.maximumEndpointLength) bytes", code: "bad_endpoint")
+        }
+        guard self.webPushEndpoints.allowedOrigin(endpoint) != nil else {
+            throw HeraldError.invalid(
+                "subscription.endpoint is not on a push service this server sends to (https on a browser's push service, or one the operator allowed)",
+                code: "endpoint_not_allowed")
+        }
+        let keys: WebPushSubscriptionKeys
+        do {
+            keys = try WebPushSubscriptionKeys(p256dh: subscription.keys.p256dh, auth: subscription.keys.auth)
+        } catch .badP256DH {
+            throw HeraldError.invalid("subscription.keys.p256dh is not an uncompressed P-256 public key (65 octets, base64url)", code: "bad_p256dh")
+        } catch {
+            throw HeraldError.invalid("subscription.keys.auth is not a 16-octet secret (base64url)", code: "bad_auth")
+        }
+        return WebSubscription(endpoint: endpoint, p256dh: keys.p256dh, auth: keys.auth)
     }
 
     /// The device a registration body names: `transport` (fcm by default) and exactly one of
@@ -61,7 +103,7 @@ struct DevicesController {
             // The environment is the body's, checked with the rest (``registration(_:address:)``).
             return .apns(try Validate.token(token), environment: .production)
         default:
-            throw HeraldError.invalid("transport is fcm or apns", code: "bad_transport")
+            throw HeraldError.invalid("transport is fcm, webpush or apns", code: "bad_transport")
         }
     }
 
@@ -159,16 +201,17 @@ struct DevicesController {
     /// end-to-end encryption keys).
     static func registration(_ body: DeviceRegistrationRequest, address: PushAddress) throws -> DeviceRegistration {
         var address = address
-        if address.route.transport == .fcm {
+        let transport = address.route.transport
+        if transport != .apns {
             let appleOnly: [(String, Bool)] = [
                 ("environment", body.environment != nil), ("activityId", body.activityId != nil), ("attributesType", body.attributesType != nil),
                 ("publicKey", body.publicKey != nil || body.publicKeyType != nil),
             ]
             if let field = appleOnly.first(where: \.1)?.0 {
-                throw HeraldError.invalid("\(field) is for APNs tokens; an FCM registration has none", code: "bad_\(field)")
+                throw HeraldError.invalid("\(field) is for APNs tokens; a \(transport.rawValue) registration has none", code: "bad_\(field)")
             }
             if let kind = body.kind, kind != DeviceKind.device.rawValue {
-                throw HeraldError.invalid("an FCM registration is of kind device", code: "bad_kind")
+                throw HeraldError.invalid("a \(transport.rawValue) registration is of kind device", code: "bad_kind")
             }
         }
         var kind = DeviceKind.device

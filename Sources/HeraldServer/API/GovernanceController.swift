@@ -49,6 +49,13 @@ struct GovernanceController {
     /// Metadata only: which kind, whose key, until when; never the material.
     func info(_ record: CredentialRecord) -> CredentialInfo {
         let environment = record.environment.apiName
+        if record.environment == .webpush {
+            // The public key is public: the key id browsers know it by.
+            guard let publicKey = VAPIDKeys.publicKey(record.sealed, secrets: self.secrets) else {
+                return CredentialInfo(environment: environment, kind: "unreadable", updatedAt: record.updatedAt)
+            }
+            return CredentialInfo(environment: environment, kind: "vapid", keyId: publicKey, updatedAt: record.updatedAt)
+        }
         if record.environment == .fcm {
             guard let key = try? FCMClientProvider.open(record.sealed, secrets: self.secrets) else {
                 return CredentialInfo(environment: environment, kind: "unreadable", updatedAt: record.updatedAt)

@@ -12,7 +12,8 @@ extension HeraldError: HTTPResponseError {
     /// 422: well-formed, but cannot be sent as asked (APNs rules, sizes, unusable credentials).
     static let unprocessableCodes: Set<String> = [
         "bad_priority", "bad_key", "bad_certificate", "payload_too_large", "payload_empty", "payload_not_json", "payload_rule",
-        "encrypt_not_allowed", "no_credentials", "no_user_secret", "credentials_unusable", "push_type_not_allowed_for_auth", "topic_suffix_mismatch",
+        "encrypt_not_allowed", "no_credentials", "no_vapid_key", "no_user_secret", "credentials_unusable", "push_type_not_allowed_for_auth",
+        "topic_suffix_mismatch",
         // Channels: Apple's limit (counted here, or Apple's CannotCreateChannelConfig), the Broadcast
         // capability missing (FeatureNotEnabled), and any other refusal of APNs (its reason in the message).
         "channel_limit_reached", "broadcast_not_enabled", "apns_rejected",
@@ -26,6 +27,9 @@ extension HeraldError: HTTPResponseError {
         "unknown_channel",
         // FCM: what FCM would refuse of a message, refused at accept; what only APNs carries, sent to FCM.
         "fcm_data_not_string", "fcm_reserved_key", "fcm_too_large", "transport_not_supported",
+        // Web Push: a subscription on a push service Herald does not post to; what a browser
+        // would not show (no title) or one encrypted record cannot carry.
+        "endpoint_not_allowed", "webpush_needs_title", "webpush_too_large",
     ]
 
     static func status(forCode code: String) -> HTTPResponse.Status {

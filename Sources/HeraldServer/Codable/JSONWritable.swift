@@ -116,6 +116,7 @@ extension DeviceResponse: JSONWritable {
         json.member("publicKeyType", self.publicKeyType)
         json.member("publicKey", self.publicKey)
         // Left out when nil (``OmitsNilFields``).
+        if let endpoint = self.endpoint { json.member("endpoint", endpoint) }
         if let invalidations = self.invalidations { json.member("invalidations", invalidations) }
     }
 }

@@ -49,6 +49,7 @@ struct DashboardOverviewController: Sendable {
         switch transport {
         case .apns: "APNs (Apple)"
         case .fcm: "FCM (Android)"
+        case .webpush: "Web Push (browsers)"
         }
     }
 
