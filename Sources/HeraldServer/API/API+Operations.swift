@@ -29,6 +29,9 @@ extension API {
         return [
             Operation(method: .get, path: "/health", statuses: [200, 503]),
             Operation(method: .get, path: "/livez", statuses: [204]),
+            Operation(method: .get, path: "/sdk/{file}", statuses: [200, 404]),
+            Operation(method: .get, path: "/v1/apps/{app}/webpush/key", statuses: app.union([200])),
+            Operation(method: .post, path: "/v1/apps/{app}/webpush/key", statuses: app.union([200])),
             Operation(method: .get, path: "/v1/openapi.yaml", statuses: [200, 404]),
             Operation(method: .post, path: "/v1/apps", statuses: secured.union(body).union([201, 409])),
             Operation(method: .get, path: "/v1/apps", statuses: secured.union([200])),
