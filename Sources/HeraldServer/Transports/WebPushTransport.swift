@@ -7,6 +7,7 @@ import HeraldCore
 package import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import WebPush
 package import WebPushEmulator
 
@@ -25,7 +26,10 @@ final class WebPushTransport: PushTransport {
 
     let keys: VAPIDKeys
     let policy: WebPushEndpointPolicy
-    private let http: HTTPClient
+    /// Made on the first send (a server that never sends to a browser holds no client), shut
+    /// down by ``shutdown()``.
+    private let http = Mutex<HTTPClient?>(nil)
+    private let httpConfiguration: HTTPClient.Configuration
     private let requestTimeout: Duration
     private let clock: any EpochClock
     private let logger: Logger
@@ -41,11 +45,25 @@ final class WebPushTransport: PushTransport {
         configuration.httpVersion = .automatic
         configuration.timeout = .init(connect: .seconds(5), read: .seconds(Int64(requestTimeout.components.seconds) + 1))
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
-        self.http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+        self.httpConfiguration = configuration
+    }
+
+    private var client: HTTPClient {
+        self.http.withLock { http in
+            if let http { return http }
+            let made = HTTPClient(
+                eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: self.httpConfiguration, backgroundActivityLogger: self.logger)
+            http = made
+            return made
+        }
     }
 
     func shutdown() async {
-        try? await self.http.shutdown()
+        let client = self.http.withLock { http in
+            defer { http = nil }
+            return http
+        }
+        try? await client?.shutdown()
     }
 
     /// One request, made ready: where, what, and with which headers.
@@ -151,7 +169,7 @@ final class WebPushTransport: PushTransport {
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
-            response = try await self.http.execute(request, timeout: .seconds(Int64(self.requestTimeout.components.seconds)))
+            response = try await self.client.execute(request, timeout: .seconds(Int64(self.requestTimeout.components.seconds)))
             body = try await response.body.collect(upTo: 16_384)
         } catch {
             if Self.neverWritten(error) { return .retryLater(status: nil, reason: "ConnectFailed", after: nil) }
@@ -196,12 +214,16 @@ final class WebPushTransport: PushTransport {
     static func reason(status: Int, body: [UInt8]) -> String {
         let json = try? JSONValue.parse(body)
         if let reason = json?["reason"]?.stringValue, !reason.isEmpty, reason.utf8.count <= 64 { return reason }
+        let message = (json?["message"]?.stringValue ?? String(decoding: body.prefix(512), as: UTF8.self)).lowercased()
+        // A subscription made with another VAPID key: FCM's and autopush's wording.
+        let keyMismatch = message.contains("do not correspond") || message.contains("token hash")
         if let errno = json?["errno"]?.intValue {
             switch errno {
             case 102: return "InvalidSubscription"
             case 103, 105, 106: return "Unsubscribed"
             case 104: return "PayloadTooLarge"
-            case 109: return "VapidPkHashMismatch"
+            // Mozilla's errno for every VAPID fault: the key only when its message says so.
+            case 109: return keyMismatch ? "VapidPkHashMismatch" : "VapidUnauthorized"
             case 110: return "BadWebPushRequest"
             case 111, 112: return "BadTtl"
             case 113: return "BadWebPushTopic"
@@ -209,8 +231,7 @@ final class WebPushTransport: PushTransport {
             default: return "Errno\(errno)"
             }
         }
-        let text = String(decoding: body.prefix(512), as: UTF8.self).lowercased()
-        if status == 403, text.contains("vapid credentials") && text.contains("do not correspond") { return "VapidPkHashMismatch" }
+        if status == 403 || status == 401, keyMismatch { return "VapidPkHashMismatch" }
         switch status {
         case 400: return "BadRequest"
         case 401: return "Unauthorized"
