@@ -1,8 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Crypto
 import FCMEmulator
 import Foundation
-// SPDX-License-Identifier: Apache-2.0
 import HeraldTesting
 import Logging
 import _CryptoExtras

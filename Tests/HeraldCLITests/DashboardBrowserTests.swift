@@ -141,7 +141,7 @@ import Testing
     }
 
     @Test(
-        "Android: an FCM service account uploaded (a refusal shown with its code) and checked (key and project OK), an FCM phone's platform in the devices list and on the overview, the Android message in the send preview, a push to the phone",
+        "Android and the web: an FCM service account uploaded (a refusal shown with its code) and checked (key and project OK), an FCM phone's platform in the devices list and on the overview, the Android message in the send preview, a push to the phone; a browser subscribed with the app's VAPID key listed as Web with its endpoint masked, the web message previewed and decrypted as previewed, a new key",
         .enabled(if: available || required, Comment(rawValue: skipMessage))
     )
     func androidInBrowser() async throws {
@@ -159,14 +159,15 @@ import Testing
                 "http://127.0.0.1:\(port)", "--log-level",
                 "warning",
             ])
-        // The FCM emulator's line, whole, is printed after "Herald listening on": every line
-        // needed is there once it is.
-        try #require(try await server.waitFor("(token, send and control API)", timeout: 300), "\(server.printed)")
+        // The Web Push emulator's line, whole, is printed last: every line needed is there once it is.
+        try #require(try await server.waitFor("Firefox: ws://", timeout: 300), "\(server.printed)")
         let lines = server.printed.split(separator: "\n").map(String.init)
         let admin = try #require(lines.first { $0.contains("hk_") }?.trimmingCharacters(in: .whitespaces))
         let base = try #require(lines.first { $0.contains("Herald listening on") }?.split(separator: " ").last.map(String.init))
         let fcm = try #require(
             lines.first { $0.contains("Built-in FCM emulator:") }?.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let webPush = try #require(
+            lines.first { $0.contains("Built-in Web Push emulator:") }?.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
         let created = try await ProcessRunner.run(
             "curl",
             [
@@ -183,7 +184,9 @@ import Testing
         let browser = try BackgroundProcess(
             "/usr/bin/env",
             [
-                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_FCM_EMULATOR=\(fcm)", "HERALD_ARTIFACTS=\(artifacts)",
+                "HERALD_URL=\(base)", "HERALD_ADMIN_KEY=\(admin)", "HERALD_APP=demo", "HERALD_FCM_EMULATOR=\(fcm)",
+                "HERALD_WEBPUSH_EMULATOR=\(webPush)",
+                "HERALD_ARTIFACTS=\(artifacts)",
                 "HERALD_CHROMIUM=\(Self.chromium)", "HERALD_CHROMEDRIVER=\(Self.chromedriver)", "python3", script,
             ])
         let status = try await browser.stop(signal: 0, timeout: 300)

@@ -28,7 +28,7 @@ extension ServerTests {
     )
         -> String
     {
-        #"{"endpoint":"\#(endpoint ?? subscription.endpoint)","keys":{"p256dh":"\#(p256dh ?? subscription.p256dh)","auth":"\#(auth ?? subscription.auth)"}}"#
+        #"{"endpoint":"\#(endpoint ?? subscription.endpoint)","expirationTime":null,"keys":{"p256dh":"\#(p256dh ?? subscription.p256dh)","auth":"\#(auth ?? subscription.auth)"}}"#
     }
 
     @Test(

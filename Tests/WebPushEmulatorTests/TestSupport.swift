@@ -1,6 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
 import APNSModels
 import Foundation
-// SPDX-License-Identifier: Apache-2.0
 import HeraldTesting
 import WebPush
 import WebPushEmulator

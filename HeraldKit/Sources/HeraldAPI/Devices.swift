@@ -246,6 +246,9 @@ public struct RegistrationRequest: Sendable, Hashable, Codable {
     /// A browser's push subscription: `PushSubscription.toJSON()` (`expirationTime` is ignored).
     public struct WebPushSubscription: Sendable, Hashable, Codable {
         public var endpoint: String
+        /// When the browser says the subscription ends (ms), as `toJSON()` gives it: accepted and
+        /// ignored (browsers renew it through `pushsubscriptionchange`).
+        public var expirationTime: Double?
         public var keys: Keys
 
         public struct Keys: Sendable, Hashable, Codable {

@@ -24,16 +24,27 @@ struct WebPushController {
     }
 
     @Sendable func publicKey(_ request: Request, context: APIRequestContext) async throws -> WebPushKeyResponse {
-        let app = try context.requireApp()
-        return WebPushKeyResponse(publicKey: try await self.keys.ensure(appID: app.id).publicKeyBase64URL)
+        WebPushKeyResponse(publicKey: try await self.applicationServerKey(appID: try context.requireApp().id))
     }
 
     @Sendable func rotate(_ request: Request, context: APIRequestContext) async throws -> WebPushKeyResponse {
-        let app = try context.requireApp()
-        let key = try await self.keys.rotate(appID: app.id)
+        WebPushKeyResponse(publicKey: try await self.newKey(appID: try context.requireApp().id, by: context.key?.id))
+    }
+
+    /// The app's VAPID public key (base64url), made and stored now if it has none: what `GET`
+    /// answers and the dashboard's app page shows. Never the private key.
+    func applicationServerKey(appID: String) async throws -> String {
+        try await self.keys.ensure(appID: appID).publicKeyBase64URL
+    }
+
+    /// A new VAPID key for the app, audited `webpush.rotate` by `keyID`: its public key. What
+    /// `POST` does and the dashboard's "New key" form does; every browser subscribed with the
+    /// old key must subscribe again.
+    func newKey(appID: String, by keyID: String?) async throws -> String {
+        let key = try await self.keys.rotate(appID: appID)
         try await self.store.addAudit(
-            AuditRecord(at: self.clock.nowMilliseconds, keyID: context.key?.id, action: "webpush.rotate", appID: app.id, subject: nil))
-        return WebPushKeyResponse(publicKey: key.publicKeyBase64URL)
+            AuditRecord(at: self.clock.nowMilliseconds, keyID: keyID, action: "webpush.rotate", appID: appID, subject: nil))
+        return key.publicKeyBase64URL
     }
 
     /// The SDK's files, compiled in (`EmbeddedResources`, `Web/`).

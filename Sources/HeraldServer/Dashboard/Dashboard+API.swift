@@ -96,9 +96,9 @@ struct DashboardBackend: Sendable {
 
     /// The Android (FCM) request body a send of `body` (`spec`, as ``notification(_:app:now:)``
     /// made it) would post for one device — to `target` (`fcm:…` or `fid:…`) when it names one,
-    /// else a stand-in for each device's token — or, when it goes to APNs alone, why.
-    func fcmMessage(_ spec: NotificationSpec, body: JSONValue, app: App, target: String?) -> (message: [UInt8]?, apnsOnly: String?) {
-        guard var part = spec.parts[.fcm] else { return (nil, Self.apnsOnlyReason(spec, body: body)) }
+    /// else a stand-in for each device's token — or, when no Android device would get it, why.
+    func fcmMessage(_ spec: NotificationSpec, body: JSONValue, app: App, target: String?) -> (message: [UInt8]?, reason: String?) {
+        guard var part = spec.parts[.fcm] else { return (nil, Self.notCarriedReason(spec, body: body, transport: .fcm)) }
         // Sent by template: the default variant, as a device without a locale gets it.
         if let template = spec.template, let rendering = TemplateRendering(stored: template.stored, payload: spec.payload, parts: spec.parts),
             let rendered = try? rendering.payload(for: TemplateDevice(), transport: .fcm)
@@ -116,9 +116,35 @@ struct DashboardBackend: Sendable {
         return (frame.body(field: address?.field ?? "token", target: address?.value ?? "<each device's registration token>", extra: extra), nil)
     }
 
-    /// Why a notification has no FCM part: what only APNs carries, the transports asked for, or
-    /// what FCM would refuse of its content.
-    static func apnsOnlyReason(_ spec: NotificationSpec, body: JSONValue) -> String {
+    /// The Declarative Web Push message a browser would decrypt for a send of `body` (`spec`, as
+    /// ``notification(_:app:now:)`` made it): the web part built as the API builds it
+    /// (`NotificationRequest.webPushPart`; a template's default variant), with the receipt id's
+    /// placeholder where the app's pushes carry one — or, when no browser would get it, why.
+    func webPushMessage(_ spec: NotificationSpec, body: JSONValue, app: App) -> (message: [UInt8]?, reason: String?) {
+        guard var part = spec.parts[.webpush] else { return (nil, Self.notCarriedReason(spec, body: body, transport: .webpush)) }
+        if let template = spec.template, let rendering = TemplateRendering(stored: template.stored, payload: spec.payload, parts: spec.parts),
+            let rendered = try? rendering.payload(for: TemplateDevice(), transport: .webpush)
+        {
+            part = rendered
+        }
+        let pushType = spec.pushType ?? .alert
+        let receipts = app.security.receipts && (pushType == .alert || pushType == .background)
+        return (WebPushPart.message(part, extra: receipts ? [(ReceiptID.payloadKey, SentForm.receiptPlaceholder)] : []), nil)
+    }
+
+    /// The name a transport's service goes by in the dashboard's sentences.
+    static func serviceName(_ transport: Transport) -> String {
+        switch transport {
+        case .apns: "APNs"
+        case .fcm: "FCM"
+        case .webpush: "Web Push"
+        }
+    }
+
+    /// Why a notification has no part for `transport` (FCM or Web Push): what only APNs carries,
+    /// the transports asked for, or — in the refusal's own words — what that service would refuse
+    /// of its content (the web: no title, too large, a link that is not http(s)).
+    static func notCarriedReason(_ spec: NotificationSpec, body: JSONValue, transport: Transport) -> String {
         if let pushType = spec.pushType, pushType != .alert, pushType != .background {
             return "push type \(pushType.rawValue) is APNs's alone"
         }
@@ -129,17 +155,29 @@ struct DashboardBackend: Sendable {
         }
         if spec.placeholder != nil { return "end-to-end encryption is APNs's alone" }
         if !spec.kinds.isEmpty, !spec.kinds.contains(.device) { return "the kinds asked for are Apple tokens only" }
-        if spec.transports == [.apns] { return "sent to APNs devices only, as asked" }
-        if let request = try? APIRequestDecoder.decode(SendRequest.self, json: body) {
+        // The transports the sender named (the spec's are those that can carry it too).
+        let request = try? APIRequestDecoder.decode(SendRequest.self, json: body)
+        let asked = Set((request?.transports ?? []).compactMap(Transport.init(rawValue:)))
+        if !asked.isEmpty, !asked.contains(transport) {
+            return "sent to \(asked.sorted().map(Self.serviceName).joined(separator: " and ")) devices only, as asked"
+        }
+        let refuser = transport == .webpush ? "browsers" : Self.serviceName(transport)
+        if let request {
             do {
-                _ = try NotificationRequest.fcmPart(request, json: try NotificationRequest.payloadJSON(request), templated: request.template != nil)
+                switch transport {
+                case .fcm:
+                    _ = try NotificationRequest.fcmPart(
+                        request, json: try NotificationRequest.payloadJSON(request), templated: request.template != nil)
+                case .webpush: _ = try NotificationRequest.webPushPart(request, templated: request.template != nil)
+                case .apns: break
+                }
             } catch let error as HeraldError {
-                return "FCM would refuse it (\(error.code)): \(error.message)"
+                return "\(refuser) would refuse it (\(error.code)): \(error.message)"
             } catch {
-                return "FCM would refuse it"
+                return "\(refuser) would refuse it"
             }
         }
-        return "FCM cannot carry it"
+        return "\(Self.serviceName(transport)) cannot carry it"
     }
 
     /// Stores a notification and wakes the delivery engine: its id.
@@ -370,12 +408,31 @@ struct DashboardBackend: Sendable {
     }
 
     /// The stored form of a device's identifier as the API takes it in a path (an APNs token in
-    /// hex, `fcm:<token>`, `fid:<FID>`; `bad_device_token`).
+    /// hex, `fcm:<token>`, `fid:<FID>`, a browser's `wp:<hash>`; `bad_device_token`).
     func deviceIdentifier(_ text: String) throws -> String {
         guard let stored = PushAddress.storedIdentifier(text) else {
-            throw HeraldError.invalid("the device is named by its APNs token (hex), fcm:<token> or fid:<FID>", code: "bad_device_token")
+            throw HeraldError.invalid(
+                "the device is named by its APNs token (hex), fcm:<token>, fid:<FID> or wp:<its endpoint's hash>", code: "bad_device_token")
         }
         return stored
+    }
+
+    // MARK: Web Push (as `/v1/apps/{app}/webpush/key` does it, through the same functions)
+
+    private var webPush: WebPushController {
+        WebPushController(store: self.api.store, keys: self.api.vapidKeys, clock: self.api.clock)
+    }
+
+    /// The app's VAPID public key (the `applicationServerKey`), made now if it has none, as
+    /// `GET …/webpush/key` makes it. The private key never leaves ``VAPIDKeys``.
+    func webPushPublicKey(_ app: App) async throws -> String {
+        try await self.webPush.applicationServerKey(appID: app.id)
+    }
+
+    /// A new VAPID key for the app, as `POST …/webpush/key` makes it (audited `webpush.rotate`
+    /// by `keyID`): its public key.
+    func rotateWebPushKey(_ app: App, by keyID: String) async throws -> String {
+        try await self.webPush.newKey(appID: app.id, by: keyID)
     }
 
     /// The active devices of the app reached through `transport` (one count query).

@@ -48,6 +48,7 @@ struct Dashboard: Sendable {
         DashboardAppsController(dashboard: self).register(on: group)
         DashboardSetupController(dashboard: self).register(on: group)
         DashboardFCMController(dashboard: self).register(on: group)
+        DashboardWebPushController(dashboard: self).register(on: group)
         DashboardKeysController(dashboard: self).register(on: group)
         DashboardDevicesController(dashboard: self).register(on: group)
         DashboardTemplatesController(dashboard: self).register(on: group)

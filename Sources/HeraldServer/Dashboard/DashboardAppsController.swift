@@ -129,6 +129,8 @@ struct DashboardAppsController: Sendable {
         var production: Credential
         var fcm: FCMCredential
         var fcmOutcome: FCMOutcome
+        /// Web Push: the VAPID public key, the app's browsers, a new key's outcome.
+        var webPush: DashboardWebPushController.Section
         var notifications: [Notification]
         var hasNotifications: Bool
         var error: String?
@@ -255,7 +257,7 @@ struct DashboardAppsController: Sendable {
 
     func appPage(
         app: App, secret: AppModel.Secret?, error: String? = nil, notice: String? = nil, setupError: String? = nil, check: Check? = nil,
-        fcm: FCMOutcome = FCMOutcome()
+        fcm: FCMOutcome = FCMOutcome(), webPush: DashboardWebPushController.Outcome = .init()
     ) async throws -> DashboardView {
         let credentials = try await self.credentials(app)
         var hooks: [AppModel.Hook] = []
@@ -292,6 +294,7 @@ struct DashboardAppsController: Sendable {
         let model = AppModel(
             id: app.id, appPath: DashboardFormat.path(app.id), bundleID: app.bundleID, development: credentials[0], production: credentials[1],
             fcm: try await self.fcmCredential(app), fcmOutcome: fcm,
+            webPush: try await DashboardWebPushController(dashboard: self.dashboard).section(app, outcome: webPush),
             notifications: notifications, hasNotifications: !notifications.isEmpty, error: error, secret: secret, hooks: hooks,
             hasHooks: !hooks.isEmpty,
             eventChoices: DeliveryEventType.allCases.enumerated().map {

@@ -13,8 +13,11 @@ struct DashboardDevicesController: Sendable {
             var token: String
             var shortToken: String
             var kind: String
-            /// The push service: apns or fcm.
+            /// The push service: apns, fcm or Web (``DashboardFormat/platform(_:)``).
             var platform: String
+            /// A browser's subscription endpoint, masked (``WebSubscription/maskedEndpoint``): never
+            /// the whole endpoint (a capability) nor its keys.
+            var endpoint: String?
             var environment: String
             var user: String
             var tags: String
@@ -87,10 +90,10 @@ struct DashboardDevicesController: Sendable {
             var filter = DeviceQuery(limit: 200)
             switch by {
             case "tag": filter.tag = text
-            // An APNs token is hex, any case; FCM's identifiers keep theirs.
+            // An APNs token is hex, any case; FCM's and the web's identifiers keep theirs.
             case "prefix":
-                filter.tokenPrefix =
-                    text.hasPrefix(FCMIdentifier.tokenPrefix) || text.hasPrefix(FCMIdentifier.installationPrefix) ? text : text.lowercased()
+                let prefixes = [FCMIdentifier.tokenPrefix, FCMIdentifier.installationPrefix, WebSubscription.addressPrefix]
+                filter.tokenPrefix = prefixes.contains { text.hasPrefix($0) } ? text : text.lowercased()
             default: filter.userID = text
             }
             devices = try await self.dashboard.store.devices(appID: app.id, filter)
@@ -100,8 +103,8 @@ struct DashboardDevicesController: Sendable {
         let rows = devices.map { device in
             let r = device.registration
             return DevicesModel.Row(
-                token: r.token, shortToken: String(r.token.prefix(16)), kind: r.kind.rawValue, platform: r.route.transport.rawValue,
-                environment: DashboardFormat.routeName(r.route),
+                token: r.token, shortToken: String(r.token.prefix(16)), kind: r.kind.rawValue, platform: DashboardFormat.platform(r.route.transport),
+                endpoint: Self.maskedEndpoint(r), environment: DashboardFormat.routeName(r.route),
                 user: r.userID ?? "—", tags: r.tags.joined(separator: ", "), active: device.active
             )
         }
@@ -122,7 +125,8 @@ struct DashboardDevicesController: Sendable {
         let deliveries = try await self.dashboard.store.deliveries(appID: app.id, token: token, limit: 50).map { d in
             DeviceModel.Delivery(
                 notificationPath: DashboardFormat.path(d.notificationID), updated: DashboardFormat.time(d.updatedAt), pushType: d.pushType.rawValue,
-                platform: d.route.transport.rawValue, state: d.state.rawValue, status: d.status.map(String.init) ?? "", reason: d.reason ?? "",
+                platform: DashboardFormat.platform(d.route.transport), state: d.state.rawValue, status: d.status.map(String.init) ?? "",
+                reason: d.reason ?? "",
                 why: d.reason.map(DashboardFormat.explain),
                 attempts: d.attempts
             )
@@ -130,20 +134,31 @@ struct DashboardDevicesController: Sendable {
         let invalidations = try await self.dashboard.store.invalidations(appID: app.id, deviceID: device.id).map { i in
             DeviceModel.Invalidation(at: DashboardFormat.time(i.at), reason: i.reason, applied: i.applied, why: DashboardFormat.explain(i.reason))
         }
-        let details: [(String, String?)] = [
-            ("App", app.id), ("Kind", r.kind.rawValue), ("Platform", r.route.transport.rawValue),
-            ("Environment", DashboardFormat.routeName(r.route)),
-            ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("OS (as registered)", r.platform),
-            ("App version", r.appVersion),
-            ("Locale", r.locale), ("Time zone", r.timeZone), ("Registered first", DashboardFormat.time(device.createdAt)),
-            ("Last registration", DashboardFormat.time(device.lastRegisteredAt)),
-        ]
+        // A browser's subscription: its transport and its endpoint, masked (never whole, nor its keys).
+        let endpoint = Self.maskedEndpoint(r)
+        let web: [(String, String?)] = endpoint.map { [("Transport", r.route.transport.rawValue), ("Endpoint (masked)", $0)] } ?? []
+        let details: [(String, String?)] =
+            [("App", app.id), ("Kind", r.kind.rawValue), ("Platform", DashboardFormat.platform(r.route.transport))] + web + [
+                ("Environment", DashboardFormat.routeName(r.route)),
+                ("User", r.userID), ("Tags", r.tags.isEmpty ? nil : r.tags.joined(separator: ", ")), ("OS (as registered)", r.platform),
+                ("App version", r.appVersion),
+                ("Locale", r.locale), ("Time zone", r.timeZone), ("Registered first", DashboardFormat.time(device.createdAt)),
+                ("Last registration", DashboardFormat.time(device.lastRegisteredAt)),
+            ]
         let model = DeviceModel(
-            token: r.token, appPath: DashboardFormat.path(app.id), details: details.map { DeviceModel.Pair(label: $0.0, value: $0.1 ?? "—") },
+            token: r.token, appPath: DashboardFormat.path(app.id),
+            details: details.map { DeviceModel.Pair(label: $0.0, value: $0.1 ?? "—") },
             active: device.active, invalidatedAt: DashboardFormat.time(device.invalidatedAt ?? 0),
             invalidationReason: device.invalidationReason ?? "",
             invalidations: invalidations, hasInvalidations: !invalidations.isEmpty, deliveries: deliveries, hasDeliveries: !deliveries.isEmpty
         )
         return DashboardView(template: .device, title: "Device \(r.token.prefix(8))… of \(app.id)", model: model, section: .apps)
+    }
+
+    /// A browser's subscription endpoint as the API shows it (`endpoint`): masked; nil for a
+    /// device of another platform. Its keys are never read out.
+    static func maskedEndpoint(_ r: DeviceRegistration) -> String? {
+        guard let key = r.publicKey, let type = r.publicKeyType else { return nil }
+        return WebSubscription(DevicePublicKey(type: type, key: key))?.maskedEndpoint
     }
 }

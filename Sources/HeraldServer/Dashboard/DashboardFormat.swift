@@ -57,7 +57,13 @@ enum DashboardFormat {
         environment == .development ? "sandbox" : "production"
     }
 
-    /// A device's route as the dashboard shows it: `sandbox`, `production` (APNs) or `fcm`.
+    /// A device's or a delivery's platform as the dashboard shows it: `apns`, `fcm`, or `Web` for
+    /// a browser's Web Push subscription (transport `webpush`).
+    static func platform(_ transport: Transport) -> String {
+        transport == .webpush ? "Web" : transport.rawValue
+    }
+
+    /// A device's route as the dashboard shows it: `sandbox`, `production` (APNs), `fcm` or `webpush`.
     static func routeName(_ route: Route) -> String {
         route.apnsEnvironment.map(Self.environmentName) ?? route.stored
     }

@@ -134,7 +134,10 @@ struct DashboardNotificationsController: Sendable {
         }
         if let environment = value["environment"]?.stringValue { text += ", \(DashboardFormat.environmentName(environment)) only" }
         let transports = value["transports"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        if transports.count == 1 { text += ", \(transports[0] == "fcm" ? "FCM (Android)" : "APNs (Apple)") devices only" }
+        let named = transports.compactMap(Transport.init(rawValue:))
+        if !named.isEmpty, named.count < Transport.allCases.count {
+            text += ", \(named.map(DashboardOverviewController.label).joined(separator: " and ")) devices only"
+        }
         return text
     }
 
@@ -243,7 +246,8 @@ struct DashboardNotificationsController: Sendable {
         }
         let deliveries = status.deliveries.map { d in
             Model.Delivery(
-                token: d.token, shortToken: String(d.token.prefix(16)), platform: d.route.transport.rawValue, pushType: d.pushType.rawValue,
+                token: d.token, shortToken: String(d.token.prefix(16)), platform: DashboardFormat.platform(d.route.transport),
+                pushType: d.pushType.rawValue,
                 state: d.state.rawValue,
                 status: d.status.map(String.init) ?? "", reason: d.reason ?? "", why: d.reason.map(DashboardFormat.explain), attempts: d.attempts,
                 latency: d.latencyMilliseconds.map { "\($0) ms" } ?? "", apnsID: d.apnsID ?? ""

@@ -21,7 +21,7 @@ struct DashboardOverviewController: Sendable {
             var id: String
             var path: String
             var bundleID: String
-            /// Its active devices per platform, in words ("3 APNs, 1 FCM").
+            /// Its active devices per platform, in words ("3 APNs, 1 FCM, 2 Web Push").
             var devices: String
         }
         /// Active devices of one platform, over every app.
@@ -124,7 +124,7 @@ struct DashboardOverviewController: Sendable {
                 for transport in Transport.allCases { counts[transport] = try await self.dashboard.backend.activeDevices(app, transport: transport) }
                 platformTotals.merge(counts, uniquingKeysWith: +)
             }
-            let devices = Transport.allCases.map { "\(counts[$0] ?? 0) \($0 == .apns ? "APNs" : "FCM")" }.joined(separator: ", ")
+            let devices = Transport.allCases.map { "\(counts[$0] ?? 0) \(DashboardBackend.serviceName($0))" }.joined(separator: ", ")
             links.append(
                 Model.AppLink(
                     id: app.id, path: DashboardFormat.path(app.id), bundleID: app.bundleID,

@@ -56,9 +56,12 @@ struct DashboardSendController: Sendable {
         var headerLines: String
         var bytes: String
         var payload: String
-        /// The Android (FCM) request body for one device, or why the notification is APNs's alone.
+        /// The Android (FCM) request body for one device, or why no Android device gets it.
         var android: String
         var androidNote: String
+        /// The Declarative Web Push message each browser decrypts, or why no browser gets it.
+        var web: String
+        var webNote: String
         var reach: String
         var templates: [DashboardOption]
         var hasTemplates: Bool
@@ -215,8 +218,8 @@ struct DashboardSendController: Sendable {
         return Int64(date.timeIntervalSince1970)
     }
 
-    /// What would be sent: the payload and the APNs headers, the Android (FCM) message, or the
-    /// error the form would get.
+    /// What would be sent: the payload and the APNs headers, the Android (FCM) message, the
+    /// browsers' (Web Push) message, or the error the form would get.
     func preview(_ form: [String: String], app: App, now: Int64) async -> JSONValue {
         do {
             let body = try Self.notificationBody(form, now: now)
@@ -248,9 +251,16 @@ struct DashboardSendController: Sendable {
             let target: String? = (form["to"] ?? "token") == "token" ? form["target"] : nil
             let fcm = self.dashboard.backend.fcmMessage(spec, body: body, app: app, target: target)
             let android: String = fcm.message.flatMap { try? JSONValue.parse($0) }.map { DashboardFormat.pretty($0) } ?? ""
-            let androidNote: String = Self.androidNote(fcm.message, apnsOnly: fcm.apnsOnly)
+            // What a browser decrypts, exactly (the bytes encrypted to each subscription), or why
+            // no browser gets it (the web's refusal in its own words: no title, too large).
+            let web = self.dashboard.backend.webPushMessage(spec, body: body, app: app)
+            let onlyAPNs = spec.parts[.webpush] == nil && (spec.transports.isEmpty || spec.transports.contains(.apns))
+            let androidNote: String = Self.androidNote(fcm.message, reason: fcm.reason, onlyAPNs: onlyAPNs)
+            let webText: String = web.message.map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let webNote: String = Self.webNote(web.message, reason: web.reason)
             return .object([
                 ("reach", .string(reach)), ("android", .string(android)), ("androidNote", .string(androidNote)),
+                ("web", .string(webText)), ("webNote", .string(webNote)),
                 ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))), ("bytes", .int(Int64(bytes.count))),
                 ("locales", .array(locales)),
                 ("headers", .object(headers)),
@@ -280,7 +290,8 @@ struct DashboardSendController: Sendable {
             + "APNs delivers it to every Live Activity subscribed."
         return .object([
             ("reach", .string(reach)), ("ok", true), ("payload", .string(DashboardFormat.pretty(payload))),
-            ("android", ""), ("androidNote", .string(Self.androidNote(nil, apnsOnly: "a broadcast channel is APNs's alone"))),
+            ("android", ""), ("androidNote", .string(Self.androidNote(nil, reason: "a broadcast channel is APNs's alone", onlyAPNs: true))),
+            ("web", ""), ("webNote", .string(Self.webNote(nil, reason: "a broadcast channel is APNs's alone"))),
             ("bytes", .int(Int64(spec.payload.count))),
             ("locales", .array([])), ("headers", .object(headers)),
             ("title", alert?["title"] ?? .null), ("subtitle", alert?["subtitle"] ?? .null), ("body", alert?["body"] ?? .null),
@@ -288,10 +299,19 @@ struct DashboardSendController: Sendable {
         ])
     }
 
-    /// Above the Android message: its size, or "APNs only" and why.
-    static func androidNote(_ message: [UInt8]?, apnsOnly: String?) -> String {
+    /// Above the Android message: its size, or why there is none ("APNs only" when no other
+    /// platform gets the notification either).
+    static func androidNote(_ message: [UInt8]?, reason: String?, onlyAPNs: Bool) -> String {
         if let message { return "\(message.count) bytes: the request to FCM's messages:send for one Android device." }
-        return "APNs only: \(apnsOnly ?? "FCM cannot carry it")."
+        return "\(onlyAPNs ? "APNs only" : "Not for Android"): \(reason ?? "FCM cannot carry it")."
+    }
+
+    /// Above the browsers' message: its size, or why no browser gets it.
+    static func webNote(_ message: [UInt8]?, reason: String?) -> String {
+        if let message {
+            return "\(message.count) bytes: the Declarative Web Push message each browser decrypts (encrypted to each subscription, RFC 8291)."
+        }
+        return "Not for browsers: \(reason ?? "Web Push cannot carry it")."
     }
 
     /// "Would reach 3 devices (2 alert, 1 voip)", or why nobody.
@@ -345,13 +365,18 @@ struct DashboardSendController: Sendable {
             priorities: options("priority", [("", "APNs default"), ("10", "10 (immediately)"), ("5", "5 (power-considerate)"), ("1", "1 (low)")]),
             capModes: options("frequencyCap", [("", "not sent (failed)"), ("defer", "sent when there is room")]),
             transports: options(
-                "transports", [("", "every platform it can go to"), ("apns", "APNs (Apple) devices only"), ("fcm", "FCM (Android) devices only")]),
+                "transports",
+                [
+                    ("", "every platform it can go to"), ("apns", "APNs (Apple) devices only"), ("fcm", "FCM (Android) devices only"),
+                    ("webpush", "Web Push (browsers) only"),
+                ]),
             previewTitle: ok ? (preview["title"]?.stringValue ?? "") : "",
             previewSubtitle: ok ? (preview["subtitle"]?.stringValue ?? "") : "", previewBody: ok ? (preview["body"]?.stringValue ?? "") : "",
             previewError: ok ? "" : preview["error"]?.stringValue ?? "",
             headerLines: !ok ? "" : preview["headers"]?.objectMembers?.map { "\($0.0): \($0.1.stringValue ?? "")" }.joined(separator: "\n") ?? "",
             bytes: ok ? "\(preview["bytes"]?.intValue ?? 0) bytes" : "", payload: ok ? preview["payload"]?.stringValue ?? "" : "",
             android: ok ? preview["android"]?.stringValue ?? "" : "", androidNote: ok ? preview["androidNote"]?.stringValue ?? "" : "",
+            web: ok ? preview["web"]?.stringValue ?? "" : "", webNote: ok ? preview["webNote"]?.stringValue ?? "" : "",
             reach: ok ? preview["reach"]?.stringValue ?? "" : "",
             templates: [DashboardOption(value: "", label: "none: write the alert below", selected: chosen == nil)]
                 + templates.map { DashboardOption(value: $0.id, label: $0.name, selected: $0.id == chosen?.id) },

@@ -346,7 +346,19 @@ export class Herald {
 function activated(registration) {
   if (registration.active) return Promise.resolve(registration);
   const worker = registration.installing || registration.waiting;
-  if (!worker) return Promise.reject(new HeraldError("service_worker_failed", "the service worker has no installing, waiting or active worker"));
+  if (!worker) {
+    // Between an update's end and the next worker's start a registration can hold none for a
+    // moment (seen in Firefox on a loaded machine): look again for up to 10 s.
+    return new Promise((resolve, reject) => {
+      let tries = 0;
+      const retry = () => {
+        if (registration.active || registration.installing || registration.waiting) { activated(registration).then(resolve, reject); return; }
+        if (++tries > 100) { reject(new HeraldError("service_worker_failed", "the service worker has no installing, waiting or active worker")); return; }
+        setTimeout(retry, 100);
+      };
+      retry();
+    });
+  }
   return new Promise((resolve, reject) => {
     const check = () => {
       if (registration.active) { worker.removeEventListener("statechange", check); resolve(registration); }

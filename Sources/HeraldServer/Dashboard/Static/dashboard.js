@@ -9,7 +9,7 @@ document.addEventListener("DOMContentLoaded", () => {
     let sequence = 0;
     const show = (id, text) => { const node = document.getElementById(id); if (node) node.textContent = text; };
     const clear = () => {
-      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach", "preview-locales", "preview-android", "preview-android-note"]) show(id, "");
+      for (const id of ["preview-banner-title", "preview-banner-subtitle", "preview-banner-body", "preview-headers", "preview-payload", "preview-bytes", "preview-reach", "preview-locales", "preview-android", "preview-android-note", "preview-web", "preview-web-note"]) show(id, "");
     };
     const refresh = async () => {
       const mine = ++sequence;
@@ -33,6 +33,9 @@ document.addEventListener("DOMContentLoaded", () => {
           // The Android (FCM) message, or why there is none ("APNs only: …").
           show("preview-android", typeof preview.android === "string" ? preview.android : "");
           show("preview-android-note", typeof preview.androidNote === "string" ? preview.androidNote : "");
+          // The Web Push message a browser decrypts, or why no browser gets it ("Not for browsers: …").
+          show("preview-web", typeof preview.web === "string" ? preview.web : "");
+          show("preview-web-note", typeof preview.webNote === "string" ? preview.webNote : "");
           show("preview-reach", typeof preview.reach === "string" ? preview.reach : "");
           // A template send: each locale's texts, built as text nodes (never HTML).
           const locales = document.getElementById("preview-locales");
