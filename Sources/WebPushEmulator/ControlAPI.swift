@@ -16,6 +16,9 @@ struct ControlAPI: Sendable {
 
     private var state: WebPushState { self.emulator.state }
 
+    /// The most browsers one `POST browsers` with `count` makes.
+    static let maximumBrowsersPerRequest = 10_000
+
     struct Failure: Error {
         var code: Int
         var message: String
@@ -57,13 +60,25 @@ struct ControlAPI: Sendable {
                 }
                 key = bytes
             }
-            let browser: WebPushBrowserSubscription
+            // With `count`, that many browsers at once (load tests), answered as {"browsers":[…]}.
+            var count: Int?
+            if let member = object["count"] {
+                guard let value = member.intValue, (1...Int64(Self.maximumBrowsersPerRequest)).contains(value) else {
+                    throw .invalid("count must be 1...\(Self.maximumBrowsersPerRequest)")
+                }
+                count = Int(value)
+            }
+            var browsers: [WebPushBrowserSubscription] = []
+            browsers.reserveCapacity(count ?? 1)
             do {
-                browser = try self.emulator.makeBrowser(personality: personality, applicationServerKey: key)
+                for _ in 0..<(count ?? 1) {
+                    browsers.append(try self.emulator.makeBrowser(personality: personality, applicationServerKey: key))
+                }
             } catch {
                 throw .invalid("\(error)")
             }
-            return .json(status: 200, body: browser.jsonValue)
+            guard count != nil else { return .json(status: 200, body: browsers[0].jsonValue) }
+            return .json(status: 200, body: .object([("browsers", .array(browsers.map(\.jsonValue)))]))
         case ("browsers", 2):
             try allow("GET", "DELETE")
             let id = path[1]

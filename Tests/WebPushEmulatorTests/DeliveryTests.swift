@@ -107,6 +107,49 @@ import WebPushEmulator
         }
     }
 
+    @Test("POST browsers with count makes that many subscriptions, each its own keys, each pushable")
+    func browsersInBulk() async throws {
+        try await withFixture { fixture in
+            let port = fixture.port
+            let key = fixture.vapid.publicKeyBase64URL
+            let made = try await RawHTTPClient.json(
+                port: port, "POST", "/emulator/browsers", #"{"personality":"fcm","applicationServerKey":"\#(key)","count":3}"#
+            )
+            #expect(made.status == 200, "\(made.body)")
+            let items = try #require(made.json?["browsers"]?.arrayValue)
+            #expect(items.count == 3)
+            var browsers: [WebPushBrowserSubscription] = []
+            for item in items {
+                #expect(item["personality"]?.stringValue == "fcm")
+                browsers.append(
+                    WebPushBrowserSubscription(
+                        id: try #require(item["id"]?.stringValue), personality: .fcm,
+                        endpoint: try #require(item["subscription"]?["endpoint"]?.stringValue),
+                        p256dh: try #require(item["subscription"]?["keys"]?["p256dh"]?.stringValue),
+                        auth: try #require(item["subscription"]?["keys"]?["auth"]?.stringValue)
+                    ))
+            }
+            #expect(Set(browsers.map(\.id)).count == 3)
+            #expect(Set(browsers.map(\.endpoint)).count == 3)
+            #expect(Set(browsers.map(\.p256dh)).count == 3)
+            #expect(browsers.allSatisfy { $0.endpoint.hasPrefix("http://127.0.0.1:\(port)/fcm/send/") })
+            for (index, browser) in browsers.enumerated() {
+                #expect(try await fixture.push("message \(index)", to: browser).status == 201)
+                #expect(fixture.emulator.inbox(browser.id)?.messages.map(\.text) == ["message \(index)"])
+            }
+
+            for count in ["0", "10001", "\"3\""] {
+                let refused = try await RawHTTPClient.json(
+                    port: port, "POST", "/emulator/browsers", #"{"personality":"fcm","applicationServerKey":"\#(key)","count":\#(count)}"#
+                )
+                #expect(refused.status == 400, "count \(count)")
+            }
+            // An Apple subscription still needs a key, in bulk too.
+            let keyless = try await RawHTTPClient.json(port: port, "POST", "/emulator/browsers", #"{"personality":"apple","count":2}"#)
+            #expect(keyless.status == 400)
+        }
+    }
+
     @Test("the event stream reports arrivals, failures and refusals")
     func events() async throws {
         try await withFixture { fixture in
