@@ -54,7 +54,7 @@ package final class DeliveryEngine: Service, Sendable {
     /// for all of them.
     private let apns: APNsPushTransport
     private let fcm: FCMPushTransport
-    private let webPush: WebPushTransport?
+    private let webPush: WebPushTransport
     private let configuration: Configuration
     private let clock: any EpochClock
     private let logger: Logger
@@ -66,7 +66,7 @@ package final class DeliveryEngine: Service, Sendable {
     private let doorbell = Doorbell()
 
     init(
-        store: any HeraldStore, clients: ClientProvider, fcmClients: FCMClientProvider? = nil, webPush: WebPushTransport? = nil,
+        store: any HeraldStore, clients: ClientProvider, fcmClients: FCMClientProvider? = nil, webPush: WebPushTransport,
         configuration: Configuration, clock: any EpochClock, logger: Logger, events: DeliveryEvents? = nil, secrets: SecretBox? = nil
     ) {
         self.apns = APNsPushTransport(clients: clients, logger: logger)
@@ -300,18 +300,7 @@ package final class DeliveryEngine: Service, Sendable {
         switch route.transport {
         case .apns: transport = self.apns
         case .fcm: transport = self.fcm
-        case .webpush:
-            guard let webPush = self.webPush else {
-                for delivery in deliveries {
-                    outcome.add(
-                        DeliveryResult(
-                            deliveryID: delivery.id, outcome: .failed(status: nil, reason: "no_webpush", invalidate: false, timestamp: nil),
-                            latencyMilliseconds: 0),
-                        pushType: delivery.pushType)
-                }
-                return outcome
-            }
-            transport = webPush
+        case .webpush: transport = self.webPush
         }
         let started = self.clock.nowMilliseconds
         await transport.send(deliveries, route: route, lane: lane, receipts: receipts) { index, answer in

@@ -131,7 +131,7 @@ extension NotificationRequest {
             guard case .object = block else { throw HeraldError.invalid("webpush must be an object", code: "bad_webpush") }
             members = Self.merged(members, over: JSONValue(block).objectMembers ?? [])
         }
-        if templated, !(members.first { $0.0 == "notification" }?.1["title"] != nil) {
+        if templated, members.first(where: { $0.0 == "notification" })?.1["title"] == nil {
             // The template gives the title per device; checked here with a stand-in of its size.
             var checked = members
             if let index = checked.firstIndex(where: { $0.0 == "notification" }) {

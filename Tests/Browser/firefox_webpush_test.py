@@ -174,12 +174,12 @@ PAGE = """<!doctype html>
 const config = __CONFIG__;
 const report = (kind, value) => fetch("/report/" + kind, { method: "POST", body: JSON.stringify(value) });
 addEventListener("unhandledrejection", (event) => report("error", { message: String(event.reason && (event.reason.stack || event.reason)) }));
-const pause = (ms) => new Promise((done) => setTimeout(done, ms));
 
 async function main() {
   // Firefox's push service starts late (an idle task after startup); PushManager calls made
-  // before it hang, so the page first waits for the emulator to have seen Firefox's hello.
-  while (!(await (await fetch("/push-ready")).json()).ready) await pause(100);
+  // before it hang, so the page first waits for the emulator to have seen Firefox's hello (the
+  // test server answers once that event came).
+  await fetch("/push-ready");
   const { Herald } = await import(config.sdk);
   // The app's backend mints the assertion for the endpoint the browser got.
   const assertion = (userId) => async (endpoint) =>
@@ -297,9 +297,9 @@ class Page:
                 if self.path in ("/good/sw.js", "/bad/sw.js"):
                     return self.reply(200, WORKER.replace("__SDK__", json.dumps(BASE + "/sdk/herald-sw.js")), "text/javascript")
                 if self.path == "/push-ready":
-                    status, state = call(EMULATOR, "GET", "/emulator/firefox")
-                    ready = status == 200 and any(client.get("connected") for client in state.get("clients", []))
-                    return self.reply(200, json.dumps({"ready": ready}))
+                    # Answered at the event (the emulator's stream reports Firefox's hello), not polled.
+                    EVENTS.wait("Firefox's hello at the emulator", lambda s, v: s == "emulator" and v.get("type") == "hello")
+                    return self.reply(200, json.dumps({"ready": True}))
                 if self.path == "/next-command":
                     with page.lock:
                         page.lock.wait_for(lambda: page.commands, timeout=20)

@@ -348,15 +348,13 @@ function activated(registration) {
   const worker = registration.installing || registration.waiting;
   if (!worker) {
     // Between an update's end and the next worker's start a registration can hold none for a
-    // moment (seen in Firefox on a loaded machine): look again for up to 10 s.
+    // moment (seen in Firefox on a loaded machine): wait for that worker to be found.
     return new Promise((resolve, reject) => {
-      let tries = 0;
-      const retry = () => {
-        if (registration.active || registration.installing || registration.waiting) { activated(registration).then(resolve, reject); return; }
-        if (++tries > 100) { reject(new HeraldError("service_worker_failed", "the service worker has no installing, waiting or active worker")); return; }
-        setTimeout(retry, 100);
+      const found = () => {
+        registration.removeEventListener("updatefound", found);
+        activated(registration).then(resolve, reject);
       };
-      retry();
+      registration.addEventListener("updatefound", found);
     });
   }
   return new Promise((resolve, reject) => {
